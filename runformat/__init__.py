@@ -1,0 +1,56 @@
+"""The run-directory contract shared by the collector, the training workload and the dashboard.
+
+Writers and readers meet only in the run directory (see docs/run-format.md). This package holds the
+file names, the run-id rule and the small helpers every side needs to agree on; it has no
+dependencies beyond the standard library.
+"""
+
+from runformat.duration import format_duration, parse_duration
+from runformat.jsonio import read_json, write_json_atomic
+from runformat.layout import (
+    CHECKPOINTS_DIR,
+    COMMAND_LOG,
+    DETECTIONS_DIR,
+    DETECTIONS_JSON,
+    EVAL_JSON,
+    EXAMPLES_SUBDIR,
+    FORMAT_VERSION,
+    MODEL_DIR,
+    PHASES_CSV,
+    RUN_DIR_ENV,
+    RUN_ID_ENV,
+    RUN_JSON,
+    RUNS_SUBDIR,
+    TELEMETRY_CSV,
+    TRAINING_CSV,
+    TRAINING_JSON,
+    is_valid_run_id,
+    new_run_id,
+    resolve_run_dir,
+)
+
+__all__ = [
+    "CHECKPOINTS_DIR",
+    "COMMAND_LOG",
+    "DETECTIONS_DIR",
+    "DETECTIONS_JSON",
+    "EVAL_JSON",
+    "EXAMPLES_SUBDIR",
+    "FORMAT_VERSION",
+    "MODEL_DIR",
+    "PHASES_CSV",
+    "RUNS_SUBDIR",
+    "RUN_DIR_ENV",
+    "RUN_ID_ENV",
+    "RUN_JSON",
+    "TELEMETRY_CSV",
+    "TRAINING_CSV",
+    "TRAINING_JSON",
+    "format_duration",
+    "is_valid_run_id",
+    "new_run_id",
+    "parse_duration",
+    "read_json",
+    "resolve_run_dir",
+    "write_json_atomic",
+]

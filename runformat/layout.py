@@ -1,0 +1,59 @@
+"""Names and identifiers of the run directory (docs/run-format.md is the prose version)."""
+
+from __future__ import annotations
+
+import re
+import socket
+from datetime import datetime, timezone
+from pathlib import Path
+
+FORMAT_VERSION = 1
+
+RUNS_SUBDIR = "runs"
+EXAMPLES_SUBDIR = "examples"
+
+RUN_JSON = "run.json"
+TELEMETRY_CSV = "telemetry.csv"
+COMMAND_LOG = "command.log"
+TRAINING_CSV = "training.csv"
+TRAINING_JSON = "training.json"
+PHASES_CSV = "phases.csv"
+EVAL_JSON = "eval.json"
+CHECKPOINTS_DIR = "checkpoints"
+MODEL_DIR = "model"
+DETECTIONS_DIR = "detections"
+DETECTIONS_JSON = "detections.json"
+
+# The collector exports these to the command it launches.
+RUN_DIR_ENV = "WORKBENCH_RUN_DIR"
+RUN_ID_ENV = "WORKBENCH_RUN_ID"
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")
+
+
+def is_valid_run_id(run_id: str) -> bool:
+    """True for a single, safe path component: no separators, no '..', no leading dot."""
+    return bool(_RUN_ID.match(run_id)) and ".." not in run_id
+
+
+def new_run_id(device: str, now: datetime | None = None, host: str | None = None) -> str:
+    """`20261121T130255Z-cpu-myhost`: sortable by start time, readable, a valid run id."""
+    stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    host_part = _UNSAFE.sub("-", host or socket.gethostname()).strip("-.")[:40] or "host"
+    device_part = _UNSAFE.sub("-", device).strip("-.")[:16] or "run"
+    return f"{stamp}-{device_part}-{host_part}"
+
+
+def resolve_run_dir(data_dir: Path, run_id: str) -> Path | None:
+    """The directory of `run_id` under data_dir/runs or data_dir/examples, or None.
+
+    Rejects ids that are not a single safe path component, so user input can never escape data_dir.
+    """
+    if not is_valid_run_id(run_id):
+        return None
+    for sub in (RUNS_SUBDIR, EXAMPLES_SUBDIR):
+        candidate = data_dir / sub / run_id
+        if candidate.is_dir():
+            return candidate
+    return None

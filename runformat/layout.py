@@ -29,7 +29,7 @@ RUN_DIR_ENV = "WORKBENCH_RUN_DIR"
 RUN_ID_ENV = "WORKBENCH_RUN_ID"
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")
+_UNSAFE = re.compile(r"[^A-Za-z0-9-]+")
 
 
 def is_valid_run_id(run_id: str) -> bool:
@@ -40,8 +40,8 @@ def is_valid_run_id(run_id: str) -> bool:
 def new_run_id(device: str, now: datetime | None = None, host: str | None = None) -> str:
     """`20261121T130255Z-cpu-myhost`: sortable by start time, readable, a valid run id."""
     stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    host_part = _UNSAFE.sub("-", host or socket.gethostname()).strip("-.")[:40] or "host"
-    device_part = _UNSAFE.sub("-", device).strip("-.")[:16] or "run"
+    host_part = _UNSAFE.sub("-", host or socket.gethostname()).strip("-")[:40] or "host"
+    device_part = _UNSAFE.sub("-", device).strip("-")[:16] or "run"
     return f"{stamp}-{device_part}-{host_part}"
 
 

@@ -1,0 +1,179 @@
+"""`python -m collect timed`: one honest measurement of the training workload on one device.
+
+The collector records the run; the training is an opaque command (`python -m training train ...`)
+that it launches and stops. The budget is the training's own: export, evaluation and detections after
+it run to completion as separate phases. The collector's deadline is only a runaway guard.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from collect.progress import ProgressReporter
+from collect.session import SessionOptions, SessionResult, run_session
+from runformat import COMMAND_LOG, EVAL_JSON, TRAINING_JSON, format_duration, parse_duration, read_json
+
+USAGE_ERROR = 2
+NO_GPU = 1
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(
+        prog="python -m collect timed",
+        description="Train the Faster R-CNN workload for DURATION on one device while sampling the system.",
+    )
+    parser.add_argument("duration", help="training budget: 90s, 75m, 2h, 1h30m")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    parser.add_argument("--interval", default="1s", help="sampling interval (default 1s, down to 10ms)")
+    parser.add_argument("--label", default="", help="label shown in the dashboard")
+    parser.add_argument("--preset", choices=("small", "standard"), default="small")
+    parser.add_argument("--batch", type=int, help="global batch size (default: the preset's)")
+    parser.add_argument("--data-dir", type=Path, default=Path("data"))
+    parser.add_argument("--no-export", action="store_true", help="skip export, evaluation and detections")
+    parser.add_argument("--max-steps", type=int, help="also stop after this many steps (for quick checks)")
+    parser.add_argument(
+        "--verbose", action="store_true", help="show the training's output, not a progress line"
+    )
+    return parser
+
+
+def hard_limit_s(budget_s: float) -> float:
+    """Past this the collector stops the command: room for tracing, checkpoints, export and evaluation."""
+    return 2 * budget_s + 30 * 60
+
+
+def training_command(args: argparse.Namespace) -> list[str]:
+    command = [
+        sys.executable, "-m", "training", "train",
+        "--device", args.device,
+        "--duration", args.duration,
+        "--preset", args.preset,
+        "--data-dir", str(args.data_dir),
+    ]
+    if args.batch is not None:
+        command += ["--batch", str(args.batch)]
+    if args.max_steps is not None:
+        command += ["--max-steps", str(args.max_steps)]
+    if args.no_export:
+        command.append("--no-export")
+    return command
+
+
+def check_gpu() -> str | None:
+    """None if TensorFlow sees a GPU, else the one-line reason `training devices` gave."""
+    probe = subprocess.run(
+        [sys.executable, "-m", "training", "devices", "--require", "gpu"],
+        capture_output=True, text=True, check=False,
+    )
+    if probe.returncode == 0:
+        return None
+    lines = [line for line in (probe.stderr + probe.stdout).splitlines() if line.strip()]
+    return lines[-1] if lines else f"TensorFlow sees no GPU (exit code {probe.returncode})"
+
+
+def summary_lines(result: SessionResult, peaks: dict[str, float]) -> list[str]:
+    """The end-of-run summary, from the run directory's files and the peaks seen while sampling."""
+    run_dir = result.run_dir
+    head = f"Run {run_dir.name}: {result.end_reason} (exit code {result.exit_code}), {result.samples} samples"
+    lines = [head]
+    training = _json_or_empty(run_dir / TRAINING_JSON)
+    if training:
+        steady = training.get("steady_steps_per_s")
+        lines.append(
+            f"  training: {training.get('steps', 0)} steps ({training.get('status', '?')})"
+            + (f", steady {steady:.2f} steps/s" if isinstance(steady, (int, float)) else "")
+            + (f", first step {training['first_step_s']:.1f} s" if training.get("first_step_s") else "")
+            + f", device {training.get('device_used', '?')}"
+        )
+    evaluation = _json_or_empty(run_dir / EVAL_JSON)
+    if evaluation:
+        lines.append(
+            f"  accuracy: mAP@0.5 {evaluation.get('map_50', float('nan')):.3f}, "
+            f"recall {evaluation.get('recall_50', float('nan')):.3f} "
+            f"on {evaluation.get('num_images', '?')} held-out images"
+        )
+    lines.append("  peaks: " + _peaks_text(peaks))
+    lines.append(f"  run directory: {run_dir}")
+    lines.append("  compare runs: ./scripts/dashboard.sh, then open http://127.0.0.1:8050")
+    return lines
+
+
+def _peaks_text(peaks: dict[str, float]) -> str:
+    parts = []
+    if "cpu_temp_c" in peaks:
+        parts.append(f"CPU {peaks['cpu_temp_c']:.0f} °C")
+    else:
+        parts.append("CPU temperature n/a (no sensor)")
+    for name in sorted(peaks):
+        if name.startswith("gpu"):
+            unit = "°C" if name.endswith("_temp_c") else "W"
+            parts.append(f"{name.split('_')[0].upper()} {peaks[name]:.0f} {unit}")
+    return ", ".join(parts)
+
+
+def _json_or_empty(path: Path) -> dict:
+    try:
+        return read_json(path)
+    except ValueError:
+        return {}
+
+
+def main(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(list(argv))
+    try:
+        budget_s = parse_duration(args.duration)
+        interval_s = parse_duration(args.interval, minimum_s=0.01)
+    except ValueError as exc:
+        print(f"python -m collect timed: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    if args.batch is not None and args.batch < 1:
+        print("python -m collect timed: error: --batch must be at least 1", file=sys.stderr)
+        return USAGE_ERROR
+    if args.device == "gpu" and (reason := check_gpu()) is not None:
+        print(f"python -m collect timed: error: {reason}", file=sys.stderr)
+        return NO_GPU
+
+    # With --verbose the training's output is the progress; the reporter then only keeps the peaks.
+    progress = ProgressReporter(budget_s, sys.stdout, every_s=math.inf if args.verbose else None)
+
+    def on_start(run_dir: Path) -> None:
+        progress.start(run_dir)
+        print(f"Recording into {run_dir} (Ctrl-C stops the run and keeps everything so far)", flush=True)
+
+    options = SessionOptions(
+        data_dir=args.data_dir,
+        device=args.device,
+        interval_s=interval_s,
+        duration_s=hard_limit_s(budget_s),
+        label=args.label or f"{args.device} {args.preset} {format_duration(budget_s)}",
+        command=training_command(args),
+        echo_output=args.verbose,
+    )
+    result = run_session(options, on_start=on_start, on_sample=progress.on_sample)
+    progress.finish()
+    if result.exit_code not in (0, 130) and not args.verbose:
+        _show_log_tail(result.run_dir)
+    print("\n".join(summary_lines(result, progress.peaks)), flush=True)
+    return result.exit_code
+
+
+def _show_log_tail(run_dir: Path, lines: int = 15) -> None:
+    log = run_dir / COMMAND_LOG
+    try:
+        tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+    except OSError:
+        return
+    print(f"The training failed; last lines of {log}:", file=sys.stderr)
+    for line in tail:
+        print(f"  {line}", file=sys.stderr)

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# A timed Faster R-CNN training run on the CPU, recorded by the telemetry collector.
+set -euo pipefail
+
+usage() {
+  cat <<'USAGE'
+Usage: ./scripts/collect_cpu.sh DURATION [OPTIONS]
+
+Trains the Faster R-CNN workload on the CPU for DURATION of wall-clock time (90s, 75m, 2h, 1h30m)
+while the collector samples the system; then exports, evaluates and draws detections (not counted
+in DURATION). First use creates .venv and installs what it needs; the dataset is generated if missing.
+
+Options (passed through):
+  --interval 1s           sampling interval (down to 10ms)
+  --label TEXT            label shown in the dashboard
+  --preset small|standard small: ResNet-18 at 256 px (default); standard: ResNet-50-FPN at 640 px
+  --batch N               global batch size
+  --data-dir DIR          where runs and datasets live (default: data)
+  --no-export             skip export, evaluation and detections
+  --verbose               show the training's own output instead of the live progress line
+Exit codes: the training's own (0 ok), 124 hard time limit hit, 130 interrupted, 2 usage error.
+USAGE
+}
+
+main() {
+  if [[ $# -eq 0 ]]; then
+    usage >&2
+    exit 2
+  fi
+  if [[ "$1" == "-h" || "$1" == "--help" ]]; then
+    usage
+    return 0
+  fi
+  # shellcheck source=scripts/lib.sh
+  source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+  local problem
+  problem=$(PYTHONPATH="$REPO_ROOT" python3 -m runformat duration "$1" 2>&1 >/dev/null) \
+    || EXIT_CODE=2 die "${problem#error: } (see --help)"
+  ensure_venv "train,dashboard"
+  exec "$PY" -m collect timed --device cpu "$@"
+}
+
+main "$@"

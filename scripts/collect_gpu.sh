@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# A timed Faster R-CNN training run on the GPU, recorded by the telemetry collector.
+set -euo pipefail
+
+usage() {
+  cat <<'USAGE'
+Usage: ./scripts/collect_gpu.sh DURATION [OPTIONS]
+
+Trains the Faster R-CNN workload on the NVIDIA GPU for DURATION of wall-clock time (90s, 75m, 2h,
+1h30m) while the collector samples the system and the GPU through NVML; then exports, evaluates and
+draws detections (not counted in DURATION). Fails at once if there is no NVIDIA driver or TensorFlow
+does not see the GPU: it never trains on the CPU instead. First use creates .venv and installs
+TensorFlow with its CUDA libraries; the dataset is generated if missing.
+
+Options (passed through):
+  --interval 1s           sampling interval (down to 10ms)
+  --label TEXT            label shown in the dashboard
+  --preset small|standard small: ResNet-18 at 256 px (default); standard: ResNet-50-FPN at 640 px
+  --batch N               global batch size
+  --data-dir DIR          where runs and datasets live (default: data)
+  --no-export             skip export, evaluation and detections
+  --verbose               show the training's own output instead of the live progress line
+Exit codes: the training's own (0 ok), 124 hard time limit hit, 130 interrupted, 2 usage error,
+1 no usable GPU.
+USAGE
+}
+
+have_nvidia_driver() {
+  [[ -e /proc/driver/nvidia/version ]] || nvidia-smi -L >/dev/null 2>&1
+}
+
+main() {
+  if [[ $# -eq 0 ]]; then
+    usage >&2
+    exit 2
+  fi
+  if [[ "$1" == "-h" || "$1" == "--help" ]]; then
+    usage
+    return 0
+  fi
+  # shellcheck source=scripts/lib.sh
+  source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+  local problem
+  problem=$(PYTHONPATH="$REPO_ROOT" python3 -m runformat duration "$1" 2>&1 >/dev/null) \
+    || EXIT_CODE=2 die "${problem#error: } (see --help)"
+  have_nvidia_driver \
+    || die "no NVIDIA driver found (no /proc/driver/nvidia, nvidia-smi failed): use ./scripts/collect_cpu.sh on this machine"
+  ensure_venv "train,gpu,dashboard"
+  exec "$PY" -m collect timed --device gpu "$@"
+}
+
+main "$@"

@@ -1,0 +1,60 @@
+# shellcheck shell=bash
+# Shared helpers for the entry-point scripts: find the repo, make the virtualenv, install on first use.
+# Sourced, never run. Everything beyond bootstrapping lives in Python.
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${WORKBENCH_VENV:-$REPO_ROOT/.venv}"
+PY="$VENV/bin/python"
+
+die() {
+  printf '%s: error: %s\n' "$(basename "$0")" "$*" >&2
+  exit "${EXIT_CODE:-1}"
+}
+
+log() {
+  printf '%s: %s\n' "$(basename "$0")" "$*" >&2
+}
+
+# ensure_venv EXTRAS: create $VENV and `pip install -e .[EXTRAS]` unless each extra is stamped as installed
+# from the current pyproject.toml.
+ensure_venv() {
+  local extras="$1" stamp digest extra missing=()
+  stamp="$VENV/.workbench-installed"
+  digest="$(cksum <"$REPO_ROOT/pyproject.toml" | cut -d' ' -f1)"
+  IFS=',' read -r -a wanted <<<"$extras"
+  for extra in "${wanted[@]}"; do
+    [[ -x "$PY" && -f "$stamp" ]] && grep -qxF -- "$digest $extra" "$stamp" || missing+=("$extra")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  local base_python="${WORKBENCH_PYTHON:-python3}"
+  command -v "$base_python" >/dev/null || die "python3 not found: install Python 3.10-3.12"
+  "$base_python" -c 'import sys; sys.exit(not ((3, 10) <= sys.version_info[:2] <= (3, 12)))' \
+    || die "Python 3.10-3.12 is required (TensorFlow 2.20), found $("$base_python" --version 2>&1)"
+  if [[ ! -x "$PY" ]]; then
+    log "first use: creating $VENV"
+    "$base_python" -m venv "$VENV" || die "could not create a virtualenv (on Debian: apt-get install python3-venv)"
+  fi
+  log "installing the workbench with [$extras] into $VENV (a few minutes the first time)"
+  "$PY" -m pip install --quiet --upgrade pip >&2 || die "pip could not upgrade itself"
+  "$PY" -m pip install --quiet -e "${REPO_ROOT}[${extras}]" >&2 || die "pip install -e .[$extras] failed (see above)"
+  { grep -s "^$digest " "$stamp" || true; for extra in "${wanted[@]}"; do echo "$digest $extra"; done; } \
+    | sort -u >"$stamp.new"
+  mv "$stamp.new" "$stamp"
+}
+
+# ensure_debian_packages PKG...: install missing Debian packages when we are root with apt-get; else say what is missing.
+ensure_debian_packages() {
+  local missing=() pkg
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing Debian packages: ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get update -q >&2 || die "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2 \
+      || die "apt-get install ${missing[*]} failed"
+  else
+    log "missing Debian packages (tests that need them are skipped): ${missing[*]}"
+  fi
+}

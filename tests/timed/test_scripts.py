@@ -1,0 +1,112 @@
+"""The entry-point scripts, run for real: usage errors, GPU refusal, and a whole short CPU run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "scripts"
+
+
+def run_script(name: str, *args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPTS / name), *args],
+        cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False,
+        env={**os.environ, **env},
+    )
+
+
+@pytest.mark.parametrize("script", ["collect_cpu.sh", "collect_gpu.sh"])
+@pytest.mark.parametrize("duration", ["75x", "0", "-5m", "", "1h1h"])
+def test_bad_duration_is_one_line_and_exit_2(script: str, duration: str) -> None:
+    result = run_script(script, duration)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "duration" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("script", ["collect_cpu.sh", "collect_gpu.sh"])
+def test_no_arguments_prints_usage_and_exit_2(script: str) -> None:
+    result = run_script(script)
+    assert result.returncode == 2
+    assert result.stderr.startswith("Usage:")
+
+
+@pytest.mark.parametrize("script", ["collect_cpu.sh", "collect_gpu.sh", "dashboard.sh", "test.sh"])
+def test_help(script: str) -> None:
+    result = run_script(script, "--help")
+    assert result.returncode == 0
+    assert result.stdout.startswith("Usage:")
+
+
+def test_gpu_script_fails_fast_without_a_gpu(tmp_path: Path) -> None:
+    if Path("/proc/driver/nvidia/version").exists():
+        pytest.skip("this machine has an NVIDIA driver")
+    started = time.monotonic()
+    result = run_script("collect_gpu.sh", "10s", "--data-dir", str(tmp_path))
+    assert time.monotonic() - started < 10
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1
+    assert "NVIDIA" in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.mark.slow
+def test_collect_cpu_short_run_end_to_end(tmp_path: Path) -> None:
+    result = run_script(
+        "collect_cpu.sh", "45s", "--data-dir", str(tmp_path), "--interval", "0.5s", "--label", "e2e",
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    runs = list((tmp_path / "runs").iterdir())
+    assert len(runs) == 1
+    run_dir = runs[0]
+    for name in ("run.json", "telemetry.csv", "command.log", "training.csv", "training.json", "phases.csv",
+                 "eval.json", "detections/detections.json", "model/saved_model.pb"):
+        assert (run_dir / name).exists(), name
+    assert list((run_dir / "detections").glob("*.png"))
+    assert list((run_dir / "checkpoints").glob("ckpt-*.index"))
+
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["end_reason"] == "completed"
+    assert run["exit_code"] == 0
+    assert run["label"] == "e2e"
+    assert run["command"][1:4] == ["-m", "training", "train"]
+
+    training = json.loads((run_dir / "training.json").read_text())
+    assert training["status"] == "deadline"
+    assert training["steps"] > 5
+    # The budget is the training's: training ends within it (plus one step), export etc. come after.
+    assert training["end_unix"] - training["start_unix"] < 45 + 10
+
+    phases = {row["phase"]: row for row in _rows(run_dir / "phases.csv")}
+    assert set(phases) == {"train", "export", "evaluate", "detect"}
+    assert all(row["status"] == "ok" for row in phases.values())
+    assert float(phases["export"]["start_unix"]) >= float(phases["train"]["end_unix"])
+
+    evaluation = json.loads((run_dir / "eval.json").read_text())
+    assert 0.0 <= evaluation["map_50"] <= 1.0
+
+    # One clock: every training step lies inside the telemetry's span, which covers the whole run.
+    telemetry = _rows(run_dir / "telemetry.csv")
+    steps = _rows(run_dir / "training.csv")
+    t_first, t_last = float(telemetry[0]["time_unix"]), float(telemetry[-1]["time_unix"])
+    assert t_first <= float(steps[0]["time_unix"]) and float(steps[-1]["time_unix"]) <= t_last
+    assert t_last >= float(phases["detect"]["end_unix"]) - 1.0
+    assert abs(t_first - run["start_unix"]) < 2.0
+
+    assert "Run " in result.stdout and str(run_dir) in result.stdout
+    assert "steps/s" in result.stdout and "mAP@0.5" in result.stdout

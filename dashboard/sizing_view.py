@@ -1,0 +1,184 @@
+"""The dashboard's "Sizing" page: is the GPU worth it, for the runs selected in the picker.
+
+`layout()` builds the form (tariff, prices, thresholds) and an empty result area; `register_callbacks`
+wires the form and the app's `run-picker` to `sizing_content`, which turns dashboard.report's tables and
+figures into Dash components. All figures come from dashboard.analysis via dashboard.report.build_report,
+exactly as in `python -m dashboard report`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import dash
+from dash import Input, Output, State, dcc, html
+
+from dashboard import report
+from dashboard.report import Report, Table, UsageError
+
+PICKER_ID = "run-picker"
+RESULT_ID = "sizing-result"
+DOWNLOAD_ID = "sizing-download"
+DOWNLOAD_HTML_ID = "sizing-download-html"
+DOWNLOAD_MD_ID = "sizing-download-md"
+GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
+
+# (input id suffix, label, default, step, minimum)
+FIELDS: tuple[tuple[str, str, float | None, float, float | None], ...] = (
+    ("tariff", "Tariff (USD per kWh)", 0.15, 0.01, 0),
+    ("gpu-price", "GPU price (USD)", None, 1, 0),
+    ("cpu-price", "Host / CPU price (USD)", None, 1, 0),
+    ("amortise-years", "Amortisation (years)", 3, 0.5, 0),
+    ("value-per-hour", "Value of an hour saved (USD)", None, 1, 0),
+    ("cpu-tdp-w", "CPU TDP for an estimate (W)", None, 1, 0),
+    ("temp-threshold", "Temperature threshold (°C)", 80, 1, None),
+    ("target-steps", "Target steps", 1000, 100, 1),
+    ("target-loss", "Target loss (empty: reached by all)", None, 0.01, 0),
+)
+
+
+def field_id(name: str) -> str:
+    return f"sizing-{name}"
+
+
+def layout() -> Any:
+    """The Sizing page: the form and an empty result area (no data is read here)."""
+    inputs = [
+        html.Label(
+            [
+                html.Span(label),
+                dcc.Input(
+                    id=field_id(name), type="number", value=default, step=step, min=minimum, debounce=True
+                ),
+            ],
+            className="sizing-field",
+        )
+        for name, label, default, step, minimum in FIELDS
+    ]
+    downloads = [
+        html.Button("Download report (HTML)", id=DOWNLOAD_HTML_ID, n_clicks=0),
+        html.Button("Download report (Markdown)", id=DOWNLOAD_MD_ID, n_clicks=0),
+        dcc.Download(id=DOWNLOAD_ID),
+    ]
+    return html.Div(
+        [
+            html.H2("Is the GPU worth it?"),
+            html.P(
+                "Speedup, energy and cost per 1,000 steps, break-even and bottleneck verdicts for the runs "
+                "selected above. The first CPU run is the baseline.",
+                className="hint",
+            ),
+            html.Div(inputs, className="sizing-form"),
+            html.Div(downloads, className="sizing-downloads"),
+            dcc.Loading(html.Div(id=RESULT_ID)),
+        ],
+        className="sizing",
+    )
+
+
+def register_callbacks(app: dash.Dash, data_dir: Path) -> None:
+    """Wire the picker and the form to the result area and the downloads."""
+    form = [Input(field_id(name), "value") for name, *_ in FIELDS]
+
+    @app.callback(Output(RESULT_ID, "children"), Input(PICKER_ID, "value"), *form)
+    def _show(run_ids: Sequence[str] | None, *values: float | None) -> list[Any]:
+        return sizing_content(data_dir, run_ids, values)
+
+    @app.callback(
+        Output(DOWNLOAD_ID, "data"),
+        Input(DOWNLOAD_HTML_ID, "n_clicks"),
+        Input(DOWNLOAD_MD_ID, "n_clicks"),
+        State(PICKER_ID, "value"),
+        *[State(field_id(name), "value") for name, *_ in FIELDS],
+        prevent_initial_call=True,
+    )
+    def _download(_html: int, _md: int, run_ids: Sequence[str] | None, *values: float | None) -> Any:
+        kind = "markdown" if dash.ctx.triggered_id == DOWNLOAD_MD_ID else "html"
+        return download_payload(data_dir, run_ids, values, kind) or dash.no_update
+
+
+def settings_of(values: Sequence[float | None]) -> report.ReportSettings:
+    """The form's values (in FIELDS order) as report settings; UsageError when one is invalid."""
+    named = {name.replace("-", "_"): value for (name, *_), value in zip(FIELDS, values, strict=True)}
+    return report.settings_from_values(**named)
+
+
+def build(
+    data_dir: Path, run_ids: Sequence[str] | None, values: Sequence[float | None]
+) -> tuple[Report | None, list[str]]:
+    """The report for the selection, and notes (skipped runs, invalid settings)."""
+    try:
+        settings = settings_of(values)
+    except UsageError as exc:
+        return None, [str(exc)]
+    runs, notes = report.load_selected(data_dir, run_ids)
+    if not runs:
+        return None, [*notes, "Select runs with training steps in the picker above."]
+    return report.build_report(runs, settings), notes
+
+
+def sizing_content(
+    data_dir: Path, run_ids: Sequence[str] | None, values: Sequence[float | None]
+) -> list[Any]:
+    """The Sizing page's result area for the selection and the form's values."""
+    built, notes = build(data_dir, run_ids, values)
+    parts: list[Any] = [html.P(note, className="hint") for note in notes]
+    if built is None:
+        return parts
+    parts.append(html.Ul([html.Li(line) for line in built.summary], className="sizing-summary"))
+    parts += [_table(t) for t in built.tables]
+    parts += [
+        dcc.Graph(figure=fig, id=f"sizing-graph-{i}", config=GRAPH_CONFIG, className="graph")
+        for i, fig in enumerate(report.report_figures(built))
+    ]
+    parts.append(
+        html.Details(
+            [
+                html.Summary("Definitions"),
+                html.Ul([html.Li([html.B(term), f": {text}"]) for term, text in built.definitions]),
+            ]
+        )
+    )
+    if built.warnings:
+        parts.append(
+            html.Details(
+                [
+                    html.Summary(f"Warnings ({len(built.warnings)})"),
+                    html.Ul([html.Li(w) for w in built.warnings]),
+                ]
+            )
+        )
+    return parts
+
+
+def download_payload(
+    data_dir: Path, run_ids: Sequence[str] | None, values: Sequence[float | None], kind: str
+) -> dict[str, Any] | None:
+    """dcc.Download data for the report in `kind` ('html' or 'markdown'); None when there is no report."""
+    built, _ = build(data_dir, run_ids, values)
+    if built is None:
+        return None
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    if kind == "markdown":
+        return dcc.send_string(report.render_markdown(built), f"sizing-{stamp}.md")
+    return dcc.send_string(report.render_html(built), f"sizing-{stamp}.html")
+
+
+def _table(table: Table) -> Any:
+    parts: list[Any] = [html.H3(table.title)]
+    if table.rows:
+        parts.append(
+            html.Table(
+                [
+                    html.Thead(html.Tr([html.Th(h) for h in table.headers])),
+                    html.Tbody([html.Tr([html.Td(c) for c in row]) for row in table.rows]),
+                ],
+                className="grid",
+            )
+        )
+    if table.note:
+        parts.append(html.P(table.note, className="hint"))
+    return html.Div(parts, className="sizing-table")

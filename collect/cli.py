@@ -1,0 +1,170 @@
+"""The `run` and `sample` commands: a thin layer over collect.session.run_session."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from collect.session import (
+    EXIT_COLLECTOR_FAILED,
+    EXIT_INTERRUPTED,
+    MIN_INTERVAL_S,
+    SessionError,
+    SessionOptions,
+    SessionResult,
+    run_session,
+)
+from runformat import RUN_JSON, format_duration, parse_duration, read_json
+
+EXIT_USAGE = 2
+
+EPILOG = """exit codes: the command's own when it ended by itself (128+N if killed by signal N),
+124 when --duration was reached and the command was stopped, 130 when interrupted (Ctrl-C/SIGTERM),
+2 for a usage error (nothing started), 1 when the collector itself failed."""
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr and exit code 2 (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _interval(text: str) -> float:
+    try:
+        return parse_duration(text, minimum_s=MIN_INTERVAL_S)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _grace(text: str) -> float:
+    if text.strip() in ("0", "0s"):
+        return 0.0
+    return _duration(text)
+
+
+def _add_common(parser: argparse.ArgumentParser, what_duration: str) -> None:
+    parser.add_argument("--duration", type=_duration, default=None, help=what_duration)
+    parser.add_argument(
+        "--interval", type=_interval, default=1.0, help="sampling interval, >= 10ms (default 1s)"
+    )
+    parser.add_argument(
+        "--data-dir", type=Path, default=Path("data"), help="where runs/<run_id>/ goes (default data)"
+    )
+    parser.add_argument("--label", default="", help="free text stored in run.json")
+    parser.add_argument(
+        "--device", choices=("cpu", "gpu"), default="cpu", help="what the run is about (default cpu)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(
+        prog="python -m collect",
+        description="Record system telemetry into data/runs/<run_id>/ while a command runs, or on its own.",
+        epilog=EPILOG,
+    )
+    commands = parser.add_subparsers(dest="subcommand", required=True, metavar="{run,sample,timed}")
+    run = commands.add_parser("run", help="sample while COMMAND runs", epilog=EPILOG)
+    _add_common(run, "stop the command after this long (90s, 75m, 2h, 1h30m); default: until it ends")
+    run.add_argument(
+        "--sigint-grace", type=_grace, default=20.0, help="wait after SIGINT before SIGTERM (20s)"
+    )
+    run.add_argument(
+        "--sigterm-grace", type=_grace, default=10.0, help="wait after SIGTERM before SIGKILL (10s)"
+    )
+    run.add_argument("--no-echo", action="store_true", help="keep the command's output in command.log only")
+    run.add_argument(
+        "command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...] ({run_dir} is substituted)"
+    )
+    sample = commands.add_parser("sample", help="sample only, no command", epilog=EPILOG)
+    _add_common(sample, "how long to sample; default: until Ctrl-C")
+    commands.add_parser("timed", help="a timed training run (see python -m collect timed --help)")
+    return parser
+
+
+def _command_problem(command: list[str]) -> str | None:
+    if not command:
+        return "missing command: use  run [options] -- COMMAND [ARGS...]"
+    program = command[0]
+    if os.sep in program:
+        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+            return f"{program}: not an executable file"
+        return None
+    if shutil.which(program) is None:
+        return f"{program}: command not found"
+    return None
+
+
+def _announce_start(run_dir: Path, interval_s: float, device: str) -> None:
+    try:
+        sources = read_json(run_dir / RUN_JSON).get("sources", {})
+    except ValueError:
+        sources = {}
+    missing = [
+        f"{name} ({entry.get('reason')})" for name, entry in sources.items() if not entry.get("available")
+    ]
+    print(
+        f"collect: recording every {format_duration(interval_s)} into {run_dir}", file=sys.stderr, flush=True
+    )
+    if missing:
+        print(f"collect: not recorded: {'; '.join(missing)}", file=sys.stderr, flush=True)
+    if device == "gpu" and not sources.get("nvml", {}).get("available"):
+        print(
+            "collect: warning: --device gpu but NVML sees no GPU: no GPU columns", file=sys.stderr, flush=True
+        )
+
+
+def _announce_end(result: SessionResult) -> None:
+    print(
+        f"collect: {result.end_reason}, {result.samples} samples, exit code {result.exit_code}: "
+        f"{result.run_dir}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command: list[str] | None = None
+    grace = (20.0, 10.0)
+    if args.subcommand == "run":
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        problem = _command_problem(command)
+        if problem:
+            parser.exit(EXIT_USAGE, f"python -m collect run: error: {problem}\n")
+        grace = (args.sigint_grace, args.sigterm_grace)
+    options = SessionOptions(
+        data_dir=args.data_dir,
+        device=args.device,
+        interval_s=args.interval,
+        duration_s=args.duration,
+        label=args.label,
+        command=command,
+        echo_output=not getattr(args, "no_echo", False),
+        stop_grace_s=grace,
+    )
+    try:
+        result = run_session(options, on_start=lambda d: _announce_start(d, args.interval, args.device))
+    except ValueError as exc:
+        print(f"python -m collect: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SessionError as exc:
+        print(f"collect: {exc}", file=sys.stderr)
+        return EXIT_COLLECTOR_FAILED
+    except KeyboardInterrupt:
+        print("collect: interrupted while starting", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    _announce_end(result)
+    return result.exit_code

@@ -1,0 +1,102 @@
+"""Telemetry sources, one module per kind of hardware, built by `build_sources`.
+
+A source that cannot work on this machine is left out with a one-line reason; nothing else notices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from collect.sources.base import Hardware, Reading, Source, SourceUnavailable
+from collect.sources.cpu import CpuSource
+from collect.sources.disk import DiskSource
+from collect.sources.memory import MemorySource
+from collect.sources.network import NetworkSource
+from collect.sources.nvml import NvmlSource
+from collect.sources.process import ProcessTreeSource
+from collect.sources.rapl import RaplSource
+from collect.sources.thermal import ThermalSource
+
+# Column order of telemetry.csv follows this order (docs/run-format.md).
+SOURCE_ORDER = ("cpu", "thermal", "memory", "disk", "network", "process", "rapl", "nvml")
+
+
+@dataclass
+class SourceSet:
+    sources: list[Source]
+    status: dict[str, dict[str, Any]]
+    process: ProcessTreeSource
+    nvml: NvmlSource | None = None
+    _columns: list[str] = field(default_factory=list)
+
+    def columns(self) -> list[str]:
+        if not self._columns:
+            self._columns = [column for source in self.sources for column in source.columns()]
+        return self._columns
+
+    def prime(self, now: float) -> None:
+        for source in self.sources:
+            source.prime(now)
+
+    def sample_into(self, row: Reading, now: float) -> None:
+        for source in self.sources:
+            row.update(source.sample(now))
+
+    def maintain(self, now: float) -> None:
+        for source in self.sources:
+            source.maintain(now)
+
+    def final_status(self) -> dict[str, dict[str, Any]]:
+        """`status` with what the sources noticed while sampling."""
+        merged = {name: dict(entry) for name, entry in self.status.items()}
+        for source in self.sources:
+            notes = source.notes()
+            if notes:
+                merged[source.name]["notes"] = notes
+        return merged
+
+    def close(self) -> None:
+        for source in self.sources:
+            source.close()
+
+
+def _factories(hardware: Hardware) -> dict[str, Callable[[], Source]]:
+    return {
+        "cpu": lambda: CpuSource(hardware.proc_root, hardware.sys_root),
+        "thermal": lambda: ThermalSource(hardware.sys_root),
+        "memory": lambda: MemorySource(hardware.proc_root),
+        "disk": lambda: DiskSource(hardware.proc_root, hardware.sys_root),
+        "network": lambda: NetworkSource(hardware.proc_root),
+        "process": lambda: ProcessTreeSource(hardware.proc_root),
+        "rapl": lambda: RaplSource(hardware.sys_root),
+        "nvml": lambda: NvmlSource(hardware.load_nvml, hardware.environ),
+    }
+
+
+def build_sources(hardware: Hardware, follow_command: bool) -> SourceSet:
+    """Every source that works here, in column order, and why the others are absent."""
+    sources: list[Source] = []
+    status: dict[str, dict[str, Any]] = {}
+    factories = _factories(hardware)
+    for name in SOURCE_ORDER:
+        try:
+            source = factories[name]()
+        except SourceUnavailable as exc:
+            status[name] = {"available": False, "reason": str(exc)}
+            continue
+        sources.append(source)
+        status[name] = {"available": True}
+    process = next(s for s in sources if isinstance(s, ProcessTreeSource))
+    if not follow_command:
+        # Its columns stay (empty) so every run has the same header shape.
+        status["process"] = {"available": False, "reason": "sampling only: no command to follow"}
+    thermal = next((s for s in sources if isinstance(s, ThermalSource)), None)
+    if thermal is not None:
+        status["thermal"]["sensor"] = thermal.chosen
+    nvml = next((s for s in sources if isinstance(s, NvmlSource)), None)
+    return SourceSet(sources, status, process, nvml)
+
+
+__all__ = ["SOURCE_ORDER", "Hardware", "Reading", "Source", "SourceSet", "SourceUnavailable", "build_sources"]

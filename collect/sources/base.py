@@ -1,0 +1,75 @@
+"""The one interface every telemetry source implements."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Reading = dict[str, float | int | None]
+
+
+class SourceUnavailable(Exception):
+    """Raised by a source's constructor: the hardware or permission is missing (message = one-line reason)."""
+
+
+class Source:
+    """A group of telemetry columns, fixed at construction.
+
+    `prime(now)` reads counters so the first `sample(now)` can report rates; `sample(now)` returns a value
+    (or None for an empty cell) for each of `columns()`. `now` is time.monotonic() of the tick.
+    `maintain(now)` runs after the row is written, for slow housekeeping (e.g. rescanning a process tree).
+    """
+
+    name = "source"
+
+    def __init__(self) -> None:
+        self._notes: list[str] = []
+
+    def columns(self) -> list[str]:
+        raise NotImplementedError
+
+    def prime(self, now: float) -> None:
+        """Read counters so the next sample can compute rates (default: nothing to prime)."""
+
+    def sample(self, now: float) -> Reading:
+        raise NotImplementedError
+
+    def maintain(self, now: float) -> None:
+        """Slow housekeeping between ticks (default: none)."""
+
+    def notes(self) -> list[str]:
+        """Things noticed once while sampling (a field unsupported, a GPU lost), for run.json."""
+        return list(self._notes)
+
+    def note_once(self, text: str) -> None:
+        if text not in self._notes:
+            self._notes.append(text)
+
+    def close(self) -> None:
+        """Release file descriptors and libraries."""
+
+
+def import_pynvml() -> Any:
+    """The real NVML binding, imported only when a collector actually starts."""
+    import pynvml
+
+    return pynvml
+
+
+@dataclass
+class Hardware:
+    """Where the sources find the machine: real roots by default, temp dirs and fakes in tests."""
+
+    proc_root: Path = Path("/proc")
+    sys_root: Path = Path("/sys")
+    load_nvml: Callable[[], Any] = import_pynvml
+    environ: dict[str, str] | None = None  # None: os.environ (CUDA_VISIBLE_DEVICES)
+
+
+def ratio_pct(part: float, whole: float) -> float | None:
+    """part/whole as a percentage rounded to 0.01, clamped to 0..100; None when whole is zero."""
+    if whole <= 0:
+        return None
+    return round(min(100.0, max(0.0, 100.0 * part / whole)), 2)

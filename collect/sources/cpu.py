@@ -1,0 +1,109 @@
+"""CPU utilization (all and per logical CPU) from /proc/stat, frequency, 1-minute load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from collect.procfs import KernelFile
+from collect.sources.base import Reading, Source, SourceUnavailable, ratio_pct
+
+# /proc/stat: user nice system idle iowait irq softirq steal (guest and guest_nice are already in user/nice).
+_COUNTED_FIELDS = 8
+_IDLE, _IOWAIT = 3, 4
+
+
+def _busy_and_total(fields: list[bytes]) -> tuple[int, int]:
+    values = [int(v) for v in fields[1 : 1 + _COUNTED_FIELDS]]
+    total = sum(values)
+    idle = values[_IDLE] + (values[_IOWAIT] if len(values) > _IOWAIT else 0)
+    return total - idle, total
+
+
+class CpuSource(Source):
+    name = "cpu"
+
+    def __init__(self, proc_root: Path, sys_root: Path) -> None:
+        super().__init__()
+        try:
+            self._stat = KernelFile(proc_root / "stat")
+            self._loadavg = KernelFile(proc_root / "loadavg", 128)
+            head = self._stat.read()
+        except OSError as exc:
+            raise SourceUnavailable(f"cannot read {proc_root}/stat: {exc.strerror or exc}") from exc
+        cpu_names = [line.split()[0].decode() for line in head.splitlines() if line.startswith(b"cpu")]
+        if not cpu_names or cpu_names[0] != "cpu":
+            raise SourceUnavailable(f"{proc_root}/stat has no 'cpu' line")
+        self._cpu_names = cpu_names  # "cpu", "cpu0", "cpu1", ...
+        self._columns_by_name = {n: f"{n}_util_pct" for n in cpu_names}
+        self._head_size = 256 + 160 * len(cpu_names)
+        self._last: dict[str, tuple[int, int]] = {}
+        self._freq_files = self._open_freq_files(sys_root, cpu_names[1:])
+        self._cpuinfo = None if self._freq_files else self._open_cpuinfo(proc_root)
+
+    def _open_freq_files(self, sys_root: Path, per_cpu: list[str]) -> list[KernelFile]:
+        files = []
+        for name in per_cpu:
+            path = sys_root / "devices/system/cpu" / name / "cpufreq/scaling_cur_freq"
+            try:
+                files.append(KernelFile(path, 64))
+            except OSError:
+                return []
+        return files
+
+    def _open_cpuinfo(self, proc_root: Path) -> KernelFile | None:
+        try:
+            cpuinfo = KernelFile(proc_root / "cpuinfo", 8192)
+            has_mhz = b"cpu MHz" in cpuinfo.read()
+        except OSError:
+            return None
+        if not has_mhz:
+            self.note_once("no CPU frequency in cpufreq or /proc/cpuinfo: cpu_freq_mhz is empty")
+            return None
+        return cpuinfo
+
+    def columns(self) -> list[str]:
+        return [*self._columns_by_name.values(), "cpu_freq_mhz", "load1"]
+
+    def _read_counters(self) -> dict[str, tuple[int, int]]:
+        counters = {}
+        for line in self._stat.read_head(self._head_size).split(b"\n"):
+            if not line.startswith(b"cpu"):
+                break
+            fields = line.split()
+            counters[fields[0].decode()] = _busy_and_total(fields)
+        return counters
+
+    def prime(self, now: float) -> None:
+        self._last = self._read_counters()
+
+    def sample(self, now: float) -> Reading:
+        current = self._read_counters()
+        reading: Reading = {}
+        for name, column in self._columns_by_name.items():
+            before, after = self._last.get(name), current.get(name)
+            if before is None or after is None:
+                reading[column] = None
+                continue
+            reading[column] = ratio_pct(after[0] - before[0], after[1] - before[1])
+        self._last = current
+        reading["cpu_freq_mhz"] = self._frequency_mhz()
+        reading["load1"] = float(self._loadavg.read().split(None, 1)[0])
+        return reading
+
+    def _frequency_mhz(self) -> float | None:
+        if self._freq_files:
+            khz = [int(f.read()) for f in self._freq_files]
+            return round(sum(khz) / len(khz) / 1000.0, 1)
+        if self._cpuinfo is None:
+            return None
+        values = [
+            float(line.rsplit(b":", 1)[1])
+            for line in self._cpuinfo.read().split(b"\n")
+            if line.startswith(b"cpu MHz")
+        ]
+        return round(sum(values) / len(values), 1) if values else None
+
+    def close(self) -> None:
+        for kernel_file in (self._stat, self._loadavg, self._cpuinfo, *self._freq_files):
+            if kernel_file is not None:
+                kernel_file.close()

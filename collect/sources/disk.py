@@ -1,0 +1,82 @@
+"""Disk throughput and busy time of the physical disks, from /proc/diskstats (like iostat -x)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from collect.procfs import KernelFile
+from collect.sources.base import Reading, Source, SourceUnavailable
+
+SECTOR_BYTES = 512  # /proc/diskstats always counts 512-byte sectors
+# Fields after "major minor name": reads, reads merged, sectors read, ms reading, writes, writes merged,
+# sectors written, ms writing, in flight, io_ticks (ms the device was busy), ...
+_SECTORS_READ, _SECTORS_WRITTEN, _IO_TICKS = 5, 9, 12
+
+
+def physical_disks(sys_root: Path) -> list[str]:
+    """Whole disks backed by a device (vda, sda, nvme0n1), not loop, ram, zram, dm-* or md* layers."""
+    block = sys_root / "block"
+    try:
+        names = sorted(entry.name for entry in block.iterdir())
+    except OSError:
+        return []
+    return [name for name in names if (block / name / "device").exists()]
+
+
+class DiskSource(Source):
+    name = "disk"
+
+    def __init__(self, proc_root: Path, sys_root: Path) -> None:
+        super().__init__()
+        self._disks = {name.encode() for name in physical_disks(sys_root)}
+        if not self._disks:
+            raise SourceUnavailable(f"no physical disk in {sys_root}/block")
+        try:
+            self._diskstats = KernelFile(proc_root / "diskstats", 8192)
+            self._diskstats.read()
+        except OSError as exc:
+            raise SourceUnavailable(f"cannot read {proc_root}/diskstats: {exc.strerror or exc}") from exc
+        self._last: dict[bytes, tuple[int, int, int]] = {}
+        self._last_time = 0.0
+
+    def columns(self) -> list[str]:
+        return ["disk_read_bps", "disk_write_bps", "disk_util_pct"]
+
+    def _read_counters(self) -> dict[bytes, tuple[int, int, int]]:
+        counters = {}
+        for line in self._diskstats.read().split(b"\n"):
+            fields = line.split()
+            if len(fields) > _IO_TICKS and fields[2] in self._disks:
+                counters[fields[2]] = (
+                    int(fields[_SECTORS_READ]),
+                    int(fields[_SECTORS_WRITTEN]),
+                    int(fields[_IO_TICKS]),
+                )
+        return counters
+
+    def prime(self, now: float) -> None:
+        self._last, self._last_time = self._read_counters(), now
+
+    def sample(self, now: float) -> Reading:
+        current = self._read_counters()
+        elapsed = now - self._last_time
+        read_sectors = written_sectors = 0
+        busiest_ms = 0
+        for disk, (reads, writes, ticks) in current.items():
+            before = self._last.get(disk)
+            if before is None:
+                continue
+            read_sectors += max(0, reads - before[0])
+            written_sectors += max(0, writes - before[1])
+            busiest_ms = max(busiest_ms, ticks - before[2])
+        self._last, self._last_time = current, now
+        if elapsed <= 0:
+            return dict.fromkeys(self.columns())
+        return {
+            "disk_read_bps": round(read_sectors * SECTOR_BYTES / elapsed, 1),
+            "disk_write_bps": round(written_sectors * SECTOR_BYTES / elapsed, 1),
+            "disk_util_pct": round(min(100.0, max(0.0, busiest_ms / (elapsed * 1000.0) * 100.0)), 2),
+        }
+
+    def close(self) -> None:
+        self._diskstats.close()

@@ -1,0 +1,57 @@
+"""Memory and swap in use from /proc/meminfo, computed the way psutil does (used = total - available)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from collect.procfs import KernelFile
+from collect.sources.base import Reading, Source, SourceUnavailable
+
+_KEYS = (b"MemTotal:", b"MemFree:", b"MemAvailable:", b"SwapTotal:", b"SwapFree:")
+
+
+def parse_meminfo(data: bytes) -> dict[bytes, int]:
+    """The fields we need, in bytes."""
+    values = {}
+    for line in data.split(b"\n"):
+        key, _, rest = line.partition(b" ")
+        if key in _KEYS:
+            values[key] = int(rest.split()[0]) * 1024
+    return values
+
+
+class MemorySource(Source):
+    name = "memory"
+
+    def __init__(self, proc_root: Path) -> None:
+        super().__init__()
+        try:
+            self._meminfo = KernelFile(proc_root / "meminfo", 8192)
+            values = parse_meminfo(self._meminfo.read())
+        except OSError as exc:
+            raise SourceUnavailable(f"cannot read {proc_root}/meminfo: {exc.strerror or exc}") from exc
+        if b"MemTotal:" not in values:
+            raise SourceUnavailable(f"{proc_root}/meminfo has no MemTotal")
+        if b"MemAvailable:" not in values:
+            self.note_once("no MemAvailable in meminfo (kernel < 3.14): used = total - free")
+
+    def columns(self) -> list[str]:
+        return ["mem_used_bytes", "mem_util_pct", "swap_used_bytes"]
+
+    def sample(self, now: float) -> Reading:
+        values = parse_meminfo(self._meminfo.read())
+        total = values[b"MemTotal:"]
+        available = values.get(b"MemAvailable:") or values.get(b"MemFree:", 0)
+        available = min(max(available, 0), total)
+        used = total - available
+        swap_total, swap_free = values.get(b"SwapTotal:"), values.get(b"SwapFree:")
+        return {
+            "mem_used_bytes": used,
+            "mem_util_pct": round(100.0 * used / total, 2) if total else None,
+            "swap_used_bytes": swap_total - swap_free
+            if swap_total is not None and swap_free is not None
+            else None,
+        }
+
+    def close(self) -> None:
+        self._meminfo.close()

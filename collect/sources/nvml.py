@@ -1,0 +1,226 @@
+"""NVIDIA GPU telemetry through NVML (nvidia-ml-py, import name `pynvml`), loaded when a collector starts.
+
+Every NVML call can fail on its own: an unsupported field becomes an empty column (noted once), a GPU that
+falls off the bus gives empty cells from then on; neither stops the collector.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from collect.sources.base import Reading, Source, SourceUnavailable
+
+# Column suffixes per GPU, in the order of docs/run-format.md.
+GPU_COLUMN_SUFFIXES = (
+    "util_pct",
+    "mem_util_pct",
+    "mem_used_bytes",
+    "temp_c",
+    "power_w",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "fan_pct",
+    "throttle_reasons",
+    "energy_j",
+)
+
+_NOT_SUPPORTED, _GPU_IS_LOST = 3, 15
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def visible_gpu_indices(cuda_visible_devices: str | None, uuids: list[str]) -> list[int]:
+    """NVML indices CUDA will use, in CUDA's order; like CUDA, the list ends at the first invalid entry.
+
+    Entries are indices (into NVML's PCI-bus order, as with CUDA_DEVICE_ORDER=PCI_BUS_ID) or GPU UUIDs
+    (`GPU-...`, a unique prefix is enough). MIG UUIDs are not resolved here and end the list.
+    """
+    if cuda_visible_devices is None:
+        return list(range(len(uuids)))
+    chosen: list[int] = []
+    for raw in cuda_visible_devices.split(","):
+        token = raw.strip()
+        if token.isdigit():
+            index = int(token)
+            if index >= len(uuids):
+                break
+        elif token.lower().startswith("gpu-"):
+            matches = [i for i, uuid in enumerate(uuids) if uuid.lower().startswith(token.lower())]
+            if len(matches) != 1:
+                break
+            index = matches[0]
+        else:
+            break
+        if index in chosen:
+            break
+        chosen.append(index)
+    return chosen
+
+
+@dataclass
+class _Gpu:
+    position: int  # the i in gpu<i>_*
+    handle: Any
+    lost: bool = False
+    unsupported: set[str] = field(default_factory=set)
+    energy_base_mj: int | None = None
+
+
+def _call(nvml: Any, name: str, *alternatives: str) -> Callable[..., Any]:
+    for candidate in (name, *alternatives):
+        function = getattr(nvml, candidate, None)
+        if function is not None:
+            return function
+    raise AttributeError(f"pynvml has no {name}")
+
+
+class NvmlSource(Source):
+    name = "nvml"
+
+    def __init__(self, load_nvml: Callable[[], Any], environ: dict[str, str] | None = None) -> None:
+        super().__init__()
+        environ = os.environ if environ is None else environ
+        try:
+            nvml = load_nvml()
+        except ImportError as exc:
+            raise SourceUnavailable(f"nvidia-ml-py (pynvml) is not installed: {exc}") from exc
+        try:
+            nvml.nvmlInit()
+        except Exception as exc:
+            raise SourceUnavailable(_text(exc) or type(exc).__name__) from exc
+        self._nvml = nvml
+        try:
+            handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+            uuids = [_text(nvml.nvmlDeviceGetUUID(h)) for h in handles]
+        except Exception as exc:
+            self.close()
+            raise SourceUnavailable(f"NVML could not list the GPUs: {_text(exc)}") from exc
+        if not handles:
+            self.close()
+            raise SourceUnavailable("NVML found no GPU")
+        visible = visible_gpu_indices(environ.get("CUDA_VISIBLE_DEVICES"), uuids)
+        if not visible:
+            self.close()
+            raise SourceUnavailable(
+                f"CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES')!r} leaves no visible GPU"
+            )
+        self._gpus = [_Gpu(position, handles[index]) for position, index in enumerate(visible)]
+        self.gpu_info = [self._describe(position, handles[i], uuids[i]) for position, i in enumerate(visible)]
+        self.driver_version = self._optional(lambda: _text(nvml.nvmlSystemGetDriverVersion()))
+        self.cuda_version = self._optional(self._cuda_version)
+        self._readers = self._build_readers()
+
+    def _optional(self, read: Callable[[], Any]) -> Any:
+        try:
+            return read()
+        except Exception:
+            return None
+
+    def _cuda_version(self) -> str:
+        version = int(
+            _call(self._nvml, "nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")()
+        )
+        return f"{version // 1000}.{version % 1000 // 10}"
+
+    def _describe(self, position: int, handle: Any, uuid: str) -> dict[str, Any]:
+        nvml = self._nvml
+        mem_total = self._optional(lambda: int(nvml.nvmlDeviceGetMemoryInfo(handle).total))
+        power_limit_mw = self._optional(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle))
+        return {
+            "index": position,
+            "name": self._optional(lambda: _text(nvml.nvmlDeviceGetName(handle))),
+            "uuid": uuid,
+            "mem_total_bytes": mem_total,
+            "power_limit_w": None if power_limit_mw is None else round(power_limit_mw / 1000.0, 1),
+            "pci_bus_id": self._optional(lambda: _text(nvml.nvmlDeviceGetPciInfo(handle).busId)),
+        }
+
+    def _build_readers(self) -> list[tuple[str, Callable[[_Gpu], dict[str, float | int | None]]]]:
+        """(what, read) pairs; one NVML call may fill several columns."""
+        nvml = self._nvml
+        temperature_gpu = getattr(nvml, "NVML_TEMPERATURE_GPU", 0)
+        clock_sm, clock_mem = getattr(nvml, "NVML_CLOCK_SM", 1), getattr(nvml, "NVML_CLOCK_MEM", 2)
+
+        def utilization(gpu: _Gpu) -> Reading:
+            rates = nvml.nvmlDeviceGetUtilizationRates(gpu.handle)
+            return {"util_pct": float(rates.gpu), "mem_util_pct": float(rates.memory)}
+
+        def energy(gpu: _Gpu) -> Reading:
+            total_mj = int(nvml.nvmlDeviceGetTotalEnergyConsumption(gpu.handle))
+            if gpu.energy_base_mj is None:
+                gpu.energy_base_mj = total_mj
+            return {"energy_j": round((total_mj - gpu.energy_base_mj) / 1000.0, 3)}
+
+        def throttle(gpu: _Gpu) -> Reading:
+            read = _call(
+                nvml, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"
+            )
+            return {"throttle_reasons": int(read(gpu.handle))}
+
+        return [
+            ("utilization", utilization),
+            ("memory", lambda g: {"mem_used_bytes": int(nvml.nvmlDeviceGetMemoryInfo(g.handle).used)}),
+            (
+                "temperature",
+                lambda g: {"temp_c": float(nvml.nvmlDeviceGetTemperature(g.handle, temperature_gpu))},
+            ),
+            ("power", lambda g: {"power_w": round(nvml.nvmlDeviceGetPowerUsage(g.handle) / 1000.0, 2)}),
+            ("SM clock", lambda g: {"sm_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(g.handle, clock_sm))}),
+            (
+                "memory clock",
+                lambda g: {"mem_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(g.handle, clock_mem))},
+            ),
+            ("fan speed", lambda g: {"fan_pct": float(nvml.nvmlDeviceGetFanSpeed(g.handle))}),
+            ("throttle reasons", throttle),
+            ("total energy", energy),
+        ]
+
+    def columns(self) -> list[str]:
+        return [f"gpu{gpu.position}_{suffix}" for gpu in self._gpus for suffix in GPU_COLUMN_SUFFIXES]
+
+    def sample(self, now: float) -> Reading:
+        reading: Reading = dict.fromkeys(self.columns())
+        for gpu in self._gpus:
+            prefix = f"gpu{gpu.position}_"
+            for what, read in self._readers:
+                if gpu.lost:
+                    break
+                if what in gpu.unsupported:
+                    continue
+                try:
+                    values = read(gpu)
+                except Exception as exc:
+                    self._handle_error(gpu, what, exc)
+                    continue
+                for suffix, value in values.items():
+                    reading[prefix + suffix] = value
+        return reading
+
+    def _handle_error(self, gpu: _Gpu, what: str, exc: Exception) -> None:
+        code = getattr(exc, "value", None)
+        message = _text(exc) or type(exc).__name__
+        if code == getattr(self._nvml, "NVML_ERROR_NOT_SUPPORTED", _NOT_SUPPORTED) or isinstance(
+            exc, AttributeError
+        ):
+            gpu.unsupported.add(what)
+            self.note_once(f"gpu{gpu.position} {what}: not supported ({message}); its column stays empty")
+        elif code == getattr(self._nvml, "NVML_ERROR_GPU_IS_LOST", _GPU_IS_LOST):
+            gpu.lost = True
+            self.note_once(
+                f"gpu{gpu.position} was lost during the run ({message}); its cells are empty from then on"
+            )
+        else:
+            self.note_once(f"gpu{gpu.position} {what}: {message} (those cells are empty)")
+
+    def close(self) -> None:
+        nvml, self._nvml = getattr(self, "_nvml", None), None
+        if nvml is not None:
+            try:
+                nvml.nvmlShutdown()
+            except Exception:
+                self.note_once("nvmlShutdown failed")

@@ -1,0 +1,187 @@
+"""CPU, resident memory and threads of the launched command's whole process tree, from /proc/<pid>/stat.
+
+The tree is rescanned only now and then (a scan reads every /proc/<pid>/stat); between scans each known
+process is re-read through a descriptor kept open. CPU time is counted as utime+stime+cutime+cstime, so a
+child that a tracked parent reaps moves its time into the parent's counters and nothing is lost; a process
+found by a rescan counts from the moment it was found.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from collect.procfs import KernelFile
+from collect.sources.base import Reading, Source
+
+RESCAN_EVERY_S = 1.0
+MAX_SCAN_SHARE = 0.01  # a slow scan (thousands of processes) backs off to stay under 1 % of a core
+
+# Indexes in /proc/<pid>/stat after the ")" that closes the command name (field 3 is index 0).
+_PPID, _UTIME, _STIME, _CUTIME, _CSTIME, _THREADS, _RSS = 1, 11, 12, 13, 14, 17, 21
+
+
+@dataclass
+class StatFields:
+    ppid: int
+    cpu_ticks: int
+    threads: int
+    rss_pages: int
+
+
+def parse_stat(data: bytes) -> StatFields:
+    fields = data[data.rindex(b")") + 2 :].split()
+    return StatFields(
+        ppid=int(fields[_PPID]),
+        cpu_ticks=int(fields[_UTIME]) + int(fields[_STIME]) + int(fields[_CUTIME]) + int(fields[_CSTIME]),
+        threads=int(fields[_THREADS]),
+        rss_pages=int(fields[_RSS]),
+    )
+
+
+@dataclass
+class _Tracked:
+    stat: KernelFile
+    base_ticks: int
+    last: StatFields
+
+
+def _read_parent(proc_root: Path, name: str) -> int | None:
+    try:
+        fd = os.open(f"{proc_root}/{name}/stat", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, 1024)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return int(data[data.rindex(b")") + 2 :].split(None, 2)[1])
+    except (ValueError, IndexError):
+        return None
+
+
+def parent_map(proc_root: Path) -> dict[int, list[int]]:
+    """pid -> child pids, from one pass over /proc/<pid>/stat."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir(proc_root):
+        if not name.isdigit():
+            continue
+        parent = _read_parent(proc_root, name)
+        if parent is not None:
+            children.setdefault(parent, []).append(int(name))
+    return children
+
+
+class ProcessTreeSource(Source):
+    name = "process"
+
+    def __init__(self, proc_root: Path) -> None:
+        super().__init__()
+        self._proc_root = proc_root
+        self._ticks_per_s = os.sysconf("SC_CLK_TCK")
+        self._page_size = os.sysconf("SC_PAGE_SIZE")
+        self._tracked: dict[int, _Tracked] = {}
+        self._retired_ticks = 0
+        self._last_ticks = 0
+        self._last_time = 0.0
+        self._next_scan = 0.0
+        self._scan_every = RESCAN_EVERY_S
+        self._attached = False
+        self.scans = 0
+
+    def columns(self) -> list[str]:
+        return ["proc_cpu_pct", "proc_rss_bytes", "proc_threads"]
+
+    @property
+    def pids(self) -> list[int]:
+        return sorted(self._tracked)
+
+    def attach(self, pid: int) -> None:
+        """Follow `pid` and, from now on, every process below it."""
+        self._attached = True
+        self._track(pid)
+        self.rescan()
+
+    def _track(self, pid: int) -> None:
+        if pid in self._tracked:
+            return
+        try:
+            stat = KernelFile(self._proc_root / str(pid) / "stat", 1024)
+            fields = parse_stat(stat.read())
+        except (OSError, ValueError):
+            return
+        self._tracked[pid] = _Tracked(stat, fields.cpu_ticks, fields)
+
+    def rescan(self) -> None:
+        started = time.perf_counter()
+        children = parent_map(self._proc_root)
+        pending = list(self._tracked)
+        while pending:
+            for child in children.get(pending.pop(), []):
+                if child not in self._tracked:
+                    self._track(child)
+                    pending.append(child)
+        self.scans += 1
+        cost = time.perf_counter() - started
+        self._scan_every = max(RESCAN_EVERY_S, cost / MAX_SCAN_SHARE)
+
+    def maintain(self, now: float) -> None:
+        if self._tracked and now >= self._next_scan:
+            self.rescan()
+            self._next_scan = now + self._scan_every
+
+    def _forget(self, pid: int) -> None:
+        tracked = self._tracked.pop(pid)
+        tracked.stat.close()
+        if tracked.last.ppid in self._tracked:
+            # Its parent reaps it: the parent's cutime/cstime grows by the child's whole total.
+            self._retired_ticks -= tracked.base_ticks
+        else:
+            self._retired_ticks += tracked.last.cpu_ticks - tracked.base_ticks
+
+    def _refresh(self) -> tuple[int, int, int, int]:
+        """(live processes, CPU ticks so far, rss pages, threads)."""
+        for pid, tracked in list(self._tracked.items()):
+            try:
+                tracked.last = parse_stat(tracked.stat.read())
+            except (OSError, ValueError):
+                self._forget(pid)
+        ticks = self._retired_ticks
+        rss_pages = threads = 0
+        for tracked in self._tracked.values():
+            ticks += tracked.last.cpu_ticks - tracked.base_ticks
+            rss_pages += tracked.last.rss_pages
+            threads += tracked.last.threads
+        return len(self._tracked), ticks, rss_pages, threads
+
+    def prime(self, now: float) -> None:
+        _, self._last_ticks, _, _ = self._refresh()
+        self._last_time = now
+        self._next_scan = now + self._scan_every
+
+    def sample(self, now: float) -> Reading:
+        if not self._attached:
+            return dict.fromkeys(self.columns())
+        live, ticks, rss_pages, threads = self._refresh()
+        elapsed = now - self._last_time
+        cpu_pct = None
+        if elapsed > 0:
+            cpu_pct = round(max(0, ticks - self._last_ticks) / self._ticks_per_s / elapsed * 100.0, 1)
+        self._last_ticks, self._last_time = ticks, now
+        if not live:
+            return {"proc_cpu_pct": cpu_pct, "proc_rss_bytes": None, "proc_threads": None}
+        return {
+            "proc_cpu_pct": cpu_pct,
+            "proc_rss_bytes": rss_pages * self._page_size,
+            "proc_threads": threads,
+        }
+
+    def close(self) -> None:
+        for tracked in self._tracked.values():
+            tracked.stat.close()
+        self._tracked.clear()

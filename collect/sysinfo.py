@@ -1,0 +1,88 @@
+"""What machine a run was recorded on, as PerfZero records it (never imports TensorFlow)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+KEY_PACKAGES = (
+    "psutil",
+    "nvidia-ml-py",
+    "tensorflow",
+    "tf-models-official",
+    "tf-keras",
+    "keras",
+    "numpy",
+    "torch",
+)
+
+
+def package_versions(names: tuple[str, ...] = KEY_PACKAGES) -> dict[str, str | None]:
+    """Installed versions from package metadata; None for a package that is not installed."""
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def cpu_model_and_sockets(proc_root: Path) -> tuple[str | None, int | None]:
+    try:
+        text = (proc_root / "cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return platform.processor() or None, None
+    model = None
+    packages = set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key in ("model name", "Model", "Hardware") and model is None:
+            model = value.strip()
+        elif key == "physical id":
+            packages.add(value.strip())
+    return model or platform.processor() or None, (len(packages) or 1)
+
+
+def os_name(etc_root: Path = Path("/etc")) -> str:
+    try:
+        for line in (etc_root / "os-release").read_text(encoding="utf-8").splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return f"{platform.system()} {platform.release()}"
+
+
+def system_info(
+    proc_root: Path = Path("/proc"),
+    gpus: list[dict[str, Any]] | None = None,
+    gpu_driver_version: str | None = None,
+    cuda_version: str | None = None,
+    psutil_module: Any = None,
+) -> dict[str, Any]:
+    """The `system` object of run.json."""
+    if psutil_module is None:
+        import psutil as psutil_module
+    model, sockets = cpu_model_and_sockets(proc_root)
+    gpus = gpus or []
+    return {
+        "cpu_model": model,
+        "cpu_cores_physical": psutil_module.cpu_count(logical=False),
+        "cpu_cores_logical": psutil_module.cpu_count(logical=True) or os.cpu_count(),
+        "cpu_sockets": sockets,
+        "mem_total_bytes": int(psutil_module.virtual_memory().total),
+        "swap_total_bytes": int(psutil_module.swap_memory().total),
+        "gpu_count": len(gpus),
+        "gpus": gpus,
+        "gpu_driver_version": gpu_driver_version,
+        "cuda_version": cuda_version,
+        "os": os_name(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "packages": package_versions(),
+    }

@@ -398,7 +398,7 @@ def throughput(training: pd.DataFrame, training_info: dict) -> Throughput:
     steps = rows["step"].to_numpy(dtype=float)
     start, end = times[warmup - 1], times[-1]
     steady_steps = int(steps[-1] - steps[warmup - 1])
-    rate = steady_steps / (end - start) if end > start and steady_steps > 0 else None
+    rate = float(steady_steps / (end - start)) if end > start and steady_steps > 0 else None
     examples = rate * size if rate is not None and size else None
     return Throughput(
         count,
@@ -564,8 +564,7 @@ def _column(telemetry: pd.DataFrame, name: str) -> np.ndarray | None:
 
 def gpu_energy_j(telemetry: pd.DataFrame, start: float, end: float) -> tuple[float | None, str | None]:
     """Sum over GPUs of the NVML counter's advance (else integrated power) and how it was measured."""
-    times = _telemetry_times(telemetry) if not telemetry.empty else np.array([])
-    if times.size < 2:
+    if _telemetry_times(telemetry).size < 2:
         return None, None
     times = pd.to_numeric(telemetry["time_unix"], errors="coerce").to_numpy(dtype=float)
     total, methods = 0.0, set()
@@ -868,8 +867,10 @@ def verdict(
             evidence.insert(
                 0, f"CPU run, mean CPU util {_fmt(cpu)}, disk {_fmt(disk)}: no bottleneck rule matched"
             )
+    elif kind == "gpu":
+        evidence.insert(0, "GPU run without GPU utilization samples in the measurement window (no NVML?)")
     else:
-        evidence.insert(0, "no utilization samples in the measurement window")
+        evidence.insert(0, "no CPU utilization samples in the measurement window")
     labels = [main] if main != UNDETERMINED else []
     if throttled:
         labels.append(THERMALLY_THROTTLED)

@@ -488,6 +488,7 @@ def throttle_table(analyses: Sequence[RunAnalysis]) -> Table:
         )
         for a in analyses
         for t in a.throttling
+        if t.samples
     ]
     note = "" if rows else "No throttle reasons or CPU frequency readings in any run."
     return Table(

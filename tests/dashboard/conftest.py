@@ -49,6 +49,7 @@ def data_dir(tmp_path: Path) -> Path:
         duration_s=90,
         cores=4,
         gpus=1,
+        cpu_temp_sensor=True,
         steps_per_s=6.0,
         map_50=0.44,
         seed=2,

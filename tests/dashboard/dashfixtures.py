@@ -61,6 +61,7 @@ def make_run(
     interval_s: float = 1.0,
     cores: int = 2,
     gpus: int = 0,
+    cpu_temp_sensor: bool = False,
     end_reason: str = "completed",
     steps_per_s: float = 2.0,
     with_training: bool = True,
@@ -76,7 +77,9 @@ def make_run(
     run_dir.mkdir(parents=True)
     rng = np.random.default_rng(seed)
     samples = round(duration_s / interval_s)
-    write_telemetry(run_dir / "telemetry.csv", start_unix, samples, interval_s, cores, gpus, rng)
+    write_telemetry(
+        run_dir / "telemetry.csv", start_unix, samples, interval_s, cores, gpus, rng, cpu_temp_sensor
+    )
     (run_dir / "command.log").write_text("starting training\n", encoding="utf-8")
     command = ["python", "-m", "training", "train", "--device", device, "--duration", f"{duration_s:g}s"]
     write_json(
@@ -94,6 +97,7 @@ def make_run(
             samples,
             cores,
             gpus,
+            cpu_temp_sensor,
         ),
     )
     if with_training:
@@ -156,6 +160,7 @@ def write_telemetry(
     cores: int,
     gpus: int,
     rng: np.random.Generator,
+    cpu_temp_sensor: bool = False,
 ) -> None:
     elapsed = np.arange(samples, dtype=np.float64) * interval_s + rng.uniform(0.0, 0.002, samples)
     busy = np.clip(60 + 30 * np.sin(elapsed / 50.0) + rng.normal(0, 5, samples), 0, 100)
@@ -171,7 +176,7 @@ def write_telemetry(
     values |= {
         "cpu_freq_mhz": 2400 + rng.normal(0, 30, samples),
         "load1": busy / 50.0,
-        "cpu_temp_c": pa.nulls(samples, pa.float64()),  # no sensor on this kind of machine
+        "cpu_temp_c": 40 + busy / 3 if cpu_temp_sensor else pa.nulls(samples, pa.float64()),
         "mem_used_bytes": 6e9 + busy * 1e7,
         "mem_util_pct": 25 + busy / 10,
         "swap_used_bytes": np.zeros(samples),
@@ -205,7 +210,7 @@ def write_telemetry(
 def write_training(
     path: Path, start_unix: float, duration_s: float, steps_per_s: float, rng: np.random.Generator
 ) -> int:
-    steps = max(1, int(duration_s * steps_per_s))
+    steps = max(1, int((duration_s - 8.0) * steps_per_s))
     step_time = np.full(steps, 1.0 / steps_per_s) * rng.uniform(0.9, 1.1, steps)
     step_time[0] = 8.0  # graph tracing
     elapsed = np.cumsum(step_time)
@@ -287,6 +292,7 @@ def run_json(
     samples: int,
     cores: int,
     gpus: int,
+    cpu_temp_sensor: bool = False,
 ) -> dict:
     end_unix = start_unix + duration_s
     gpu_list = [
@@ -343,7 +349,9 @@ def run_json(
         },
         "sources": {
             "cpu": {"available": True},
-            "thermal": {"available": False, "reason": "no temperature sensor in /sys/class/hwmon"},
+            "thermal": {"available": True}
+            if cpu_temp_sensor
+            else {"available": False, "reason": "no temperature sensor in /sys/class/hwmon"},
             "nvml": {"available": bool(gpus)} | ({} if gpus else {"reason": "NVML Shared Library Not Found"}),
             "rapl": {"available": False, "reason": "permission denied (needs root)"},
         },

@@ -1,0 +1,64 @@
+"""`python -m dashboard [--data-dir data] [--host 127.0.0.1] [--port 8050]` serves the app;
+`python -m dashboard report ...` runs the sizing report (dashboard.report)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+USAGE_EXIT = 2
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_EXIT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = _OneLineParser(
+        prog="python -m dashboard",
+        description="Serve the Dash app comparing the runs under DATA_DIR/runs and DATA_DIR/examples. "
+        "`python -m dashboard report --help` for the sizing report.",
+    )
+    parser.add_argument("--data-dir", type=Path, default=Path("data"), help="default: data")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8050, help="default: 8050")
+    args = parser.parse_args(argv)
+    if not 1 <= args.port <= 65535:
+        parser.error(f"--port must be between 1 and 65535, got {args.port}")
+    if not args.data_dir.is_dir():
+        parser.error(f"--data-dir {args.data_dir} is not a directory")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "report":
+        from dashboard.report import main as report_main
+
+        return report_main(argv[1:])
+    args = parse_args(argv)
+    from dashboard.app import create_app
+
+    app = create_app(args.data_dir)
+    print(
+        f"dashboard: http://{args.host}:{args.port}/ over {args.data_dir.resolve()} (Ctrl-C to stop)",
+        file=sys.stderr,
+    )
+    try:
+        app.run(host=args.host, port=args.port, debug=False)
+    except OSError as exc:
+        print(
+            f"python -m dashboard: cannot serve on {args.host}:{args.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,517 @@
+"""Plotly figures of runs: pure functions from RunInfo (and the cached frames of dashboard.runs) to figures.
+
+Long runs stay light: x is float seconds (or % of runtime) since run.json's `start_unix`, traces are WebGL,
+and every trace is cut to the visible window and downsampled server-side with MinMaxLTTB (tsdownsample)
+to at most `max_points` points, so a 24 h × 10 Hz run costs the browser what a short one does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+from tsdownsample import MinMaxLTTBDownsampler
+
+from dashboard.runs import RunInfo, read_telemetry, read_training
+
+MAX_POINTS = 2000
+HEATMAP_BINS = 300
+X_SECONDS = "seconds"
+X_PERCENT = "percent"
+FULL_WINDOW = (0.0, 100.0)
+PALETTE = qualitative.Plotly
+PERCENT_RANGE = (0, 105)
+_DOWNSAMPLER = MinMaxLTTBDownsampler()
+_PER_CORE = re.compile(r"cpu(\d+)_util_pct")
+_TIME_COLUMNS = {"time_unix", "elapsed_s"}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One figure of a component view: every column matching `pattern` of every selected run."""
+
+    pattern: str
+    title: str
+    unit: str
+
+    def columns(self, available: Iterable[str]) -> list[str]:
+        regex = re.compile(self.pattern)
+        return [name for name in available if regex.fullmatch(name)]
+
+
+@dataclass(frozen=True)
+class TimeBase:
+    """How a run's clock maps to the x axis: seconds since `origin_unix`; `span_s` is 100 %."""
+
+    origin_unix: float
+    span_s: float
+
+    def x(self, time_unix: np.ndarray, mode: str) -> np.ndarray:
+        seconds = time_unix - self.origin_unix
+        return seconds * (100.0 / self.span_s) if mode == X_PERCENT else seconds
+
+    def window_s(self, window: tuple[float, float]) -> tuple[float, float]:
+        """The window in seconds; the full window is unbounded, so nothing outside 0–100 % is hidden."""
+        low, high = window
+        low_s = -np.inf if low <= 0 else low * self.span_s / 100.0
+        high_s = np.inf if high >= 100 else high * self.span_s / 100.0
+        return low_s, high_s
+
+
+COMPONENT_METRICS: dict[str, list[Metric]] = {
+    "processor": [
+        Metric("cpu_util_pct", "CPU utilization, all cores", "%"),
+        Metric("proc_cpu_pct", "Launched command's CPU (100 = one core)", "%"),
+        Metric("cpu_freq_mhz", "CPU frequency", "MHz"),
+        Metric("load1", "Load average (1 min)", "load"),
+    ],
+    "memory": [
+        Metric("mem_util_pct", "Memory utilization", "%"),
+        Metric("mem_used_bytes|proc_rss_bytes", "Memory used: system and launched command", "bytes"),
+        Metric("swap_used_bytes", "Swap used", "bytes"),
+    ],
+    "disk": [
+        Metric("disk_util_pct", "Disk busy time (busiest disk)", "%"),
+        Metric("disk_read_bps|disk_write_bps", "Disk throughput", "bytes/s"),
+        Metric("net_rx_bps|net_tx_bps", "Network throughput", "bytes/s"),
+    ],
+    "cpu-temp": [
+        Metric("cpu_temp_c", "CPU temperature", "°C"),
+    ],
+    "gpu": [
+        Metric(r"gpu\d+_util_pct", "GPU utilization", "%"),
+        Metric(r"gpu\d+_temp_c", "GPU temperature", "°C"),
+        Metric(r"gpu\d+_power_w", "GPU power draw", "W"),
+        Metric(r"gpu\d+_sm_clock_mhz|gpu\d+_mem_clock_mhz", "GPU clocks (SM and memory)", "MHz"),
+        Metric(r"gpu\d+_mem_used_bytes", "GPU memory used", "bytes"),
+        Metric(r"gpu\d+_mem_util_pct", "GPU memory-controller utilization", "%"),
+    ],
+}
+
+SUMMARY_METRICS: list[tuple[str, Metric]] = [
+    ("%", Metric("cpu_util_pct", "CPU", "%")),
+    ("%", Metric("mem_util_pct", "memory", "%")),
+    ("%", Metric("disk_util_pct", "disk", "%")),
+    ("%", Metric(r"gpu\d+_util_pct", "GPU", "%")),
+    ("%", Metric(r"gpu\d+_mem_util_pct", "GPU memory", "%")),
+    ("°C", Metric("cpu_temp_c", "CPU", "°C")),
+    ("°C", Metric(r"gpu\d+_temp_c", "GPU", "°C")),
+    ("W", Metric(r"gpu\d+_power_w", "GPU", "W")),
+]
+
+
+# ------------------------------------------------------------------------------------ time and series
+
+
+def time_base(run: RunInfo, time_unix: np.ndarray) -> TimeBase:
+    """Origin: run.json's start (all files align on it); 100 %: the run's duration, else its last sample."""
+    first = float(time_unix[0]) if len(time_unix) else 0.0
+    origin = run.start_unix if run.start_unix is not None else first
+    span = run.duration_s
+    if not span or span <= 0:
+        last = float(np.nanmax(time_unix)) - origin if len(time_unix) else 0.0
+        span = last if last > 0 else 1.0
+    return TimeBase(origin, span)
+
+
+def downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """At most `max_points` points that keep the shape (minima, maxima) of y(x); missing readings dropped."""
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if len(x) > 1 and np.any(np.diff(x) < 0):
+        order = np.argsort(x, kind="stable")
+        x, y = x[order], y[order]
+    if len(x) <= max_points:
+        return x, y
+    index = _DOWNSAMPLER.downsample(np.ascontiguousarray(x), np.ascontiguousarray(y), n_out=max_points)
+    return x[index], y[index]
+
+
+def visible_slice(x_seconds: np.ndarray, low_s: float, high_s: float) -> slice:
+    """Rows whose x lies in [low_s, high_s] plus one neighbour each side, so lines reach the edges."""
+    start = max(int(np.searchsorted(x_seconds, low_s, side="left")) - 1, 0)
+    stop = min(int(np.searchsorted(x_seconds, high_s, side="right")) + 1, len(x_seconds))
+    return slice(start, stop)
+
+
+def series_xy(
+    run: RunInfo,
+    frame: pd.DataFrame,
+    column: str,
+    x_mode: str,
+    window: tuple[float, float] = FULL_WINDOW,
+    x_range: tuple[float, float] | None = None,
+    max_points: int = MAX_POINTS,
+) -> tuple[np.ndarray, np.ndarray]:
+    """x (seconds or %) and y of `column`, cut to the window (% of runtime) and x_range, downsampled."""
+    if column not in frame or "time_unix" not in frame or frame.empty:
+        return np.empty(0), np.empty(0)
+    times = frame["time_unix"].to_numpy(dtype=np.float64)
+    base = time_base(run, times)
+    seconds = times - base.origin_unix
+    low_s, high_s = base.window_s(window)
+    if x_range is not None:
+        scale = base.span_s / 100.0 if x_mode == X_PERCENT else 1.0
+        low_s, high_s = max(low_s, x_range[0] * scale), min(high_s, x_range[1] * scale)
+    if np.all(np.diff(seconds) >= 0):
+        rows = visible_slice(seconds, low_s, high_s)
+        seconds, values = seconds[rows], frame[column].to_numpy(dtype=np.float64)[rows]
+    else:
+        inside = (seconds >= low_s) & (seconds <= high_s)
+        seconds, values = seconds[inside], frame[column].to_numpy(dtype=np.float64)[inside]
+    x, y = downsample(seconds, values, max_points)
+    return (x * (100.0 / base.span_s) if x_mode == X_PERCENT else x), y
+
+
+# -------------------------------------------------------------------------------------------- figures
+
+
+def display_names(runs: Sequence[RunInfo]) -> dict[str, str]:
+    """Legend names: the label, made unique with the run id where two runs share one."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        counts[run.label] = counts.get(run.label, 0) + 1
+    return {
+        run.run_id: run.label if counts[run.label] == 1 else f"{run.label} ({run.run_id})" for run in runs
+    }
+
+
+def run_colors(runs: Sequence[RunInfo]) -> dict[str, str]:
+    return {run.run_id: PALETTE[i % len(PALETTE)] for i, run in enumerate(runs)}
+
+
+def metric_figure(
+    runs: Sequence[RunInfo],
+    metric: Metric,
+    x_mode: str = X_SECONDS,
+    window: tuple[float, float] = FULL_WINDOW,
+    x_range: tuple[float, float] | None = None,
+    max_points: int = MAX_POINTS,
+) -> go.Figure:
+    """One line per matching column per run; a note instead of lines where no run has the data."""
+    names, colors = display_names(runs), run_colors(runs)
+    figure = go.Figure()
+    dashes = ("solid", "dot", "dash", "dashdot")
+    for run in runs:
+        frame = read_telemetry(run)
+        columns = metric.columns(frame.columns)
+        for position, column in enumerate(columns):
+            x, y = series_xy(run, frame, column, x_mode, window, x_range, max_points)
+            if not len(x):
+                continue
+            suffix = f" · {_short_column(column)}" if len(columns) > 1 or column.startswith("gpu") else ""
+            figure.add_trace(
+                go.Scattergl(
+                    x=x,
+                    y=y,
+                    mode="lines",
+                    name=f"{names[run.run_id]}{suffix}",
+                    line={"color": colors[run.run_id], "dash": dashes[position % len(dashes)], "width": 1.5},
+                )
+            )
+    _style_time_figure(figure, metric.title, metric.unit, x_mode, x_range)
+    if not figure.data:
+        _add_note(figure, f"no {metric.title.lower()} readings in the selected runs")
+    return figure
+
+
+def heatmap_figure(
+    run: RunInfo, x_mode: str = X_SECONDS, window: tuple[float, float] = FULL_WINDOW, bins: int = HEATMAP_BINS
+) -> go.Figure:
+    """Per-core utilization of one run: mean per time bin, one row per logical CPU."""
+    frame = read_telemetry(run)
+    cores = sorted((int(m.group(1)), name) for name in frame.columns if (m := _PER_CORE.fullmatch(name)))
+    figure = go.Figure()
+    title = f"Per-core utilization · {run.label}"
+    if frame.empty or not cores or "time_unix" not in frame:
+        _style_time_figure(figure, title, "core", x_mode, None)
+        _add_note(figure, "no per-core readings")
+        return figure
+    times = frame["time_unix"].to_numpy(dtype=np.float64)
+    base = time_base(run, times)
+    seconds = times - base.origin_unix
+    low_s, high_s = base.window_s(window)
+    low_s, high_s = max(low_s, float(np.nanmin(seconds))), min(high_s, float(np.nanmax(seconds)))
+    inside = (seconds >= low_s) & (seconds <= high_s) & np.isfinite(seconds)
+    edges = np.linspace(low_s, high_s, bins + 1)
+    which = np.clip(np.searchsorted(edges, seconds[inside], side="right") - 1, 0, bins - 1)
+    z = np.vstack(
+        [_bin_means(which, frame[name].to_numpy(dtype=np.float64)[inside], bins) for _, name in cores]
+    )
+    centers = (edges[:-1] + edges[1:]) / 2
+    figure.add_trace(
+        go.Heatmap(
+            x=base.x(centers + base.origin_unix, x_mode),
+            y=[f"cpu{n}" for n, _ in cores],
+            z=z,
+            zmin=0,
+            zmax=100,
+            colorscale="Viridis",
+            colorbar={"title": {"text": "%"}},
+            hovertemplate="%{y} at %{x:.4~g}: %{z:.0f} %<extra></extra>",
+        )
+    )
+    _style_time_figure(figure, title, "", x_mode, None)
+    figure.update_layout(height=max(220, 60 + 22 * len(cores)))
+    return figure
+
+
+def summary_figure(runs: Sequence[RunInfo], window: tuple[float, float] = FULL_WINDOW) -> go.Figure:
+    """Mean (solid) and peak (hatched) per component per run, over the chosen window of each run."""
+    units = list(dict.fromkeys(unit for unit, _ in SUMMARY_METRICS))
+    figure = make_subplots(
+        rows=1,
+        cols=len(units),
+        column_widths=[0.6, 0.25, 0.15][: len(units)],
+        subplot_titles=[f"{unit}" for unit in units],
+        horizontal_spacing=0.06,
+    )
+    names, colors = display_names(runs), run_colors(runs)
+    for run in runs:
+        stats = component_stats(run, window)
+        for col, unit in enumerate(units, start=1):
+            labels = [metric.title for u, metric in SUMMARY_METRICS if u == unit]
+            means = [stats.get((unit, label), (None, None))[0] for label in labels]
+            peaks = [stats.get((unit, label), (None, None))[1] for label in labels]
+            for kind, values in (("mean", means), ("peak", peaks)):
+                figure.add_trace(
+                    go.Bar(
+                        x=labels,
+                        y=values,
+                        name=f"{names[run.run_id]} {kind}",
+                        legendgroup=run.run_id,
+                        showlegend=col == 1,
+                        offsetgroup=f"{run.run_id}-{kind}",
+                        marker={
+                            "color": colors[run.run_id],
+                            "pattern": {"shape": "/" if kind == "peak" else ""},
+                            "opacity": 0.55 if kind == "peak" else 1.0,
+                        },
+                        hovertemplate=f"{names[run.run_id]} {kind} %{{x}}: %{{y:.1f}} {unit}<extra></extra>",
+                    ),
+                    row=1,
+                    col=col,
+                )
+    figure.update_layout(
+        title="Mean and peak per component",
+        barmode="group",
+        height=420,
+        margin={"t": 70, "l": 50, "r": 20, "b": 40},
+        legend={"orientation": "h", "y": -0.15},
+    )
+    if not runs:
+        _add_note(figure, "select runs to compare")
+    return figure
+
+
+def component_stats(run: RunInfo, window: tuple[float, float] = FULL_WINDOW) -> dict[tuple[str, str], tuple]:
+    """{(unit, component): (mean, peak)} over the window; GPUs of a multi-GPU run are averaged / maxed."""
+    frame = read_telemetry(run)
+    if frame.empty or "time_unix" not in frame:
+        return {}
+    times = frame["time_unix"].to_numpy(dtype=np.float64)
+    base = time_base(run, times)
+    low_s, high_s = base.window_s(window)
+    inside = ((times - base.origin_unix) >= low_s) & ((times - base.origin_unix) <= high_s)
+    stats: dict[tuple[str, str], tuple] = {}
+    for unit, metric in SUMMARY_METRICS:
+        columns = metric.columns(frame.columns)
+        values = frame.loc[inside, columns].to_numpy(dtype=np.float64) if columns else np.empty((0, 0))
+        if values.size and np.isfinite(values).any():
+            stats[(unit, metric.title)] = (float(np.nanmean(values)), float(np.nanmax(values)))
+    return stats
+
+
+def training_figure(
+    runs: Sequence[RunInfo],
+    x_mode: str = X_SECONDS,
+    window: tuple[float, float] = FULL_WINDOW,
+    max_points: int = MAX_POINTS,
+) -> go.Figure:
+    """Steps, loss and examples/s over time, above the CPU and GPU utilization on the same clock."""
+    rows = [
+        ("step", "global step"),
+        ("loss_total", "total loss"),
+        ("examples_per_s", "examples/s"),
+        ("utilization", "utilization %"),
+    ]
+    figure = make_subplots(
+        rows=len(rows),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.04,
+        subplot_titles=[title for _, title in rows],
+    )
+    names, colors = display_names(runs), run_colors(runs)
+    has_training = False
+    for run in runs:
+        training = read_training(run)
+        for row, (column, _) in enumerate(rows[:3], start=1):
+            x, y = series_xy(run, training, column, x_mode, window, None, max_points)
+            if len(x):
+                has_training = True
+                figure.add_trace(
+                    _line(x, y, names[run.run_id], colors[run.run_id], row == 1, run.run_id), row=row, col=1
+                )
+        telemetry = read_telemetry(run, ["time_unix", "cpu_util_pct", "gpu0_util_pct"])
+        for column, dash in (("cpu_util_pct", "solid"), ("gpu0_util_pct", "dot")):
+            x, y = series_xy(run, telemetry, column, x_mode, window, None, max_points)
+            if len(x):
+                trace = _line(
+                    x,
+                    y,
+                    f"{names[run.run_id]} · {column.split('_')[0]}",
+                    colors[run.run_id],
+                    False,
+                    run.run_id,
+                )
+                trace.line.dash = dash
+                figure.add_trace(trace, row=len(rows), col=1)
+    figure.update_layout(
+        height=820,
+        title="Training progress, aligned with telemetry",
+        margin={"t": 70, "l": 60, "r": 20, "b": 40},
+        uirevision="training",
+    )
+    figure.update_xaxes(title_text=_x_title(x_mode), row=len(rows), col=1)
+    figure.update_yaxes(range=PERCENT_RANGE, row=len(rows), col=1)
+    if not has_training:
+        _add_note(figure, "no training.csv in the selected runs")
+    return figure
+
+
+def timeseries_columns(runs: Sequence[RunInfo]) -> list[str]:
+    """Every telemetry column and `training.<column>` of the runs, for the metric picker."""
+    telemetry: dict[str, None] = {}
+    training: dict[str, None] = {}
+    for run in runs:
+        telemetry |= dict.fromkeys(c for c in read_telemetry(run).columns if c not in _TIME_COLUMNS)
+        training |= dict.fromkeys(
+            f"training.{c}" for c in read_training(run).columns if c not in _TIME_COLUMNS
+        )
+    return list(telemetry) + list(training)
+
+
+def any_metric_figure(
+    runs: Sequence[RunInfo],
+    column: str | None,
+    x_mode: str = X_SECONDS,
+    window: tuple[float, float] = FULL_WINDOW,
+    x_range: tuple[float, float] | None = None,
+    max_points: int = MAX_POINTS,
+) -> go.Figure:
+    """The picked column (a telemetry column, or `training.<column>`) of every run, on one axis."""
+    if not column:
+        figure = go.Figure()
+        _style_time_figure(figure, "Time series", "", x_mode, None)
+        _add_note(figure, "pick a metric")
+        return figure
+    is_training = column.startswith("training.")
+    name = column.removeprefix("training.")
+    metric = Metric(re.escape(name), name, unit_of(name))
+    if not is_training:
+        return metric_figure(runs, metric, x_mode, window, x_range, max_points)
+    names, colors = display_names(runs), run_colors(runs)
+    figure = go.Figure()
+    for run in runs:
+        x, y = series_xy(run, read_training(run), name, x_mode, window, x_range, max_points)
+        if len(x):
+            figure.add_trace(_line(x, y, names[run.run_id], colors[run.run_id], True, run.run_id))
+    _style_time_figure(figure, f"training · {name}", metric.unit, x_mode, x_range)
+    if not figure.data:
+        _add_note(figure, f"no {name} readings in the selected runs")
+    return figure
+
+
+def unit_of(column: str) -> str:
+    suffixes = {
+        "_pct": "%",
+        "_bytes": "bytes",
+        "_bps": "bytes/s",
+        "_c": "°C",
+        "_mhz": "MHz",
+        "_w": "W",
+        "_j": "J",
+        "_s": "s",
+        "_ms": "ms",
+    }
+    return next((unit for suffix, unit in suffixes.items() if column.endswith(suffix)), "")
+
+
+def empty_figure(message: str) -> go.Figure:
+    figure = go.Figure()
+    figure.update_layout(xaxis={"visible": False}, yaxis={"visible": False}, height=300)
+    _add_note(figure, message)
+    return figure
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+def _line(x: np.ndarray, y: np.ndarray, name: str, color: str, legend: bool, group: str) -> go.Scattergl:
+    return go.Scattergl(
+        x=x,
+        y=y,
+        mode="lines",
+        name=name,
+        legendgroup=group,
+        showlegend=legend,
+        line={"color": color, "width": 1.5},
+    )
+
+
+def _bin_means(which: np.ndarray, values: np.ndarray, bins: int) -> np.ndarray:
+    valid = np.isfinite(values)
+    sums = np.bincount(which[valid], weights=values[valid], minlength=bins)
+    counts = np.bincount(which[valid], minlength=bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def _x_title(x_mode: str) -> str:
+    return "% of runtime" if x_mode == X_PERCENT else "seconds since run start"
+
+
+def _style_time_figure(
+    figure: go.Figure, title: str, unit: str, x_mode: str, x_range: tuple[float, float] | None
+) -> None:
+    yaxis: dict = {"title": {"text": unit}}
+    if unit == "%":
+        yaxis["range"] = PERCENT_RANGE
+    elif unit.startswith("bytes"):
+        yaxis["tickformat"] = ".3~s"
+    xaxis: dict = {"title": {"text": _x_title(x_mode)}}
+    if x_range is not None:
+        xaxis["range"] = list(x_range)
+    figure.update_layout(
+        title=title,
+        xaxis=xaxis,
+        yaxis=yaxis,
+        height=340,
+        uirevision=f"{title}-{x_mode}",
+        margin={"t": 50, "l": 60, "r": 20, "b": 45},
+        legend={"orientation": "h", "y": -0.25},
+        hovermode="x unified",
+    )
+
+
+def _add_note(figure: go.Figure, text: str) -> None:
+    figure.add_annotation(
+        text=text,
+        xref="paper",
+        yref="paper",
+        x=0.5,
+        y=0.5,
+        showarrow=False,
+        font={"size": 14, "color": "#777"},
+    )
+
+
+def _short_column(column: str) -> str:
+    return column.removesuffix("_pct").removesuffix("_bytes").removesuffix("_bps").removesuffix("_mhz")

@@ -1,0 +1,242 @@
+"""`python -m dashboard report`: both formats from run directories, figures checked by hand, bad input → 2."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sizingfixtures import reference_cpu, write_run
+
+from dashboard import report
+
+PRICES = ["--tariff", "0.15", "--cpu-price", "1000", "--gpu-price", "2000", "--value-per-hour", "10"]
+
+
+def markdown_tables(text: str) -> dict[str, list[dict[str, str]]]:
+    """{section title: rows as {header: cell}} for every markdown table in the report."""
+    tables: dict[str, list[dict[str, str]]] = {}
+    title, headers = None, None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            title, headers = line[3:], None
+        elif line.startswith("|") and title is not None:
+            cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            if headers is None:
+                headers = cells
+            elif not set(line) <= set("|-"):
+                tables.setdefault(title, []).append(dict(zip(headers, cells, strict=True)))
+    return tables
+
+
+def by_run(rows: list[dict[str, str]]) -> dict[str, dict[str, str]]:
+    return {row["Run"]: row for row in rows}
+
+
+@pytest.fixture
+def markdown(crafted_data_dir: Path, tmp_path: Path) -> str:
+    out = tmp_path / "report.md"
+    code = report.main(
+        ["ref-cpu", "ref-gpu", "--data-dir", str(crafted_data_dir), *PRICES, "--out", str(out)]
+    )
+    assert code == 0
+    return out.read_text(encoding="utf-8")
+
+
+def test_markdown_report_figures_match_hand_computations(markdown: str) -> None:
+    tables = markdown_tables(markdown)
+    runs = by_run(tables["Runs"])
+    assert runs["ref-cpu"]["Steady steps/s"] == "0.500"  # 25 steps / 50 s
+    assert runs["ref-cpu"]["Steady examples/s"] == "1.000"
+    assert runs["ref-cpu"]["Steps within budget"] == "26 in 60.0 s"
+    assert runs["ref-cpu"]["Warm-up steps"] == "5"
+    assert runs["ref-gpu"]["Steady steps/s"] == "10.000"  # 180 steps / 18 s
+    assert runs["ref-gpu"]["First step"] == "20.0 s"
+
+    cpu_row, gpu_row = tables["Comparison"]
+    assert cpu_row["Configuration"].endswith("(baseline)")
+    assert gpu_row["Speedup"] == "20.00×"  # 20 / 1 examples/s
+    assert cpu_row["J per 1,000 steps"] == "80,000"  # 40 W × 2,000 s
+    assert gpu_row["J per 1,000 steps"] == "35,000"  # 350 W × 100 s
+    assert cpu_row["Energy $ per 1,000 steps"] == "$0.0033"  # 0.02222 kWh × $0.15
+    assert cpu_row["Hardware $ per 1,000 steps"] == "$0.0211"  # $1,000 / 26,280 h × 0.5556 h
+    assert cpu_row["Total $ per 1,000 steps"] == "$0.0245"
+    assert gpu_row["Total $ per 1,000 steps"] == "$0.0046"  # 0.001458 + $3,000 / 26,280 h × 0.02778 h
+    assert gpu_row["Break-even (GPU hours)"] == "10.5"  # $2,000 / (19 × $10 + $0.0675)
+
+    times = by_run(tables["Time to target"])
+    assert times["ref-cpu"]["Time to 1,000 steps"] == "2,008 s (33m28s) (projected)"  # 68 + 970 / 0.5
+    assert times["ref-gpu"]["Time to 1,000 steps"] == "119.9 s (projected)"  # 39.9 + 800 / 10
+    # default target = 1.95, the CPU's lowest 20-step mean: reached at its last step (68 s); the GPU's
+    # mean 4 − 0.02(k − 9.5) ≤ 1.95 first at k = 112, ending at 20 + 111 × 0.1 = 31.1 s
+    assert times["ref-cpu"]["Time to loss ≤ 1.9500"] == "68.0 s (step 30)"
+    assert times["ref-gpu"]["Time to loss ≤ 1.9500"] == "31.1 s (step 112)"
+
+    energy = by_run(tables["Energy and cost"])
+    assert energy["ref-cpu"]["CPU source"] == "RAPL"
+    assert energy["ref-gpu"]["GPU source"] == "NVML energy counter"
+    assert energy["ref-gpu"]["GPU J per 1,000 steps"] == "30,000"
+    assert energy["ref-gpu"]["Mean power (W)"] == "350.0"
+    assert energy["ref-gpu"]["Training energy (kWh)"] == "0.0039"  # 350 W × 40 s = 14,000 J
+
+    thermal = {(r["Run"], r["Sensor"]): r for r in tables["Thermal"]}
+    assert thermal[("ref-gpu", "gpu0")]["Peak °C"] == "85.0"
+    assert thermal[("ref-gpu", "gpu0")]["Time ≥ 80 °C"] == "10.0 s"
+    throttle = {(r["Run"], r["Source"]): r for r in tables["Throttling (training window)"]}
+    assert throttle[("ref-gpu", "gpu0")]["Throttled samples"] == "5/41"
+    assert throttle[("ref-gpu", "gpu0")]["Events"] == "2"
+
+    verdicts = by_run(tables["Bottleneck verdict"])
+    assert verdicts["ref-cpu"]["Verdict"] == "CPU-bound"
+    assert "90.0 % ≥ 85 %" in verdicts["ref-cpu"]["Why"]
+    assert verdicts["ref-gpu"]["Verdict"] == "GPU-bound + thermally throttled"
+    assert "5/18 samples" in verdicts["ref-gpu"]["Why"]
+
+    accuracy = by_run(tables["Accuracy bought"])
+    assert (accuracy["ref-gpu"]["mAP@0.5"], accuracy["ref-gpu"]["Recall@0.5"]) == ("0.400", "0.700")
+    assert accuracy["ref-cpu"]["Steps trained"] == "30"
+
+
+def test_markdown_report_has_the_decision_and_definitions(markdown: str) -> None:
+    # 2,000 / 190.0675 = 10.5226 GPU hours; × 20 = 210.45 baseline hours
+    assert "20.00× the baseline's examples/s" in markdown
+    assert (
+        "pays back its $2,000.00 after 10.5 GPU training hours (≈ 210.5 hours of baseline training)"
+        in markdown
+    )
+    assert "## Definitions" in markdown
+    assert "**Steady state**" in markdown and "**Break-even**" in markdown
+
+
+def test_html_report_is_self_contained(crafted_data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    assert (
+        report.main(["ref-cpu", "ref-gpu", "--data-dir", str(crafted_data_dir), *PRICES, "--out", str(out)])
+        == 0
+    )
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>")
+    assert "<td>20.00×</td>" in text and "<td>35,000</td>" in text
+    assert text.count("Plotly.newPlot") >= 3  # throughput, loss, temperature
+    # plotly.js is inlined (the machines are offline): no script is loaded from anywhere
+    assert re.search(r"<script[^>]*\bsrc=", text) is None
+    assert len(text) > 1_000_000
+
+
+def test_run_directory_paths_and_an_explicit_baseline(crafted_data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.md"
+    gpu_dir = crafted_data_dir / "runs" / "ref-gpu"
+    args = ["ref-cpu", str(gpu_dir), "--data-dir", str(crafted_data_dir), "--baseline", str(gpu_dir)]
+    assert report.main([*args, "--out", str(out)]) == 0
+    comparison = markdown_tables(out.read_text(encoding="utf-8"))["Comparison"]
+    assert comparison[1]["Configuration"].endswith("(baseline)")
+    assert comparison[0]["Speedup"] == "0.05×"  # 1 / 20
+
+
+def test_cpu_tdp_estimate_is_marked(tmp_path: Path) -> None:
+    run = reference_cpu("no-rapl")
+    run = type(run)(
+        run.run_id,
+        run.meta,
+        run.training_info,
+        run.evaluation,
+        run.telemetry.drop(columns=["cpu_energy_j"]),
+        run.training,
+        run.phases,
+    )
+    write_run(tmp_path / "examples", run)
+    out = tmp_path / "r.md"
+    assert report.main(["no-rapl", "--data-dir", str(tmp_path), "--cpu-tdp-w", "100", "--out", str(out)]) == 0
+    energy = by_run(markdown_tables(out.read_text(encoding="utf-8"))["Energy and cost"])["no-rapl"]
+    assert energy["CPU source"] == "ESTIMATE: 100 W TDP × CPU util"
+    assert energy["CPU J per 1,000 steps"] == "180,000"  # 100 W × 90 % × 2,000 s
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope"], "unknown run 'nope'"),
+        (["../examples/ref-cpu"], "unknown run"),
+        (["ref-cpu", "--tariff", "-1"], "--tariff"),
+        (["ref-cpu", "--tariff", "cheap"], "--tariff"),
+        (["ref-cpu", "--amortise-years", "0"], "--amortise-years"),
+        (["ref-cpu", "--gpu-price", "nan"], "--gpu-price"),
+        (["ref-cpu", "--baseline", "ref-gpu"], "baseline"),
+        (["ref-cpu", "ref-cpu"], "run given twice"),
+        (["no-training"], "no training.csv"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    crafted_data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    bare = reference_cpu("no-training")
+    write_run(
+        crafted_data_dir / "runs",
+        type(bare)(bare.run_id, bare.meta, {}, {}, bare.telemetry, bare.training.iloc[0:0], bare.phases),
+    )
+    out = tmp_path / "r.md"
+    code = report.main([*args, "--data-dir", str(crafted_data_dir), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("out", "message"), [("report.txt", "must end in .html or .md"), ("missing/report.md", "does not exist")]
+)
+def test_bad_out_is_exit_2(
+    crafted_data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], out: str, message: str
+) -> None:
+    code = report.main(["ref-cpu", "--data-dir", str(crafted_data_dir), "--out", str(tmp_path / out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err
+
+
+def test_missing_out_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert report.main(["ref-cpu"]) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def test_command_line_entry_point(crafted_data_dir: Path, tmp_path: Path) -> None:
+    """Through the interpreter, as `python -m dashboard.report` (dashboard/__main__.py dispatches to main)."""
+    out = tmp_path / "r.md"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dashboard.report",
+            "ref-cpu",
+            "--data-dir",
+            str(crafted_data_dir),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "wrote" in done.stdout and out.is_file()
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dashboard.report",
+            "ref-cpu",
+            "--data-dir",
+            str(crafted_data_dir),
+            "--tariff",
+            "x",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr

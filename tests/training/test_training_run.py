@@ -1,0 +1,196 @@
+"""A real short training run on CPU: the run-format files, a falling loss, export/evaluate/detect."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, TRAIN_STEPS, CompletedRun, run_training_cli, training_env
+
+from runformat import read_json
+from training.runlog import PHASE_COLUMNS, TRAINING_COLUMNS
+
+pytestmark = pytest.mark.slow
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_run_succeeds_and_reports_progress(trained_run: CompletedRun) -> None:
+    assert trained_run.returncode == 0, trained_run.stderr[-2000:]
+    assert "Traceback" not in trained_run.stderr
+    assert "first step (graph tracing)" in trained_run.stdout
+    assert "evaluate: mAP@0.5" in trained_run.stdout
+
+
+def test_training_csv_has_one_row_per_step_and_a_falling_loss(trained_run: CompletedRun) -> None:
+    path = trained_run.run_dir / "training.csv"
+    assert path.read_text().splitlines()[0].split(",") == TRAINING_COLUMNS
+    rows = _rows(path)
+    steps = [int(row["step"]) for row in rows]
+    assert steps == list(range(1, len(rows) + 1)) and len(rows) >= 30
+    times = [float(row["time_unix"]) for row in rows]
+    assert all(b > a for a, b in itertools.pairwise(times))
+    assert abs(times[-1] - time.time()) < 3600
+    losses = [float(row["loss_total"]) for row in rows]
+    assert sum(losses[-10:]) / 10 < 0.8 * sum(losses[:10]) / 10
+    learning_rates = [float(row["learning_rate"]) for row in rows]
+    assert learning_rates[0] < learning_rates[-1]
+    for row in rows[1:]:
+        assert float(row["examples_per_s"]) == pytest.approx(2 / float(row["step_time_s"]), rel=1e-3)
+
+
+def test_training_json_is_honest(trained_run: CompletedRun) -> None:
+    info = read_json(trained_run.run_dir / "training.json")
+    rows = _rows(trained_run.run_dir / "training.csv")
+    assert info["format_version"] == 1
+    assert info["status"] in ("completed", "deadline")
+    if info["status"] == "completed":
+        assert info["steps"] == TRAIN_STEPS
+    assert info["steps"] == info["global_step"] == len(rows) and info["initial_step"] == 0
+    assert info["device_requested"] == "cpu" and info["device_used"] == "CPU" and info["gpu_names"] == []
+    assert (info["preset"], info["backbone"], info["image_size"], info["batch_size"], info["precision"]) == (
+        "small",
+        "resnet18",
+        256,
+        2,
+        "float32",
+    )
+    assert info["start_unix"] < info["end_unix"]
+    first_step = float(rows[0]["time_unix"]) - info["start_unix"]
+    assert info["first_step_s"] == pytest.approx(first_step, abs=0.01)
+    steady = info["steady_steps_per_s"]
+    assert steady > 0 and info["steady_examples_per_s"] == pytest.approx(2 * steady, rel=1e-3)
+    excluded = info["warmup_steps_excluded"]
+    span = float(rows[-1]["time_unix"]) - float(rows[excluded - 1]["time_unix"])
+    assert steady == pytest.approx((len(rows) - excluded) / span, rel=1e-3)
+    assert info["config"]["task"]["model"]["backbone"]["resnet"]["model_id"] == 18
+    assert info["config"]["runtime"]["distribution_strategy"] == "one_device"
+    assert info["last_checkpoint"] == f"checkpoints/ckpt-{info['global_step']}"
+
+
+def test_checkpoints_are_kept_to_a_few(trained_run: CompletedRun) -> None:
+    checkpoints = trained_run.run_dir / "checkpoints"
+    indexes = sorted(checkpoints.glob("ckpt-*.index"))
+    assert 1 <= len(indexes) <= 3
+    info = read_json(trained_run.run_dir / "training.json")
+    assert (checkpoints / f"ckpt-{info['global_step']}.index").is_file()
+
+
+def test_phases_csv_records_train_then_postprocessing(trained_run: CompletedRun) -> None:
+    path = trained_run.run_dir / "phases.csv"
+    assert path.read_text().splitlines()[0].split(",") == PHASE_COLUMNS
+    rows = _rows(path)
+    assert [row["phase"] for row in rows] == ["train", "export", "evaluate", "detect"]
+    assert all(row["status"] == "ok" for row in rows)
+    bounds = [(float(row["start_unix"]), float(row["end_unix"])) for row in rows]
+    assert all(start <= end for start, end in bounds)
+    assert all(bounds[i][1] <= bounds[i + 1][0] for i in range(len(bounds) - 1))
+
+
+def test_export_evaluate_detect_produce_their_files(trained_run: CompletedRun) -> None:
+    run_dir = trained_run.run_dir
+    assert (run_dir / "model" / "saved_model.pb").is_file()
+    global_step = read_json(run_dir / "training.json")["global_step"]
+    report = read_json(run_dir / "eval.json")
+    assert report["num_images"] == 4 and report["num_targets"] == 4 and report["global_step"] == global_step
+    for key in ("map_50", "recall_50", "precision_50"):
+        assert 0.0 <= report[key] <= 1.0
+    summary = json.loads((run_dir / "detections" / "detections.json").read_text())
+    ids = [image["image_id"] for image in summary["images"]]
+    assert ids == ["val_0000", "val_0001", "val_0002", "val_0003"]
+    for image in summary["images"]:
+        assert (run_dir / "detections" / image["file"]).is_file()
+        assert len(image["ground_truth"]) == 1
+        assert all(d["score"] >= summary["score_threshold"] for d in image["detections"])
+
+
+def test_evaluate_works_alone_on_an_existing_run(trained_run: CompletedRun, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(trained_run.run_dir, copy, ignore=shutil.ignore_patterns("checkpoints", "eval.json"))
+    done = run_training_cli("evaluate", "--run-dir", str(copy), "--score-threshold", "0.0")
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = read_json(copy / "eval.json")
+    assert report["score_threshold"] == 0.0 and report["num_images"] == 4
+    original = read_json(trained_run.run_dir / "eval.json")
+    assert report["map_50"] == pytest.approx(original["map_50"], abs=1e-6)
+    assert report["recall_50"] >= original["recall_50"]
+
+
+def test_sigterm_resumes_then_stops_with_a_checkpoint(trained_run: CompletedRun, tmp_path: Path) -> None:
+    """Resume from the short run's checkpoint, SIGTERM after a few new steps: exit 143, honest files."""
+    run_dir = tmp_path / "resumed"
+    shutil.copytree(trained_run.run_dir, run_dir, ignore=shutil.ignore_patterns("model", "detections"))
+    before = read_json(run_dir / "training.json")["global_step"]
+    rows_before = len(_rows(run_dir / "training.csv"))
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "training",
+            "train",
+            "--run-dir",
+            str(run_dir),
+            "--dataset",
+            str(trained_run.dataset),
+            "--duration",
+            "5m",
+            "--checkpoint-every",
+            "1h",
+        ],
+        cwd=REPO,
+        env=training_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for_rows(run_dir / "training.csv", rows_before + 3, process, timeout=240)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 143, stderr[-2000:]
+    assert "Traceback" not in stderr
+    info = read_json(run_dir / "training.json")
+    assert info["status"] == "interrupted" and info["initial_step"] == before
+    assert info["global_step"] == before + info["steps"] and info["steps"] >= 3
+    assert info["resumed_from"] == f"checkpoints/ckpt-{before}"
+    assert info["last_checkpoint"] == f"checkpoints/ckpt-{info['global_step']}"
+    assert (run_dir / info["last_checkpoint"]).with_suffix(".index").is_file()
+    steps = [int(row["step"]) for row in _rows(run_dir / "training.csv")]
+    assert steps == list(range(1, info["global_step"] + 1))
+    phases = _rows(run_dir / "phases.csv")
+    assert [row["phase"] for row in phases][-1] == "train"
+    assert not (run_dir / "model").exists()
+
+
+def _wait_for_rows(path: Path, rows: int, process: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(
+                f"train exited early with {process.returncode}: {process.stderr.read()[-2000:]}"
+            )
+        if path.exists() and len(path.read_text().splitlines()) - 1 >= rows:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no {rows} rows in {path} after {timeout} s")
+
+
+def test_cpu_run_never_touches_a_gpu(trained_run: CompletedRun) -> None:
+    info = read_json(trained_run.run_dir / "training.json")
+    assert all("GPU" not in name for name in info["tensorflow_devices"])
+    assert os.environ.get("CUDA_VISIBLE_DEVICES") != "-1"  # hidden only inside the training process

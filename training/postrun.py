@@ -1,0 +1,229 @@
+"""After training: export the SavedModel, evaluate it on the held-out split, draw its detections."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from runformat import (
+    CHECKPOINTS_DIR,
+    DETECTIONS_DIR,
+    DETECTIONS_JSON,
+    EVAL_JSON,
+    FORMAT_VERSION,
+    MODEL_DIR,
+    TRAINING_JSON,
+    read_json,
+    write_json_atomic,
+)
+from training.metrics import ImageResult, average_precision, recall_precision_at
+from training.records import VAL_PATTERN, LabeledImage, read_records, split_files
+
+EXPORT_INFO = "export.json"
+TARGET_CLASS = 1
+
+
+class RunDirError(ValueError):
+    """The run directory lacks what a phase needs; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    image: LabeledImage
+    boxes: list[list[float]]  # (ymin, xmin, ymax, xmax) in pixels of the original image
+    scores: list[float]
+    classes: list[int]
+
+
+def export_model(run_dir: Path) -> dict:
+    """SavedModel of the latest checkpoint into DIR/model (replaced as a whole), plus model/export.json."""
+    import tensorflow as tf
+    from official.modeling import performance
+    from official.vision.serving import export_saved_model_lib
+
+    from training.experiment import config_from_dict
+
+    run_dir = Path(run_dir)
+    training = _training_json(run_dir)
+    checkpoint = tf.train.latest_checkpoint(str(run_dir / CHECKPOINTS_DIR))
+    if not checkpoint:
+        raise RunDirError(f"{run_dir / CHECKPOINTS_DIR}: no checkpoint to export (train first)")
+    params = config_from_dict(training["config"])
+    params.override({"runtime": {"mixed_precision_dtype": "float32"}}, is_strict=False)
+    performance.set_mixed_precision_policy("float32")
+    size = list(params.task.model.input_size[:2])
+    staging = run_dir / f".{MODEL_DIR}.tmp-{time.time_ns()}"
+    try:
+        export_saved_model_lib.export_inference_graph(
+            input_type="image_tensor",
+            batch_size=None,
+            input_image_size=size,
+            params=params,
+            checkpoint_path=checkpoint,
+            export_dir=str(staging),
+        )
+        info = {
+            "format_version": FORMAT_VERSION,
+            "checkpoint": f"{CHECKPOINTS_DIR}/{Path(checkpoint).name}",
+            "global_step": _checkpoint_step(checkpoint),
+            "input_size": size,
+            "exported_unix": time.time(),
+        }
+        write_json_atomic(staging / EXPORT_INFO, info)
+        target = run_dir / MODEL_DIR
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return info
+
+
+def evaluate_model(
+    run_dir: Path, dataset: Path | None = None, score_threshold: float = 0.5, iou_threshold: float = 0.5
+) -> dict:
+    """mAP@0.5, recall and precision on the held-out split into DIR/eval.json."""
+    run_dir = Path(run_dir)
+    predictions, info = _predict_held_out(run_dir, dataset)
+    results = [ImageResult([list(b) for b in p.image.boxes], p.boxes, p.scores) for p in predictions]
+    recall, precision, _, _ = recall_precision_at(results, score_threshold, iou_threshold)
+    report = {
+        "format_version": FORMAT_VERSION,
+        "map_50": round(average_precision(results, iou_threshold), 6),
+        "recall_50": round(recall, 6),
+        "precision_50": round(precision, 6),
+        "num_images": len(results),
+        "num_targets": sum(len(r.ground_truth) for r in results),
+        "iou_threshold": iou_threshold,
+        "score_threshold": score_threshold,
+        "global_step": info.get("global_step"),
+        "model_dir": MODEL_DIR,
+        "evaluated_unix": time.time(),
+    }
+    write_json_atomic(run_dir / EVAL_JSON, report)
+    return report
+
+
+def draw_detections(
+    run_dir: Path, dataset: Path | None = None, score_threshold: float = 0.5, limit: int | None = None
+) -> dict:
+    """Held-out images with predictions (red, with scores) and ground truth (green) into DIR/detections/."""
+    run_dir = Path(run_dir)
+    predictions, info = _predict_held_out(run_dir, dataset, limit)
+    out = run_dir / DETECTIONS_DIR
+    out.mkdir(exist_ok=True)
+    images = []
+    for p in predictions:
+        keep = [i for i, s in enumerate(p.scores) if s >= score_threshold]
+        file_name = f"{p.image.image_id}.png"
+        _render(p, keep).save(out / file_name)
+        images.append(
+            {
+                "image_id": p.image.image_id,
+                "file": file_name,
+                "width": p.image.width,
+                "height": p.image.height,
+                "ground_truth": [[round(float(v), 2) for v in box] for box in p.image.boxes],
+                "detections": [
+                    {
+                        "box": [round(v, 2) for v in p.boxes[i]],
+                        "score": round(p.scores[i], 4),
+                        "class": p.classes[i],
+                    }
+                    for i in keep
+                ],
+            }
+        )
+    summary = {
+        "format_version": FORMAT_VERSION,
+        "score_threshold": score_threshold,
+        "global_step": info.get("global_step"),
+        "images": images,
+    }
+    write_json_atomic(out / DETECTIONS_JSON, summary)
+    return summary
+
+
+def _render(prediction: Prediction, keep: list[int]) -> Image.Image:
+    image = Image.fromarray(prediction.image.decoded())
+    draw = ImageDraw.Draw(image)
+    for ymin, xmin, ymax, xmax in prediction.image.boxes:
+        draw.rectangle((xmin, ymin, xmax, ymax), outline=(0, 220, 0), width=1)
+    for i in keep:
+        ymin, xmin, ymax, xmax = prediction.boxes[i]
+        draw.rectangle((xmin, ymin, xmax, ymax), outline=(255, 0, 0), width=1)
+        label = f"{prediction.scores[i]:.2f}"
+        top = ymin - 11 if ymin >= 11 else ymax + 1
+        draw.rectangle((xmin, top, xmin + 6 * len(label) + 2, top + 10), fill=(255, 0, 0))
+        draw.text((xmin + 1, top), label, fill=(255, 255, 255))
+    return image
+
+
+def _predict_held_out(
+    run_dir: Path, dataset: Path | None, limit: int | None = None
+) -> tuple[list[Prediction], dict]:
+    import tensorflow as tf
+
+    model_dir = run_dir / MODEL_DIR
+    if not (model_dir / "saved_model.pb").is_file():
+        raise RunDirError(f"{model_dir}: no exported model (run `python -m training export` first)")
+    info = _read_optional(model_dir / EXPORT_INFO)
+    dataset = Path(dataset) if dataset else Path(_training_json(run_dir)["dataset"])
+    files = split_files(dataset, VAL_PATTERN)
+    if not files:
+        raise RunDirError(f"{dataset}: no held-out split ({VAL_PATTERN})")
+    serve = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
+    predictions = []
+    for index, item in enumerate(read_records(files)):
+        if limit is not None and index >= limit:
+            break
+        predictions.append(_predict(serve, item))
+    return predictions, info
+
+
+def _predict(serve, item: LabeledImage) -> Prediction:
+    import tensorflow as tf
+
+    outputs = serve(tf.constant(item.decoded()[np.newaxis], dtype=tf.uint8))
+    count = int(outputs["num_detections"][0])
+    scale = outputs["image_info"][0, 2].numpy()  # (y, x) resize factor from original to model input
+    boxes = outputs["detection_boxes"][0, :count].numpy() / np.tile(scale, 2)
+    boxes[:, 0::2] = boxes[:, 0::2].clip(0, item.height)
+    boxes[:, 1::2] = boxes[:, 1::2].clip(0, item.width)
+    classes = outputs["detection_classes"][0, :count].numpy().astype(int).tolist()
+    scores = outputs["detection_scores"][0, :count].numpy().astype(float).tolist()
+    keep = [i for i, c in enumerate(classes) if c == TARGET_CLASS]
+    return Prediction(
+        item,
+        [boxes[i].astype(float).tolist() for i in keep],
+        [scores[i] for i in keep],
+        [classes[i] for i in keep],
+    )
+
+
+def _training_json(run_dir: Path) -> dict:
+    path = run_dir / TRAINING_JSON
+    if not path.is_file():
+        raise RunDirError(f"{path}: missing (is {run_dir} a training run directory?)")
+    data = read_json(path)
+    if not isinstance(data.get("config"), dict):
+        raise RunDirError(f"{path}: has no model config (training did not get far enough)")
+    return data
+
+
+def _read_optional(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _checkpoint_step(checkpoint: str) -> int | None:
+    suffix = Path(checkpoint).name.rsplit("-", 1)[-1]
+    return int(suffix) if suffix.isdigit() else None

@@ -1,0 +1,369 @@
+"""The timed training loop: Model Garden's MaskRCNNTask.train_step under a wall-clock budget.
+
+Model Garden builds the task, model, optimizer and input pipeline; we own the loop so the deadline,
+signals and time-based checkpoints are checked before every step, and every step's losses reach
+training.csv.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runformat import CHECKPOINTS_DIR, format_duration
+from training.device import DeviceInfo
+from training.experiment import PRESETS, build_config
+from training.runlog import LOSS_COLUMNS, Phase, TrainingCsv, write_training_json
+
+MAX_CHECKPOINTS = 3
+DEFAULT_WARMUP_EXCLUDED = 20
+BUDGET_NOTE = (
+    "the budget and elapsed_s count from the first call of the training step, graph tracing "
+    "included; importing TensorFlow and building the model and input pipeline (setup_s) come before"
+)
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    run_dir: Path
+    dataset: Path
+    device: str = "cpu"
+    duration_s: float = 600.0
+    preset: str = "small"
+    batch_size: int = 2
+    precision: str = "float32"
+    init_checkpoint: str | None = None
+    max_steps: int | None = None
+    checkpoint_every_s: float = 60.0
+    seed: int = 0
+    progress_every_s: float = 10.0
+
+
+@dataclass
+class StopRequest:
+    """Set from a signal handler; the loop reads it between steps."""
+
+    signum: int | None = None
+
+    def install(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if self.signum is not None:  # a second signal: the user insists
+            sys.stderr.write("second signal: exiting without a final checkpoint\n")
+            sys.stderr.flush()
+            import os
+
+            os._exit(128 + signum)
+        self.signum = signum
+        print(
+            f"{signal.Signals(signum).name}: finishing the current step, then a final checkpoint", flush=True
+        )
+
+
+@dataclass
+class StepClock:
+    """Step end times of this session, for first-step and steady-state figures."""
+
+    start_unix: float
+    ends: list[float] = field(default_factory=list)
+
+    def warmup_excluded(self) -> int:
+        steps = len(self.ends)
+        return DEFAULT_WARMUP_EXCLUDED if steps >= 3 * DEFAULT_WARMUP_EXCLUDED else max(1, steps // 3)
+
+    def steady_steps_per_s(self) -> float | None:
+        excluded = self.warmup_excluded()
+        if len(self.ends) - excluded < 1:
+            return None
+        span = self.ends[-1] - self.ends[excluded - 1]
+        return (len(self.ends) - excluded) / span if span > 0 else None
+
+    def first_step_s(self) -> float | None:
+        return self.ends[0] - self.start_unix if self.ends else None
+
+
+@dataclass
+class TrainResult:
+    status: str
+    global_step: int
+    steps: int
+    state: dict[str, Any]
+
+
+def train(options: TrainOptions, device: DeviceInfo, stop: StopRequest, process_start: float) -> TrainResult:
+    """Train until the deadline, max_steps or a signal; always ends with a checkpoint and training.json."""
+    run_dir = Path(options.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with Phase(run_dir, "train") as phase:
+        state = _initial_state(options, device)
+        try:
+            result = _train(options, device, stop, process_start, state)
+        except BaseException as exc:
+            phase.ok = False
+            state.update(status="failed", error=_one_line(exc), end_unix=time.time())
+            write_training_json(run_dir, state)
+            raise
+    return result
+
+
+def _train(
+    options: TrainOptions, device: DeviceInfo, stop: StopRequest, process_start: float, state: dict[str, Any]
+) -> TrainResult:
+    import tensorflow as tf
+    from official.modeling import performance
+
+    run_dir = Path(options.run_dir)
+    params = build_config(
+        preset=options.preset,
+        dataset=options.dataset,
+        batch_size=options.batch_size,
+        precision=options.precision,
+        seed=options.seed,
+        init_checkpoint=options.init_checkpoint,
+        num_gpus=1 if device.kind == "gpu" else 0,
+    )
+    state["config"] = params.as_dict()
+    performance.set_mixed_precision_policy(params.runtime.mixed_precision_dtype)
+    tf.random.set_seed(options.seed)
+    session = _TrainingSession(params, device)
+    initial_step = session.restore_or_initialize(run_dir / CHECKPOINTS_DIR)
+    state.update(
+        initial_step=initial_step,
+        global_step=initial_step,
+        last_checkpoint=session.restored_from,
+        setup_s=round(time.time() - process_start, 3),
+    )
+    if session.restored_from:
+        state["resumed_from"] = session.restored_from
+        print(f"resuming from {session.restored_from} (step {initial_step})", flush=True)
+
+    clock = StepClock(start_unix=time.time())
+    state.update(start_unix=clock.start_unix, status="running")
+    write_training_json(run_dir, state)
+    log = TrainingCsv(run_dir)
+    try:
+        status = _loop(options, session, clock, stop, log, state)
+    finally:
+        log.close()
+    state["last_checkpoint"] = session.save() or state.get("last_checkpoint")
+    _update_figures(state, clock, session, options)
+    state.update(status=status, end_unix=time.time())
+    write_training_json(run_dir, state)
+    steady = state["steady_steps_per_s"]
+    print(
+        f"training {status}: {state['steps']} steps (global step {state['global_step']}), "
+        f"steady {steady:.3f} steps/s"
+        if steady
+        else f"training {status}: {state['steps']} steps",
+        flush=True,
+    )
+    return TrainResult(status, state["global_step"], state["steps"], state)
+
+
+def _loop(
+    options: TrainOptions,
+    session: _TrainingSession,
+    clock: StepClock,
+    stop: StopRequest,
+    log: TrainingCsv,
+    state: dict[str, Any],
+) -> str:
+    deadline = clock.start_unix + options.duration_s
+    last_checkpoint = last_progress = clock.start_unix
+    progress_steps = 0
+    while True:
+        if stop.signum is not None:
+            return "interrupted"
+        if options.max_steps is not None and len(clock.ends) >= options.max_steps:
+            return "completed"
+        if time.time() >= deadline:
+            return "deadline"
+        started = time.time()
+        values = session.step()
+        ended = time.time()
+        clock.ends.append(ended)
+        log.write(
+            time_unix=ended,
+            elapsed_s=ended - clock.start_unix,
+            step=session.global_step(),
+            losses=values,
+            learning_rate=values["learning_rate"],
+            step_time_s=ended - started,
+            batch_size=options.batch_size,
+        )
+        if ended - last_progress >= options.progress_every_s or len(clock.ends) == 1:
+            rate = (len(clock.ends) - progress_steps) / max(ended - last_progress, 1e-9)
+            _print_progress(
+                session.global_step(),
+                values["total_loss"],
+                rate,
+                ended - clock.start_unix,
+                options.duration_s,
+                first=len(clock.ends) == 1,
+            )
+            last_progress, progress_steps = ended, len(clock.ends)
+        if ended - last_checkpoint >= options.checkpoint_every_s:
+            state["last_checkpoint"] = session.save() or state.get("last_checkpoint")
+            _update_figures(state, clock, session, options)
+            write_training_json(options.run_dir, state)
+            last_checkpoint = time.time()
+
+
+def _print_progress(step: int, loss: float, rate: float, elapsed: float, budget: float, first: bool) -> None:
+    what = "first step (graph tracing)" if first else f"{rate:.2f} steps/s"
+    print(
+        f"step {step}  loss {loss:.4f}  {what}  elapsed {format_duration(max(elapsed, 0.001))} "
+        f"of {format_duration(budget)}",
+        flush=True,
+    )
+
+
+def _update_figures(
+    state: dict[str, Any], clock: StepClock, session: _TrainingSession, options: TrainOptions
+) -> None:
+    steady = clock.steady_steps_per_s()
+    state.update(
+        steps=len(clock.ends),
+        global_step=session.global_step(),
+        first_step_s=_rounded(clock.first_step_s()),
+        warmup_steps_excluded=clock.warmup_excluded() if clock.ends else 0,
+        steady_steps_per_s=_rounded(steady),
+        steady_examples_per_s=_rounded(steady * options.batch_size if steady else None),
+    )
+
+
+def _initial_state(options: TrainOptions, device: DeviceInfo) -> dict[str, Any]:
+    import tensorflow as tf
+
+    preset = PRESETS[options.preset]
+    return {
+        "status": "starting",
+        "device_requested": options.device,
+        "device_used": device.used,
+        "gpu_names": device.gpu_names,
+        "tensorflow_devices": device.tensorflow_devices,
+        "tensorflow_version": tf.__version__,
+        "preset": options.preset,
+        "backbone": f"resnet{preset.backbone_depth}",
+        "image_size": preset.image_size,
+        "batch_size": options.batch_size,
+        "precision": options.precision,
+        "dataset": str(options.dataset),
+        "seed": options.seed,
+        "duration_budget_s": options.duration_s,
+        "max_steps": options.max_steps,
+        "budget_note": BUDGET_NOTE,
+        "start_unix": None,
+        "end_unix": None,
+        "setup_s": None,
+        "first_step_s": None,
+        "steps": 0,
+        "initial_step": 0,
+        "global_step": 0,
+        "warmup_steps_excluded": 0,
+        "steady_steps_per_s": None,
+        "steady_examples_per_s": None,
+        "last_checkpoint": None,
+        "checkpoint_interval_s": options.checkpoint_every_s,
+        "init_checkpoint": options.init_checkpoint,
+    }
+
+
+class _TrainingSession:
+    """Model Garden's task, model, optimizer and input pipeline on one device, with our checkpoints."""
+
+    def __init__(self, params, device: DeviceInfo) -> None:
+        import tensorflow as tf
+        from official.core import task_factory
+        from official.vision.tasks import maskrcnn  # noqa: F401  (registers the task)
+
+        self.tf = tf
+        self.params = params
+        self.strategy = tf.distribute.OneDeviceStrategy("/gpu:0" if device.kind == "gpu" else "/cpu:0")
+        with self.strategy.scope():
+            self.task = task_factory.get_task(params.task)
+            self.model = self.task.build_model()
+            self.optimizer = self.task.create_optimizer(params.trainer.optimizer_config, params.runtime)
+            self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+            dataset = self.strategy.distribute_datasets_from_function(
+                lambda context: self.task.build_inputs(params.task.train_data, context)
+            )
+        self.iterator = iter(dataset)
+        self.manager: tf.train.CheckpointManager | None = None
+        self.restored_from: str | None = None
+        self._step_fn = self._build_step_fn()
+
+    def restore_or_initialize(self, checkpoint_dir: Path) -> int:
+        tf = self.tf
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, str(checkpoint_dir), max_to_keep=MAX_CHECKPOINTS, checkpoint_name="ckpt"
+        )
+        latest = self.manager.latest_checkpoint
+        if latest:
+            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            self.restored_from = f"{CHECKPOINTS_DIR}/{Path(latest).name}"
+        else:
+            self.task.initialize(self.model)
+        return self.global_step()
+
+    def global_step(self) -> int:
+        return int(self.optimizer.iterations.numpy())
+
+    def save(self) -> str | None:
+        """Checkpoint at the current step; the run-relative path, or None if this step is already saved."""
+        assert self.manager is not None
+        path = self.manager.save(checkpoint_number=self.global_step())
+        return f"{CHECKPOINTS_DIR}/{Path(path).name}" if path else None
+
+    def step(self) -> dict[str, float]:
+        outputs = self._step_fn(self.iterator)
+        return {name: float(value) for name, value in outputs.items()}
+
+    def _build_step_fn(self):
+        tf, task, model, optimizer, strategy = self.tf, self.task, self.model, self.optimizer, self.strategy
+
+        def replica_step(inputs):
+            captured: dict[str, Any] = {"learning_rate": _learning_rate(optimizer)}
+            metrics = [_LossCapture(name, captured) for name in LOSS_COLUMNS]
+            task.train_step(inputs, model, optimizer, metrics=metrics)
+            return captured
+
+        @tf.function
+        def step_fn(iterator):
+            return strategy.run(replica_step, args=(next(iterator),))
+
+        return step_fn
+
+
+class _LossCapture:
+    """Stands in for a Keras Mean metric in task.train_step: keeps the step's loss tensor itself."""
+
+    def __init__(self, name: str, sink: dict[str, Any]) -> None:
+        self.name, self._sink = name, sink
+
+    def update_state(self, value) -> None:
+        self._sink[self.name] = value
+
+
+def _learning_rate(optimizer):
+    import tensorflow as tf
+
+    rate = getattr(optimizer, "inner_optimizer", optimizer).learning_rate
+    if callable(rate):
+        rate = rate(optimizer.iterations)
+    return tf.cast(rate, tf.float32)
+
+
+def _rounded(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:500]

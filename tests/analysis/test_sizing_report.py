@@ -201,13 +201,14 @@ def test_missing_out_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_command_line_entry_point(crafted_data_dir: Path, tmp_path: Path) -> None:
-    """Through the interpreter, as `python -m dashboard.report` (dashboard/__main__.py dispatches to main)."""
+    """Through the interpreter, as `python -m dashboard report` (via dashboard/__main__.py)."""
     out = tmp_path / "r.md"
     done = subprocess.run(
         [
             sys.executable,
             "-m",
-            "dashboard.report",
+            "dashboard",
+            "report",
             "ref-cpu",
             "--data-dir",
             str(crafted_data_dir),
@@ -225,7 +226,8 @@ def test_command_line_entry_point(crafted_data_dir: Path, tmp_path: Path) -> Non
         [
             sys.executable,
             "-m",
-            "dashboard.report",
+            "dashboard",
+            "report",
             "ref-cpu",
             "--data-dir",
             str(crafted_data_dir),

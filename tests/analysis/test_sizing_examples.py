@@ -1,0 +1,154 @@
+"""The sizing analysis on the real recordings shipped in data/examples (CPU, and GPU when one is there).
+
+Each figure is recomputed here straight from the CSV text with the standard library, independently of
+dashboard.runs and dashboard.analysis, so a parsing or windowing slip shows up as a mismatch.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sizingfixtures import reference_gpu, write_run
+
+from dashboard import analysis, report
+from dashboard.analysis import Prices, Thresholds
+from dashboard.runs import open_run_dir
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
+EXAMPLE_RUNS = (
+    sorted(p for p in EXAMPLES.glob("*") if (p / "training.csv").is_file()) if EXAMPLES.is_dir() else []
+)
+needs_examples = pytest.mark.skipif(
+    not EXAMPLE_RUNS, reason="no recorded run with training.csv in data/examples"
+)
+
+
+def read_rows(path: Path) -> list[dict[str, float]]:
+    """Complete rows of a CSV as floats (empty cell → nan); a truncated last line is dropped."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    if not text.endswith("\n"):
+        lines = lines[:-1]
+    reader = csv.DictReader(lines)
+    return [{k: float(v) if v not in ("", None) else math.nan for k, v in row.items()} for row in reader]
+
+
+def hand_steady_rate(run_dir: Path) -> tuple[float, float, float]:
+    """(steps/s, steady start, steady end) by the documented rule, from the raw files."""
+    rows = sorted(read_rows(run_dir / "training.csv"), key=lambda r: r["time_unix"])
+    info = (
+        json.loads((run_dir / "training.json").read_text()) if (run_dir / "training.json").is_file() else {}
+    )
+    stated = info.get("warmup_steps_excluded")
+    warmup = int(stated) if isinstance(stated, int) else min(20, len(rows) // 10)
+    warmup = min(max(1, warmup), len(rows) - 1)
+    first, last = rows[warmup - 1], rows[-1]
+    return (
+        (last["step"] - first["step"]) / (last["time_unix"] - first["time_unix"]),
+        first["time_unix"],
+        last["time_unix"],
+    )
+
+
+def hand_training_window(run_dir: Path, times: np.ndarray) -> tuple[float, float]:
+    """The train phases' hull from phases.csv, else the telemetry's span."""
+    phases = run_dir / "phases.csv"
+    if phases.is_file():
+        with phases.open(encoding="utf-8") as handle:
+            train = [r for r in csv.DictReader(handle) if r["phase"] == "train"]
+        if train:
+            return min(float(r["start_unix"]) for r in train), max(float(r["end_unix"]) for r in train)
+    return float(times[0]), float(times[-1])
+
+
+@pytest.mark.parametrize("run_dir", EXAMPLE_RUNS, ids=[p.name for p in EXAMPLE_RUNS])
+def test_recorded_run_figures_match_the_raw_files(run_dir: Path) -> None:
+    data = report.load_run(open_run_dir(run_dir))
+    result = analysis.analyse_run(data, Prices(cpu_tdp_w=65.0), Thresholds())
+    rate, start, end = hand_steady_rate(run_dir)
+    assert len(read_rows(run_dir / "training.csv")) == result.throughput.steps_total
+    assert result.throughput.steps_per_s == pytest.approx(rate, rel=1e-9)
+    assert result.throughput.steady_start_unix == pytest.approx(start)
+    assert result.throughput.steady_end_unix == pytest.approx(end)
+    assert math.isfinite(result.throughput.examples_per_s) and result.throughput.examples_per_s > 0
+
+    telemetry = read_rows(run_dir / "telemetry.csv")
+    times = np.array([r["time_unix"] for r in telemetry])
+    window = analysis.clip_window(
+        (start, end), analysis.train_windows(data.phases, data.telemetry), data.telemetry
+    )
+    assert window is not None, "the steady state should be covered by telemetry"
+    in_window = [r for r, t in zip(telemetry, times, strict=True) if window[0] <= t <= window[1]]
+    cpu_util = np.nanmean([r["cpu_util_pct"] for r in in_window])
+    assert result.verdict.numbers["cpu_util_pct"] == pytest.approx(cpu_util)
+    assert result.verdict.primary in {
+        analysis.CPU_BOUND,
+        analysis.GPU_BOUND,
+        analysis.INPUT_BOUND,
+        analysis.THERMALLY_THROTTLED,
+        analysis.UNDETERMINED,
+    }
+    assert result.verdict.evidence
+    if result.kind == "cpu":
+        assert analysis.GPU_BOUND not in result.verdict.labels
+        expected = analysis.CPU_BOUND if cpu_util >= 85 else None
+        if expected:
+            assert result.verdict.primary == expected
+
+    # CPU energy: RAPL if recorded, else the 65 W estimate, both recomputed by hand
+    if "cpu_energy_j" in telemetry[0] and np.isfinite([r["cpu_energy_j"] for r in telemetry]).sum() >= 2:
+        counter = np.array([r["cpu_energy_j"] for r in telemetry])
+        ok = np.isfinite(counter)
+        joules = np.interp(window[1], times[ok], counter[ok]) - np.interp(window[0], times[ok], counter[ok])
+        assert result.steady_energy.cpu_method == "RAPL"
+    else:
+        util = np.array([r["cpu_util_pct"] for r in telemetry])
+        ok = np.isfinite(util)
+        watts = 65.0 * util[ok] / 100
+        cumulative = np.concatenate([[0.0], np.cumsum(np.diff(times[ok]) * (watts[1:] + watts[:-1]) / 2)])
+        joules = np.interp(window[1], times[ok], cumulative) - np.interp(window[0], times[ok], cumulative)
+        assert result.steady_energy.cpu_is_estimate
+    assert result.cpu_j_per_1000_steps == pytest.approx(
+        joules / (window[1] - window[0]) * 1000 / rate, rel=1e-6
+    )
+
+    train_start, train_end = hand_training_window(run_dir, times)
+    for sensor in result.thermal:
+        column = "cpu_temp_c" if sensor.sensor == "cpu" else f"{sensor.sensor}_temp_c"
+        temps = [r[column] for r, t in zip(telemetry, times, strict=True) if train_start <= t <= train_end]
+        assert sensor.peak_c == pytest.approx(np.nanmax(temps))
+
+    evaluation = json.loads((run_dir / "eval.json").read_text()) if (run_dir / "eval.json").is_file() else {}
+    assert result.evaluation.get("map_50") == evaluation.get("map_50")
+
+
+@needs_examples
+def test_both_report_formats_from_the_recorded_runs_and_a_crafted_gpu_run(tmp_path: Path) -> None:
+    """The report over every recorded example plus a crafted GPU run (this machine has no GPU)."""
+    for run_dir in EXAMPLE_RUNS:
+        shutil.copytree(run_dir, tmp_path / "examples" / run_dir.name)
+    write_run(tmp_path / "runs", reference_gpu("crafted-gpu"))
+    ids = [p.name for p in EXAMPLE_RUNS] + ["crafted-gpu"]
+    common = [
+        "--data-dir",
+        str(tmp_path),
+        "--gpu-price",
+        "2000",
+        "--value-per-hour",
+        "10",
+        "--cpu-tdp-w",
+        "65",
+    ]
+    assert report.main([*ids, *common, "--out", str(tmp_path / "r.md")]) == 0
+    assert report.main([*ids, *common, "--out", str(tmp_path / "r.html")]) == 0
+    markdown = (tmp_path / "r.md").read_text(encoding="utf-8")
+    assert "(baseline)" in markdown and "crafted-gpu" in markdown
+    for run_id in ids:
+        assert f"| {run_id} |" in markdown
+    assert "Plotly.newPlot" in (tmp_path / "r.html").read_text(encoding="utf-8")

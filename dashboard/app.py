@@ -22,7 +22,10 @@ REFRESH_MS = 5000
 TITLE = "GPU workbench · run comparison"
 
 
-def create_app(data_dir: Path, refresh_ms: int = REFRESH_MS) -> dash.Dash:
+def create_app(
+    data_dir: Path, refresh_ms: int = REFRESH_MS, max_points: int = figures.MAX_POINTS
+) -> dash.Dash:
+    """The app over data_dir; `max_points` per trace of the time-series view (the bench lifts it)."""
     data_dir = Path(data_dir)
     app = dash.Dash(
         __name__,
@@ -31,7 +34,7 @@ def create_app(data_dir: Path, refresh_ms: int = REFRESH_MS) -> dash.Dash:
         assets_folder=str(Path(__file__).parent / "assets"),
     )
     app.layout = lambda: layout(data_dir, refresh_ms)
-    register_callbacks(app, data_dir)
+    register_callbacks(app, data_dir, max_points)
     _register_file_route(app, data_dir)
     return app
 
@@ -130,7 +133,7 @@ def _tabs() -> list[Any]:
     return tabs
 
 
-def register_callbacks(app: dash.Dash, data_dir: Path) -> None:
+def register_callbacks(app: dash.Dash, data_dir: Path, max_points: int = figures.MAX_POINTS) -> None:
     @app.callback(
         Output("run-picker", "options"),
         Output("data-version", "data"),
@@ -184,7 +187,7 @@ def register_callbacks(app: dash.Dash, data_dir: Path) -> None:
         zoom = relayout if ctx.triggered_id == "timeseries-graph" else None
         if zoom is not None and views.zoom_range(zoom) is None and "xaxis.autorange" not in zoom:
             raise PreventUpdate
-        return views.timeseries_figure(data_dir, run_ids, column, x_mode, window, zoom)
+        return views.timeseries_figure(data_dir, run_ids, column, x_mode, window, zoom, max_points)
 
     for name in views.COMPONENT_TABS:
         _register_component_tab(app, data_dir, name)

@@ -130,11 +130,14 @@ def timeseries_figure(
     x_mode: str,
     window: Sequence[float] | None,
     relayout: dict[str, Any] | None,
+    max_points: int = figures.MAX_POINTS,
 ) -> Any:
     runs = selected_runs(data_dir, run_ids)
     if not runs:
         return figures.empty_figure("select runs in the picker above")
-    return figures.any_metric_figure(runs, column, x_mode, window_of(window), zoom_range(relayout))
+    return figures.any_metric_figure(
+        runs, column, x_mode, window_of(window), zoom_range(relayout), max_points
+    )
 
 
 def component_view(

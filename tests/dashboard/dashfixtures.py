@@ -395,11 +395,36 @@ def training_json(
     }
 
 
+# Decimals the collector and the training workload round to (collect/sources/*, collect/session.py).
+_DECIMALS = (
+    ("time_unix", 6),
+    ("elapsed_s", 6),
+    ("_ms", 3),
+    ("_pct", 2),
+    ("_bytes", 0),
+    ("_bps", 1),
+    ("_mhz", 1),
+    ("_c", 1),
+    ("_w", 2),
+    ("_j", 3),
+    ("load1", 2),
+    ("loss", 5),
+    ("_s", 4),
+)
+
+
 def write_csv(path: Path, columns: list[str], values: dict) -> None:
-    table = pa.table({name: values[name] for name in columns})
+    table = pa.table({name: _rounded(name, values[name]) for name in columns})
     buffer = io.BytesIO()
     pacsv.write_csv(table, buffer, write_options=pacsv.WriteOptions(include_header=False))
     path.write_bytes((",".join(columns) + "\n").encode() + buffer.getvalue())
+
+
+def _rounded(name: str, column: np.ndarray | pa.Array) -> np.ndarray | pa.Array:
+    if isinstance(column, pa.Array):
+        return column
+    decimals = next((d for key, d in _DECIMALS if name.endswith(key) or name.startswith(key)), None)
+    return column if decimals is None else np.round(column, decimals)
 
 
 def write_json(path: Path, data: dict) -> None:

@@ -69,7 +69,8 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
         " integral of `gpu<i>_power_w`; CPU from the RAPL counter (`cpu_energy_j`), else, only when a"
         " CPU TDP is given, an ESTIMATE: TDP × `cpu_util_pct`/100, integrated. Counters are read by "
         "linear interpolation at the window's ends. J per 1,000 steps = mean power in the measurement"
-        " window × 1,000 / steady steps/s.",
+        " window × 1,000 / steady steps/s. A CPU run counts CPU energy only (the baseline machine"
+        " has no GPU to power, even when it was recorded on a GPU host).",
     ),
     (
         "Cost per 1,000 steps",
@@ -113,8 +114,10 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     ),
     (
         "Verdicts",
-        "over the measurement window. Thermally throttled: GPU slowdown bits in ≥ 5 % of samples, or "
-        "CPU frequency drops in ≥ 5 % of busy samples. GPU-bound: GPU run with mean GPU util ≥ 80 %. "
+        "over the measurement window; GPU util is the mean `gpu<i>_util_pct` of the busiest GPU, CPU "
+        "util the mean `cpu_util_pct` (all CPUs), disk util the mean `disk_util_pct`. Thermally "
+        "throttled: GPU slowdown bits in ≥ 5 % of samples, or CPU frequency drops in ≥ 5 % of busy "
+        "samples. GPU-bound: GPU run with mean GPU util ≥ 80 %. "
         "Input-bound: GPU run with mean GPU util < 50 % while mean CPU util ≥ 85 % or mean disk util "
         "≥ 80 %, or a CPU run under 85 % CPU with disk ≥ 80 %. CPU-bound: CPU run with mean CPU util "
         "≥ 85 %. The primary verdict is the bottleneck rule that matched; thermally throttled is "
@@ -605,12 +608,16 @@ def cpu_energy_j(
 
 
 def energy_in(
-    telemetry: pd.DataFrame, window: tuple[float, float] | None, cpu_tdp_w: float | None
+    telemetry: pd.DataFrame,
+    window: tuple[float, float] | None,
+    cpu_tdp_w: float | None,
+    count_gpus: bool = True,
 ) -> Energy | None:
+    """Energy over the window; GPUs left out when count_gpus is False (a CPU run)."""
     if window is None:
         return None
     start, end = window
-    gpu_j, gpu_method = gpu_energy_j(telemetry, start, end)
+    gpu_j, gpu_method = gpu_energy_j(telemetry, start, end) if count_gpus else (None, None)
     cpu_j, cpu_method = cpu_energy_j(telemetry, start, end, cpu_tdp_w)
     return Energy(end - start, gpu_j, gpu_method, cpu_j, cpu_method)
 
@@ -797,9 +804,11 @@ def mean_of(telemetry: pd.DataFrame, columns: Sequence[str]) -> float | None:
 
 
 def utilization_means(samples: pd.DataFrame) -> dict[str, float | None]:
-    gpus = gpu_indices(samples)
+    """Mean CPU and disk utilization, and the mean utilization of the busiest GPU."""
+    per_gpu = [mean_of(samples, [f"gpu{i}_util_pct"]) for i in gpu_indices(samples)]
+    known = [m for m in per_gpu if m is not None]
     return {
-        "gpu_util_pct": mean_of(samples, [f"gpu{i}_util_pct" for i in gpus]),
+        "gpu_util_pct": max(known) if known else None,
         "cpu_util_pct": mean_of(samples, ["cpu_util_pct"]),
         "disk_util_pct": mean_of(samples, ["disk_util_pct"]),
     }
@@ -914,8 +923,8 @@ def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnal
     if measured.empty:
         measured = samples_in(telemetry, training_window)
     interval = meta.get("interval_s") if isinstance(meta.get("interval_s"), (int, float)) else None
-    steady_energy = energy_in(telemetry, steady, prices.cpu_tdp_w)
-    training_energy = energy_in(telemetry, training_window, prices.cpu_tdp_w)
+    steady_energy = energy_in(telemetry, steady, prices.cpu_tdp_w, count_gpus=kind == "gpu")
+    training_energy = energy_in(telemetry, training_window, prices.cpu_tdp_w, count_gpus=kind == "gpu")
     gpu_per_k, cpu_per_k, total_per_k = _per_1000_steps(steady_energy, rate.steps_per_s)
     if kind == "gpu" and gpu_per_k is None:
         warnings.append(f"{run.run_id}: no GPU energy or power readings")

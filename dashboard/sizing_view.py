@@ -25,6 +25,8 @@ DOWNLOAD_ID = "sizing-download"
 DOWNLOAD_HTML_ID = "sizing-download-html"
 DOWNLOAD_MD_ID = "sizing-download-md"
 GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
+FORM_STYLE = {"display": "flex", "flexWrap": "wrap", "gap": "0.5em 1.5em", "margin": "0.5em 0 1em"}
+FIELD_STYLE = {"display": "flex", "flexDirection": "column", "fontSize": "0.9em"}
 
 # (input id suffix, label, default, step, minimum)
 FIELDS: tuple[tuple[str, str, float | None, float, float | None], ...] = (
@@ -55,6 +57,7 @@ def layout() -> Any:
                 ),
             ],
             className="sizing-field",
+            style=FIELD_STYLE,
         )
         for name, label, default, step, minimum in FIELDS
     ]
@@ -71,8 +74,8 @@ def layout() -> Any:
                 "selected above. The first CPU run is the baseline.",
                 className="hint",
             ),
-            html.Div(inputs, className="sizing-form"),
-            html.Div(downloads, className="sizing-downloads"),
+            html.Div(inputs, className="sizing-form", style=FORM_STYLE),
+            html.Div(downloads, className="sizing-downloads", style=FORM_STYLE),
             dcc.Loading(html.Div(id=RESULT_ID)),
         ],
         className="sizing",

@@ -433,3 +433,27 @@ def test_device_kind_and_config() -> None:
     assert a.device_kind({}, {}) == "cpu"
     info = training_info("CPU", 0.0, 1, None)
     assert a.config_name(info) == "small/resnet18/256px/batch 2/float32"
+
+
+def test_gpu_util_is_the_busiest_gpus() -> None:
+    telemetry = telemetry_frame(
+        0.0, 4, gpu0_util_pct=[90.0, 92.0, 94.0, 96.0], gpu1_util_pct=0.0, cpu_util_pct=20.0
+    )
+    means = a.utilization_means(telemetry)
+    assert means["gpu_util_pct"] == pytest.approx(93.0)  # gpu0; the idle gpu1 does not hide it
+    assert a.verdict("gpu", means, [], Thresholds()).primary == a.GPU_BOUND
+
+
+def test_a_cpu_run_on_a_gpu_host_counts_no_gpu_energy() -> None:
+    gpu = reference_gpu()
+    cpu = reference_cpu("cpu-on-gpu-host")
+    telemetry = cpu.telemetry.assign(gpu0_util_pct=0.0, gpu0_energy_j=60.0 * np.arange(len(cpu.telemetry)))
+    result = a.analyse_run(
+        RunData(cpu.run_id, gpu.meta, cpu.training_info, {}, telemetry, cpu.training, cpu.phases),
+        PRICES,
+        Thresholds(),
+    )
+    assert result.kind == "cpu"
+    assert result.gpu_j_per_1000_steps is None
+    assert result.j_per_1000_steps == pytest.approx(80_000.0)
+    assert result.verdict.primary == a.CPU_BOUND

@@ -51,9 +51,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     """Entry point: exit without waiting for TensorFlow's slow interpreter teardown (20-33 s measured)."""
+    from training.console import filter_native_stderr
+
+    stderr_filter = filter_native_stderr()
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
+    if stderr_filter is not None:
+        stderr_filter.close()
     os._exit(code)
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_training_cli
 from PIL import Image
+from trainfixtures import run_training_cli
 
 from training.device import nvidia_driver_present
 from training.records import read_records, split_files

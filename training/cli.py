@@ -222,6 +222,11 @@ def _cmd_train(args: argparse.Namespace, process_start: float) -> int:
     from training.experiment import default_precision
 
     run_dir = _run_dir(args)
+    if args.init_checkpoint and not _is_local_checkpoint(args.init_checkpoint):
+        raise UsageError(
+            f"--init-checkpoint {args.init_checkpoint}: no checkpoint there (a local directory "
+            "or a checkpoint prefix with its .index file)"
+        )
     if args.dataset is not None and not is_dataset(args.dataset):
         raise UsageError(f"--dataset {args.dataset}: no train*.tfrecord there")
     from training.trainer import StopRequest, TrainOptions, train
@@ -249,6 +254,10 @@ def _cmd_train(args: argparse.Namespace, process_start: float) -> int:
     if args.no_export:
         return EXIT_OK
     return _after_training(run_dir, args.score_threshold, stop)
+
+
+def _is_local_checkpoint(path: str) -> bool:
+    return Path(path).is_dir() or Path(f"{path}.index").is_file()
 
 
 def _default_dataset(data_dir: Path) -> Path:

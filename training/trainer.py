@@ -151,7 +151,8 @@ def _train(
         status = _loop(options, session, clock, stop, log, state)
     finally:
         log.close()
-    state["last_checkpoint"] = session.save() or state.get("last_checkpoint")
+    if clock.ends:
+        state["last_checkpoint"] = session.save() or state.get("last_checkpoint")
     _update_figures(state, clock, session, options)
     state.update(status=status, end_unix=time.time())
     write_training_json(run_dir, state)

@@ -37,6 +37,7 @@ def test_train_without_run_dir_is_a_usage_error() -> None:
         ["train", "--run-dir", "x", "--batch", "0"],
         ["train", "--run-dir", "x", "--device", "tpu"],
         ["train", "--run-dir", "x", "--dataset", "/nonexistent/dataset"],
+        ["train", "--run-dir", "x", "--init-checkpoint", "/nonexistent/ckpt"],
         ["dataset", "--size", "12"],
         ["evaluate", "--run-dir", "/nonexistent/run"],
         ["frobnicate"],

@@ -130,8 +130,11 @@ def test_evaluate_works_alone_on_an_existing_run(trained_run: CompletedRun, tmp_
 def test_sigterm_resumes_then_stops_with_a_checkpoint(trained_run: CompletedRun, tmp_path: Path) -> None:
     """Resume from the short run's checkpoint, SIGTERM after a few new steps: exit 143, honest files."""
     run_dir = tmp_path / "resumed"
-    shutil.copytree(trained_run.run_dir, run_dir, ignore=shutil.ignore_patterns("model", "detections"))
+    shutil.copytree(
+        trained_run.run_dir, run_dir, ignore=shutil.ignore_patterns("model", "detections", "checkpoints")
+    )
     before = read_json(run_dir / "training.json")["global_step"]
+    _copy_checkpoint(trained_run.run_dir / "checkpoints", run_dir / "checkpoints", f"ckpt-{before}")
     rows_before = len(_rows(run_dir / "training.csv"))
     process = subprocess.Popen(
         [
@@ -174,6 +177,15 @@ def test_sigterm_resumes_then_stops_with_a_checkpoint(trained_run: CompletedRun,
     phases = _rows(run_dir / "phases.csv")
     assert [row["phase"] for row in phases][-1] == "train"
     assert not (run_dir / "model").exists()
+
+
+def _copy_checkpoint(source: Path, target: Path, name: str) -> None:
+    target.mkdir()
+    for path in source.glob(f"{name}.*"):
+        shutil.copy2(path, target / path.name)
+    (target / "checkpoint").write_text(
+        f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n'
+    )
 
 
 def _wait_for_rows(path: Path, rows: int, process: subprocess.Popen, timeout: float) -> None:

@@ -158,6 +158,7 @@ class _Session:
         self.priority = PriorityChange("not raised")
         self.pending_signals: list[int] = []
         self.finished_reason: str | None = None
+        self.command_ended = False
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
     # ---- setup -------------------------------------------------------------------------------
@@ -254,12 +255,12 @@ class _Session:
 
     def _wait_until(self, when: float) -> None:
         timeout = when - time.monotonic()
-        if self.command is not None and self.command.pidfd is None:
+        if self.command is not None and self.command.pidfd is None and not self.command_ended:
             timeout = min(timeout, _POLL_WITHOUT_PIDFD_S)
         if timeout <= 0:
             return
         watched = [self._wake_r]
-        if self.command is not None and self.command.pidfd is not None:
+        if self.command is not None and self.command.pidfd is not None and not self.command_ended:
             watched.append(self.command.pidfd)
         ready, _, _ = select.select(watched, [], [], timeout)
         if self._wake_r in ready:
@@ -317,10 +318,9 @@ class _Session:
             self._handle_signals(now)
             if self.finished_reason is not None:
                 return
-            if self.command is not None and self.command.has_exited():
-                self._tick(now, None, 0)  # the last look at the finished tree, off the grid
-                return
-            if self.stopper.due(now):
+            if self.command is not None and not self.command_ended and self.command.has_exited():
+                self.command_ended = True  # one more tick on the grid records the state after it
+            if self.stopper.due(now) and not self.command_ended:
                 self.stopper.advance(now)
             if now < deadline:
                 continue
@@ -329,7 +329,10 @@ class _Session:
                 due_index = min(due_index, last_index)
             self._tick(now, now - (t0 + due_index * interval), due_index - k)
             k = due_index + 1
+            if self.command_ended:
+                return
             if last_index is not None and due_index >= last_index and self.stopper.reason is None:
+                # The duration is up: a sampling-only run ends here, a command is asked to stop.
                 if self.command is None:
                     self.finished_reason = "completed"
                     return

@@ -1,9 +1,10 @@
 """CPU, resident memory and threads of the launched command's whole process tree, from /proc/<pid>/stat.
 
-The tree is rescanned only now and then (a scan reads every /proc/<pid>/stat); between scans each known
-process is re-read through a descriptor kept open. CPU time is counted as utime+stime+cutime+cstime, so a
-child that a tracked parent reaps moves its time into the parent's counters and nothing is lost; a process
-found by a rescan counts from the moment it was found.
+Each known process is re-read through a descriptor kept open. The tree is rescanned (one pass over every
+/proc/<pid>/stat) only when the kernel's last-created pid has moved, at most every 0.2 s, and every 5 s
+regardless. CPU time is counted as utime+stime+cutime+cstime: a child that a tracked parent reaps moves
+its time into the parent's counters, so short-lived children are counted in full; a process first seen by
+a rescan brings the CPU it used since it started into that row.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 from collect.procfs import KernelFile
 from collect.sources.base import Reading, Source
 
-RESCAN_EVERY_S = 1.0
+MIN_RESCAN_GAP_S = 0.2
+FORCED_RESCAN_S = 5.0
 MAX_SCAN_SHARE = 0.01  # a slow scan (thousands of processes) backs off to stay under 1 % of a core
 
 # Indexes in /proc/<pid>/stat after the ")" that closes the command name (field 3 is index 0).
@@ -77,6 +79,11 @@ def parent_map(proc_root: Path) -> dict[int, list[int]]:
     return children
 
 
+def last_created_pid(loadavg: bytes) -> bytes:
+    """The 5th field of /proc/loadavg: it changes whenever any process or thread is created."""
+    return loadavg.rsplit(None, 1)[-1]
+
+
 class ProcessTreeSource(Source):
     name = "process"
 
@@ -86,12 +93,15 @@ class ProcessTreeSource(Source):
         self._ticks_per_s = os.sysconf("SC_CLK_TCK")
         self._page_size = os.sysconf("SC_PAGE_SIZE")
         self._tracked: dict[int, _Tracked] = {}
+        self._seen_pids: set[int] = set()
         self._retired_ticks = 0
         self._last_ticks = 0
         self._last_time = 0.0
-        self._next_scan = 0.0
-        self._scan_every = RESCAN_EVERY_S
         self._attached = False
+        self._loadavg = KernelFile(proc_root / "loadavg", 128)
+        self._last_pid_at_scan = b""
+        self._last_scan = 0.0
+        self._scan_gap = MIN_RESCAN_GAP_S
         self.scans = 0
 
     def columns(self) -> list[str]:
@@ -104,10 +114,10 @@ class ProcessTreeSource(Source):
     def attach(self, pid: int) -> None:
         """Follow `pid` and, from now on, every process below it."""
         self._attached = True
-        self._track(pid)
+        self._track(pid, counted_from_start=True)
         self.rescan()
 
-    def _track(self, pid: int) -> None:
+    def _track(self, pid: int, counted_from_start: bool) -> None:
         if pid in self._tracked:
             return
         try:
@@ -115,25 +125,35 @@ class ProcessTreeSource(Source):
             fields = parse_stat(stat.read())
         except (OSError, ValueError):
             return
-        self._tracked[pid] = _Tracked(stat, fields.cpu_ticks, fields)
+        base = 0 if counted_from_start else fields.cpu_ticks
+        self._tracked[pid] = _Tracked(stat, base, fields)
 
-    def rescan(self) -> None:
+    def rescan(self, now: float | None = None) -> None:
         started = time.perf_counter()
+        self._last_pid_at_scan = last_created_pid(self._loadavg.read())
         children = parent_map(self._proc_root)
+        previously_seen = self._seen_pids
+        self._seen_pids = {pid for pids in children.values() for pid in pids}
         pending = list(self._tracked)
         while pending:
             for child in children.get(pending.pop(), []):
                 if child not in self._tracked:
-                    self._track(child)
+                    # Born since the last scan: none of its CPU time has been counted anywhere yet.
+                    self._track(child, counted_from_start=child not in previously_seen)
                     pending.append(child)
         self.scans += 1
         cost = time.perf_counter() - started
-        self._scan_every = max(RESCAN_EVERY_S, cost / MAX_SCAN_SHARE)
+        self._scan_gap = max(MIN_RESCAN_GAP_S, cost / MAX_SCAN_SHARE)
+        self._last_scan = time.monotonic() if now is None else now
 
     def maintain(self, now: float) -> None:
-        if self._tracked and now >= self._next_scan:
-            self.rescan()
-            self._next_scan = now + self._scan_every
+        if not self._tracked:
+            return
+        since = now - self._last_scan
+        if since >= FORCED_RESCAN_S or (
+            since >= self._scan_gap and last_created_pid(self._loadavg.read()) != self._last_pid_at_scan
+        ):
+            self.rescan(now)
 
     def _forget(self, pid: int) -> None:
         tracked = self._tracked.pop(pid)
@@ -162,7 +182,6 @@ class ProcessTreeSource(Source):
     def prime(self, now: float) -> None:
         _, self._last_ticks, _, _ = self._refresh()
         self._last_time = now
-        self._next_scan = now + self._scan_every
 
     def sample(self, now: float) -> Reading:
         if not self._attached:
@@ -182,6 +201,7 @@ class ProcessTreeSource(Source):
         }
 
     def close(self) -> None:
+        self._loadavg.close()
         for tracked in self._tracked.values():
             tracked.stat.close()
         self._tracked.clear()

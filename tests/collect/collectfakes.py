@@ -1,0 +1,159 @@
+"""Fakes at the hardware boundary only: a fake NVML module, fake /proc and /sys trees, a fake psutil."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+
+
+MESSAGES = {3: "Not Supported", 12: "NVML Shared Library Not Found", 15: "GPU is lost", 999: "Unknown Error"}
+
+
+class FakeNVMLError(Exception):
+    def __init__(self, value: int) -> None:
+        super().__init__(value)
+        self.value = value
+
+    def __str__(self) -> str:
+        return MESSAGES.get(self.value, f"NVML error {self.value}")
+
+
+@dataclass
+class FakeGpu:
+    name: str = "NVIDIA H100 80GB HBM3"
+    uuid: str = "GPU-11111111-2222-3333-4444-555555555555"
+    mem_total: int = 80 * 1024**3
+    mem_used: int = 1024**3
+    util: int = 97
+    mem_util: int = 40
+    temp: int = 61
+    power_mw: int = 312_500
+    sm_clock: int = 1980
+    mem_clock: int = 2619
+    fan: int = 30
+    throttle: int = 0
+    energy_mj: int = 5_000_000
+    unsupported: set[str] = field(default_factory=set)
+    failing: dict[str, int] = field(default_factory=dict)  # NVML function -> error code it raises
+    lost: bool = False
+    calls: int = 0
+
+
+class FakeNvml:
+    """Just enough of pynvml's surface, with per-function failures."""
+
+    NVMLError = FakeNVMLError
+    NVML_ERROR_NOT_SUPPORTED = 3
+    NVML_ERROR_GPU_IS_LOST = 15
+    NVML_TEMPERATURE_GPU = 0
+    NVML_CLOCK_SM = 1
+    NVML_CLOCK_MEM = 2
+
+    def __init__(self, gpus: list[FakeGpu], init_error: int | None = None) -> None:
+        self.gpus = gpus
+        self.init_error = init_error
+        self.initialized = False
+        self.shut_down = False
+
+    def _gpu(self, handle: FakeGpu, function: str) -> FakeGpu:
+        handle.calls += 1
+        if handle.lost:
+            raise FakeNVMLError(15)
+        if function in handle.unsupported:
+            raise FakeNVMLError(3)
+        if function in handle.failing:
+            raise FakeNVMLError(handle.failing[function])
+        return handle
+
+    def nvmlInit(self) -> None:
+        if self.init_error is not None:
+            raise FakeNVMLError(self.init_error)
+        self.initialized = True
+
+    def nvmlShutdown(self) -> None:
+        self.shut_down = True
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "550.54.15"
+
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        return 12040
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeGpu:
+        return self.gpus[index]
+
+    def nvmlDeviceGetUUID(self, h: FakeGpu) -> str:
+        return self._gpu(h, "nvmlDeviceGetUUID").uuid
+
+    def nvmlDeviceGetName(self, h: FakeGpu) -> bytes:
+        return self._gpu(h, "nvmlDeviceGetName").name.encode()  # old bindings return bytes
+
+    def nvmlDeviceGetMemoryInfo(self, h: FakeGpu) -> SimpleNamespace:
+        gpu = self._gpu(h, "nvmlDeviceGetMemoryInfo")
+        return SimpleNamespace(total=gpu.mem_total, used=gpu.mem_used, free=gpu.mem_total - gpu.mem_used)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: FakeGpu) -> int:
+        self._gpu(h, "nvmlDeviceGetEnforcedPowerLimit")
+        return 700_000
+
+    def nvmlDeviceGetPciInfo(self, h: FakeGpu) -> SimpleNamespace:
+        self._gpu(h, "nvmlDeviceGetPciInfo")
+        return SimpleNamespace(busId="00000000:19:00.0")
+
+    def nvmlDeviceGetUtilizationRates(self, h: FakeGpu) -> SimpleNamespace:
+        gpu = self._gpu(h, "nvmlDeviceGetUtilizationRates")
+        return SimpleNamespace(gpu=gpu.util, memory=gpu.mem_util)
+
+    def nvmlDeviceGetTemperature(self, h: FakeGpu, sensor: int) -> int:
+        assert sensor == self.NVML_TEMPERATURE_GPU
+        return self._gpu(h, "nvmlDeviceGetTemperature").temp
+
+    def nvmlDeviceGetPowerUsage(self, h: FakeGpu) -> int:
+        return self._gpu(h, "nvmlDeviceGetPowerUsage").power_mw
+
+    def nvmlDeviceGetClockInfo(self, h: FakeGpu, clock: int) -> int:
+        gpu = self._gpu(h, "nvmlDeviceGetClockInfo")
+        return gpu.sm_clock if clock == self.NVML_CLOCK_SM else gpu.mem_clock
+
+    def nvmlDeviceGetFanSpeed(self, h: FakeGpu) -> int:
+        return self._gpu(h, "nvmlDeviceGetFanSpeed").fan
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: FakeGpu) -> int:
+        return self._gpu(h, "nvmlDeviceGetCurrentClocksEventReasons").throttle
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: FakeGpu) -> int:
+        return self._gpu(h, "nvmlDeviceGetTotalEnergyConsumption").energy_mj
+
+
+def two_fake_gpus() -> FakeNvml:
+    return FakeNvml(
+        [
+            FakeGpu(),
+            FakeGpu(name="NVIDIA A100-SXM4-40GB", uuid="GPU-aaaaaaaa-0000-0000-0000-000000000000", temp=55),
+        ]
+    )
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    """Lay out files (relative path -> content) under root, like /proc or /sys."""
+    for relative, content in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    return root
+
+
+def fake_psutil(logical_cpus: int = 8, physical_cpus: int = 4, mem_total: int = 64 << 30) -> SimpleNamespace:
+    return SimpleNamespace(
+        cpu_count=lambda logical=True: logical_cpus if logical else physical_cpus,
+        virtual_memory=lambda: SimpleNamespace(total=mem_total),
+        swap_memory=lambda: SimpleNamespace(total=2 * 1024**3),
+    )

@@ -1,0 +1,131 @@
+"""NVML with a fake library: normal, a field unsupported, a GPU lost mid-run, the library missing."""
+
+from __future__ import annotations
+
+import pytest
+from collectfakes import FakeGpu, FakeNvml
+
+from collect.sources.base import SourceUnavailable
+from collect.sources.nvml import GPU_COLUMN_SUFFIXES, NvmlSource, visible_gpu_indices
+
+UUIDS = ["GPU-aaaa-1", "GPU-bbbb-2", "GPU-bbcc-3"]
+
+
+def _source(nvml: FakeNvml, environ: dict[str, str] | None = None) -> NvmlSource:
+    return NvmlSource(lambda: nvml, {} if environ is None else environ)
+
+
+def test_normal_readings_in_contract_units(fake_nvml: FakeNvml) -> None:
+    source = _source(fake_nvml)
+    assert source.columns()[: len(GPU_COLUMN_SUFFIXES)] == [f"gpu0_{s}" for s in GPU_COLUMN_SUFFIXES]
+    assert len(source.columns()) == 2 * len(GPU_COLUMN_SUFFIXES)
+    first = source.sample(0.0)
+    assert first["gpu0_util_pct"] == 97.0
+    assert first["gpu0_mem_util_pct"] == 40.0
+    assert first["gpu0_mem_used_bytes"] == 1024**3
+    assert first["gpu0_temp_c"] == 61.0
+    assert first["gpu1_temp_c"] == 55.0
+    assert first["gpu0_power_w"] == 312.5
+    assert first["gpu0_sm_clock_mhz"] == 1980.0
+    assert first["gpu0_mem_clock_mhz"] == 2619.0
+    assert first["gpu0_fan_pct"] == 30.0
+    assert first["gpu0_throttle_reasons"] == 0
+    assert first["gpu0_energy_j"] == 0.0  # counted from the first row
+    fake_nvml.gpus[0].energy_mj += 1500
+    assert source.sample(1.0)["gpu0_energy_j"] == 1.5
+    assert source.notes() == []
+    source.close()
+    assert fake_nvml.shut_down
+
+
+def test_system_description(fake_nvml: FakeNvml) -> None:
+    source = _source(fake_nvml)
+    assert source.driver_version == "550.54.15"
+    assert source.cuda_version == "12.4"
+    assert source.gpu_info[0] == {
+        "index": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": "GPU-11111111-2222-3333-4444-555555555555",
+        "mem_total_bytes": 80 * 1024**3,
+        "power_limit_w": 700.0,
+        "pci_bus_id": "00000000:19:00.0",
+    }
+
+
+def test_unsupported_field_is_an_empty_column_noted_once() -> None:
+    gpu = FakeGpu(unsupported={"nvmlDeviceGetFanSpeed", "nvmlDeviceGetTotalEnergyConsumption"})
+    source = _source(FakeNvml([gpu]))
+    for tick in range(3):
+        reading = source.sample(float(tick))
+        assert reading["gpu0_fan_pct"] is None
+        assert reading["gpu0_energy_j"] is None
+        assert reading["gpu0_temp_c"] == 61.0
+    notes = source.notes()
+    assert len(notes) == 2
+    assert any("fan speed: not supported" in note for note in notes)
+    calls_per_tick = gpu.calls
+    source.sample(3.0)
+    assert gpu.calls - calls_per_tick == 7  # 9 readers; the 2 unsupported ones are not retried
+
+
+def test_transient_error_empties_only_that_tick() -> None:
+    gpu = FakeGpu(failing={"nvmlDeviceGetPowerUsage": 999})
+    source = _source(FakeNvml([gpu]))
+    assert source.sample(0.0)["gpu0_power_w"] is None
+    gpu.failing.clear()
+    assert source.sample(1.0)["gpu0_power_w"] == 312.5
+    assert source.notes() == ["gpu0 power: Unknown Error (those cells are empty)"]
+
+
+def test_gpu_lost_mid_run_gives_empty_cells_not_a_crash(fake_nvml: FakeNvml) -> None:
+    source = _source(fake_nvml)
+    assert source.sample(0.0)["gpu0_util_pct"] == 97.0
+    fake_nvml.gpus[0].lost = True
+    for tick in range(1, 4):
+        reading = source.sample(float(tick))
+        assert all(reading[f"gpu0_{s}"] is None for s in GPU_COLUMN_SUFFIXES)
+        assert reading["gpu1_util_pct"] == 97.0  # the other GPU carries on
+    assert len(source.notes()) == 1
+    assert "gpu0 was lost" in source.notes()[0]
+
+
+def test_library_missing_or_driver_absent_is_a_reason() -> None:
+    def no_module() -> object:
+        raise ImportError("No module named 'pynvml'")
+
+    with pytest.raises(SourceUnavailable, match="not installed"):
+        NvmlSource(no_module, {})
+    with pytest.raises(SourceUnavailable, match="NVML Shared Library Not Found"):
+        _source(FakeNvml([], init_error=12))
+    with pytest.raises(SourceUnavailable, match="found no GPU"):
+        _source(FakeNvml([]))
+
+
+def test_cuda_visible_devices_selects_and_renumbers(fake_nvml: FakeNvml) -> None:
+    source = _source(fake_nvml, {"CUDA_VISIBLE_DEVICES": "1"})
+    assert [gpu["name"] for gpu in source.gpu_info] == ["NVIDIA A100-SXM4-40GB"]
+    assert source.columns()[0] == "gpu0_util_pct"
+    assert source.sample(0.0)["gpu0_temp_c"] == 55.0
+    by_uuid = _source(fake_nvml, {"CUDA_VISIBLE_DEVICES": "GPU-aaaaaaaa"})
+    assert by_uuid.gpu_info[0]["uuid"].startswith("GPU-aaaaaaaa")
+    with pytest.raises(SourceUnavailable, match="leaves no visible GPU"):
+        _source(fake_nvml, {"CUDA_VISIBLE_DEVICES": ""})
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, [0, 1, 2]),
+        ("2,0", [2, 0]),
+        ("0,7,1", [0]),  # CUDA stops at the first invalid entry
+        ("-1", []),
+        ("", []),
+        ("GPU-bbcc", [2]),
+        ("GPU-bb", []),  # ambiguous prefix
+        ("gpu-aaaa-1, 1", [0, 1]),
+        ("1,1", [1]),
+        ("MIG-1234", []),
+    ],
+)
+def test_visible_gpu_indices(value: str | None, expected: list[int]) -> None:
+    assert visible_gpu_indices(value, UUIDS) == expected

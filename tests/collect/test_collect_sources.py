@@ -1,0 +1,341 @@
+"""Each source against a fake /proc or /sys tree (exact arithmetic) and against the real machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from collectfakes import write_tree
+
+from collect.procfs import KernelFile
+from collect.sources import Hardware, build_sources
+from collect.sources.base import SourceUnavailable
+from collect.sources.cpu import CpuSource
+from collect.sources.disk import DiskSource, physical_disks
+from collect.sources.memory import MemorySource
+from collect.sources.network import NetworkSource
+from collect.sources.process import ProcessTreeSource, parse_stat
+from collect.sources.rapl import RaplSource, describe_os_error
+from collect.sources.thermal import ThermalSource
+
+STAT_BEFORE = """cpu  100 0 100 800 0 0 0 0 0 0
+cpu0 50 0 50 400 0 0 0 0 0 0
+cpu1 50 0 50 400 0 0 0 0 0 0
+intr 1 2 3
+"""
+# cpu0: +30 busy of +100; cpu1: +90 busy (incl. 10 iowait as idle) of +100
+STAT_AFTER = """cpu  200 0 120 870 10 0 0 0 5 0
+cpu0 70 0 60 470 0 0 0 0 5 0
+cpu1 130 0 60 400 10 0 0 0 0 0
+intr 1 2 3
+"""
+
+
+def test_kernel_file_rereads_changed_content(tmp_path: Path) -> None:
+    path = tmp_path / "value"
+    path.write_text("1\n")
+    kernel_file = KernelFile(path, 256)
+    assert kernel_file.read() == b"1\n"
+    path.write_text("22\n")
+    assert kernel_file.read() == b"22\n"
+    path.write_text("x" * 5000)
+    assert kernel_file.read() == b"x" * 5000  # longer than the size hint: read to the end
+    kernel_file.close()
+
+
+def test_cpu_utilization_from_proc_stat_deltas(tmp_path: Path) -> None:
+    proc = write_tree(tmp_path / "proc", {"stat": STAT_BEFORE, "loadavg": "1.25 0.5 0.1 1/100 42\n"})
+    proc.joinpath("cpuinfo").write_text("processor : 0\ncpu MHz : 2000.0\nprocessor : 1\ncpu MHz : 3000.0\n")
+    source = CpuSource(proc, tmp_path / "sys")
+    assert source.columns() == ["cpu_util_pct", "cpu0_util_pct", "cpu1_util_pct", "cpu_freq_mhz", "load1"]
+    source.prime(0.0)
+    (proc / "stat").write_text(STAT_AFTER)
+    reading = source.sample(1.0)
+    assert reading["cpu0_util_pct"] == 30.0
+    assert reading["cpu1_util_pct"] == 90.0  # iowait counts as idle, like psutil
+    assert reading["cpu_util_pct"] == 60.0  # 120 busy of 200
+    assert reading["cpu_freq_mhz"] == 2500.0
+    assert reading["load1"] == 1.25
+    assert source.sample(2.0)["cpu_util_pct"] is None  # no time passed in the counters: unknown, not 0
+
+
+def test_cpu_frequency_prefers_cpufreq(tmp_path: Path) -> None:
+    proc = write_tree(tmp_path / "proc", {"stat": STAT_BEFORE, "loadavg": "0 0 0 1/1 1\n", "cpuinfo": ""})
+    sys_root = write_tree(
+        tmp_path / "sys",
+        {
+            "devices/system/cpu/cpu0/cpufreq/scaling_cur_freq": "1200000\n",
+            "devices/system/cpu/cpu1/cpufreq/scaling_cur_freq": "3600000\n",
+        },
+    )
+    source = CpuSource(proc, sys_root)
+    source.prime(0.0)
+    assert source.sample(1.0)["cpu_freq_mhz"] == 2400.0
+
+
+def test_cpu_source_on_this_machine_has_a_column_per_logical_cpu() -> None:
+    source = CpuSource(Path("/proc"), Path("/sys"))
+    per_cpu = [c for c in source.columns() if c.startswith("cpu") and c[3].isdigit()]
+    assert len(per_cpu) == psutil.cpu_count(logical=True)
+    source.prime(time.monotonic())
+    sum(range(2_000_000))
+    reading = source.sample(time.monotonic())
+    assert all(reading[c] is None or 0.0 <= reading[c] <= 100.0 for c in per_cpu)
+    assert reading["cpu_freq_mhz"] is None or reading["cpu_freq_mhz"] > 100
+
+
+MEMINFO = """MemTotal:       1000000 kB
+MemFree:         100000 kB
+MemAvailable:    250000 kB
+Buffers:          10000 kB
+SwapTotal:       500000 kB
+SwapFree:        400000 kB
+"""
+
+
+def test_memory_used_is_total_minus_available(tmp_path: Path) -> None:
+    source = MemorySource(write_tree(tmp_path, {"meminfo": MEMINFO}))
+    reading = source.sample(0.0)
+    assert reading == {
+        "mem_used_bytes": 750000 * 1024,
+        "mem_util_pct": 75.0,
+        "swap_used_bytes": 100000 * 1024,
+    }
+
+
+def test_memory_matches_psutil_on_this_machine() -> None:
+    reading = MemorySource(Path("/proc")).sample(0.0)
+    reference = psutil.virtual_memory()
+    assert abs(reading["mem_used_bytes"] - reference.used) < 256 * 1024**2
+    assert abs(reading["mem_util_pct"] - reference.percent) < 2.0
+    assert reading["swap_used_bytes"] == pytest.approx(psutil.swap_memory().used, abs=64 * 1024**2)
+
+
+DISKSTATS = (
+    "   7       0 loop0 10 0 {loop_read} 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+    " 254       0 vda 100 0 {vda_read} 10 50 0 {vda_write} 20 0 {vda_ticks} 30 0 0 0 0 0 0\n"
+    " 254       1 vda1 100 0 {vda_read} 10 50 0 {vda_write} 20 0 {vda_ticks} 30 0 0 0 0 0 0\n"
+    " 259       0 nvme0n1 5 0 {nvme_read} 1 0 0 0 0 0 {nvme_ticks} 1 0 0 0 0 0 0\n"
+)
+
+
+def _diskstats(**counters: int) -> str:
+    names = ("loop_read", "vda_read", "vda_write", "vda_ticks", "nvme_read", "nvme_ticks")
+    return DISKSTATS.format(**{name: counters.get(name, 0) for name in names})
+
+
+def _disk_tree(tmp_path: Path) -> tuple[Path, Path]:
+    proc = write_tree(
+        tmp_path / "proc",
+        {"diskstats": _diskstats()},
+    )
+    sys_root = tmp_path / "sys"
+    for name in ("vda", "nvme0n1"):
+        (sys_root / "block" / name / "device").mkdir(parents=True)
+    (sys_root / "block" / "loop0").mkdir(parents=True)  # no device: a virtual layer
+    return proc, sys_root
+
+
+def test_disk_counts_physical_disks_only_and_busiest_util(tmp_path: Path) -> None:
+    proc, sys_root = _disk_tree(tmp_path)
+    assert physical_disks(sys_root) == ["nvme0n1", "vda"]
+    source = DiskSource(proc, sys_root)
+    source.prime(10.0)
+    (proc / "diskstats").write_text(
+        _diskstats(loop_read=99, vda_read=2000, vda_write=4000, vda_ticks=500, nvme_read=2000, nvme_ticks=900)
+    )
+    reading = source.sample(12.0)  # 2 s later
+    assert reading["disk_read_bps"] == (2000 + 2000) * 512 / 2  # loop0 and the partition vda1 not counted
+    assert reading["disk_write_bps"] == 4000 * 512 / 2
+    assert reading["disk_util_pct"] == 45.0  # nvme busy 900 ms of 2000
+
+
+def test_disk_without_physical_disks_is_unavailable(tmp_path: Path) -> None:
+    with pytest.raises(SourceUnavailable, match="no physical disk"):
+        DiskSource(tmp_path, tmp_path)
+
+
+NET_DEV = """Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls
+    lo: {lo} 1 0 0 0 0 0 0 {lo} 1 0 0 0 0 0 0
+  eth0: {rx} 10 0 0 0 0 0 0 {tx} 10 0 0 0 0 0 0
+"""
+
+
+def test_network_excludes_loopback(tmp_path: Path) -> None:
+    proc = write_tree(tmp_path, {"net/dev": NET_DEV.format(lo=0, rx=1000, tx=500)})
+    source = NetworkSource(proc)
+    source.prime(0.0)
+    (proc / "net/dev").write_text(NET_DEV.format(lo=10**9, rx=5000, tx=2500))
+    assert source.sample(0.5) == {"net_rx_bps": 8000.0, "net_tx_bps": 4000.0}
+
+
+def test_thermal_prefers_the_package_sensor(tmp_path: Path) -> None:
+    sys_root = write_tree(
+        tmp_path,
+        {
+            "class/hwmon/hwmon0/name": "acpitz\n",
+            "class/hwmon/hwmon0/temp1_input": "90000\n",
+            "class/hwmon/hwmon1/name": "coretemp\n",
+            "class/hwmon/hwmon1/temp1_label": "Package id 0\n",
+            "class/hwmon/hwmon1/temp1_input": "54000\n",
+            "class/hwmon/hwmon1/temp2_label": "Core 0\n",
+            "class/hwmon/hwmon1/temp2_input": "61000\n",
+        },
+    )
+    source = ThermalSource(sys_root)
+    assert source.chosen == "coretemp package sensor(s)"
+    assert source.sample(0.0) == {"cpu_temp_c": 54.0}
+    (sys_root / "class/hwmon/hwmon1/temp1_input").write_text("57500\n")
+    assert source.sample(1.0) == {"cpu_temp_c": 57.5}
+
+
+def test_thermal_falls_back_to_the_hottest_core_and_amd_tdie(tmp_path: Path) -> None:
+    cores = write_tree(
+        tmp_path / "intel",
+        {
+            "class/hwmon/hwmon3/name": "coretemp\n",
+            "class/hwmon/hwmon3/temp2_label": "Core 0\n",
+            "class/hwmon/hwmon3/temp2_input": "61000\n",
+            "class/hwmon/hwmon3/temp3_label": "Core 1\n",
+            "class/hwmon/hwmon3/temp3_input": "66000\n",
+        },
+    )
+    assert ThermalSource(cores).sample(0.0) == {"cpu_temp_c": 66.0}
+    amd = write_tree(
+        tmp_path / "amd",
+        {
+            "class/hwmon/hwmon0/name": "k10temp\n",
+            "class/hwmon/hwmon0/temp1_label": "Tctl\n",
+            "class/hwmon/hwmon0/temp1_input": "75000\n",
+            "class/hwmon/hwmon0/temp2_label": "Tdie\n",
+            "class/hwmon/hwmon0/temp2_input": "65000\n",
+        },
+    )
+    source = ThermalSource(amd)
+    assert source.chosen == "k10temp Tdie"
+    assert source.sample(0.0) == {"cpu_temp_c": 65.0}
+
+
+def test_thermal_without_sensors_is_unavailable_with_a_reason(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"class/hwmon/hwmon0/name": "acpitz\n", "class/hwmon/hwmon0/temp1_input": "40000\n"})
+    with pytest.raises(SourceUnavailable, match="no readable CPU temperature sensor"):
+        ThermalSource(tmp_path)
+
+
+def test_rapl_counts_energy_from_the_first_row_across_a_wrap(tmp_path: Path) -> None:
+    sys_root = write_tree(
+        tmp_path,
+        {
+            "class/powercap/intel-rapl:0/name": "package-0\n",
+            "class/powercap/intel-rapl:0/energy_uj": "999000000\n",
+            "class/powercap/intel-rapl:0/max_energy_range_uj": "999999999\n",
+            "class/powercap/intel-rapl:0:0/name": "core\n",
+            "class/powercap/intel-rapl:0:0/energy_uj": "5\n",
+        },
+    )
+    counter = sys_root / "class/powercap/intel-rapl:0/energy_uj"
+    source = RaplSource(sys_root)
+    source.prime(0.0)
+    counter.write_text("999500000\n")
+    assert source.sample(1.0) == {"cpu_energy_j": 0.0}
+    counter.write_text("499999\n")  # wrapped: +499999 to the top, +1 to zero, +499999
+    assert source.sample(2.0) == {"cpu_energy_j": 1.0}
+
+
+def test_rapl_unavailable_reasons(tmp_path: Path) -> None:
+    with pytest.raises(SourceUnavailable, match="no RAPL package domain"):
+        RaplSource(tmp_path)
+    reason = describe_os_error(Path("/sys/x/energy_uj"), PermissionError(13, "Permission denied"))
+    assert reason == "/sys/x/energy_uj: permission denied (needs root)"
+
+
+def test_parse_stat_handles_spaces_and_parens_in_the_name() -> None:
+    line = b"42 (my (odd) name) S 1 42 42 0 -1 4194560 100 0 0 0 7 3 2 1 20 0 5 0 100 1000 250 0 0\n"
+    fields = parse_stat(line)
+    assert (fields.ppid, fields.cpu_ticks, fields.threads, fields.rss_pages) == (1, 13, 5, 250)
+
+
+TREE_SCRIPT = r"""
+import os, subprocess, sys, threading, time
+def burn(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+BURN = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass"
+child = subprocess.Popen([sys.executable, "-c", BURN])
+child.wait()
+burn(0.3)
+threads = [threading.Thread(target=time.sleep, args=(3,)) for _ in range(4)]
+for t in threads: t.start()
+t = os.times()
+print(t.user + t.system + t.children_user + t.children_system, flush=True)
+time.sleep(1.5)
+"""
+
+
+def test_process_tree_accounts_for_a_reaped_child_and_threads() -> None:
+    process = subprocess.Popen([sys.executable, "-c", TREE_SCRIPT], stdout=subprocess.PIPE, text=True)
+    source = ProcessTreeSource(Path("/proc"))
+    source.attach(process.pid)
+    start = last = time.monotonic()
+    source.prime(start)
+    cpu_seconds = 0.0
+    max_threads = max_rss = 0
+    try:
+        while process.poll() is None:
+            time.sleep(0.05)
+            now = time.monotonic()
+            reading = source.sample(now)
+            source.maintain(now)
+            cpu_seconds += (reading["proc_cpu_pct"] or 0.0) / 100.0 * (now - last)
+            max_threads = max(max_threads, reading["proc_threads"] or 0)
+            max_rss = max(max_rss, reading["proc_rss_bytes"] or 0)
+            last = now
+    finally:
+        process.kill()
+    reported = float(process.stdout.read().split()[0])
+    assert cpu_seconds == pytest.approx(reported, abs=0.12)
+    assert reported > 0.85
+    assert max_threads >= 5
+    assert max_rss > 5_000_000
+    sample_after_exit = source.sample(time.monotonic())
+    assert sample_after_exit["proc_rss_bytes"] is None
+
+
+def test_factory_records_why_sources_are_missing(tmp_path: Path) -> None:
+    hardware = Hardware(proc_root=Path("/proc"), sys_root=tmp_path, load_nvml=_no_pynvml)
+    sources = build_sources(hardware, follow_command=False)
+    names = [s.name for s in sources.sources]
+    assert names[:2] == ["cpu", "memory"]
+    assert sources.status["disk"]["available"] is False  # empty fake /sys: no block devices
+    assert sources.status["thermal"]["available"] is False
+    assert sources.status["nvml"]["reason"] == "nvidia-ml-py (pynvml) is not installed: no pynvml"
+    assert sources.status["process"]["reason"] == "sampling only: no command to follow"
+    assert "proc_cpu_pct" in sources.columns()  # present, empty, in a sampling-only run
+    assert not any(c.startswith("disk_") for c in sources.columns())
+    sources.close()
+
+
+def _no_pynvml() -> object:
+    raise ImportError("no pynvml")
+
+
+def test_importing_collect_loads_no_hardware_library() -> None:
+    code = "import collect, collect.session, collect.cli, sys; print('pynvml' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
+
+
+def test_real_nvml_without_a_gpu_is_a_reason_not_a_crash() -> None:
+    sources = build_sources(Hardware(), follow_command=False)
+    if sources.status["nvml"]["available"]:
+        pytest.skip("this machine has a working NVML")
+    assert sources.status["nvml"]["reason"]
+    sources.close()
+    assert os.path.exists("/proc/stat")

@@ -55,18 +55,11 @@ def hard_limit_s(budget_s: float) -> float:
 
 def training_command(args: argparse.Namespace) -> list[str]:
     command = [
-        sys.executable,
-        "-m",
-        "training",
-        "train",
-        "--device",
-        args.device,
-        "--duration",
-        args.duration,
-        "--preset",
-        args.preset,
-        "--data-dir",
-        str(args.data_dir),
+        sys.executable, "-m", "training", "train",
+        "--device", args.device,
+        "--duration", args.duration,
+        "--preset", args.preset,
+        "--data-dir", str(args.data_dir),
     ]
     if args.batch is not None:
         command += ["--batch", str(args.batch)]
@@ -81,9 +74,7 @@ def check_gpu() -> str | None:
     """None if TensorFlow sees a GPU, else the one-line reason `training devices` gave."""
     probe = subprocess.run(
         [sys.executable, "-m", "training", "devices", "--require", "gpu"],
-        capture_output=True,
-        text=True,
-        check=False,
+        capture_output=True, text=True, check=False,
     )
     if probe.returncode == 0:
         return None

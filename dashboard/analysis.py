@@ -20,7 +20,7 @@ import pandas as pd
 HOURS_PER_YEAR = 8760.0
 JOULES_PER_KWH = 3.6e6
 DEFAULT_WARMUP_STEPS = 20
-DEFAULT_WARMUP_FRACTION = 0.10
+SHORT_RUN_STEPS = 3 * DEFAULT_WARMUP_STEPS
 LOSS_WINDOW_STEPS = 20
 # NVML clocks-event reasons that mean "slowed down by heat or power" (0x1 idle and 0x2/0x100 clock
 # settings are not throttling; 0x10 sync boost is not either).
@@ -47,8 +47,9 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     (
         "Warm-up",
         "the first `warmup_steps_excluded` steps of training.csv when training.json states it; "
-        "otherwise the first 20 steps, or the first 10 % of steps when that is fewer, and never less "
-        "than the first step (whose time includes graph tracing).",
+        "otherwise, by the training workload's own rule, the first 20 steps, or the first third of the"
+        " steps when there are fewer than 60; never less than the first step (whose time includes "
+        "graph tracing).",
     ),
     (
         "Steady state",
@@ -345,7 +346,7 @@ def warmup_steps(step_count: int, training_info: dict) -> int:
     if isinstance(stated, (int, float)) and not isinstance(stated, bool) and stated >= 0:
         wanted = int(stated)
     else:
-        wanted = min(DEFAULT_WARMUP_STEPS, int(step_count * DEFAULT_WARMUP_FRACTION))
+        wanted = DEFAULT_WARMUP_STEPS if step_count >= SHORT_RUN_STEPS else step_count // 3
     wanted = max(1, wanted)
     return min(wanted, max(step_count - 1, 0))
 

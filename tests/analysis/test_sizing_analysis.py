@@ -40,9 +40,11 @@ def gpu() -> a.RunAnalysis:
 @pytest.mark.parametrize(
     ("steps", "info", "expected"),
     [
-        (1000, {}, 20),  # 20 steps < 10 % of 1000
-        (50, {}, 5),  # 10 % of 50 = 5 < 20
-        (5, {}, 1),  # never less than the first step
+        (1000, {}, 20),  # 20 steps from 60 steps on
+        (60, {}, 20),
+        (59, {}, 19),  # a third of a short run
+        (50, {}, 16),
+        (2, {}, 1),  # never less than the first step
         (1, {}, 0),  # nothing to exclude from a single step
         (100, {"warmup_steps_excluded": 7}, 7),  # training.json wins
         (100, {"warmup_steps_excluded": 0}, 1),  # the traced first step is always out
@@ -71,11 +73,11 @@ def test_steady_throughput_by_hand(cpu: a.RunAnalysis, gpu: a.RunAnalysis) -> No
 
 
 def test_throughput_without_training_json_uses_default_warmup_and_derived_batch() -> None:
-    # 50 steps of 1 s after a 5 s first step; no training.json: warm-up = 10 % of 50 = 5 steps.
+    # 50 steps of 1 s after a 5 s first step; no training.json: warm-up = a third of 50 = 16 steps.
     frame = training_frame(100.0, [5.0] + [1.0] * 49, [1.0] * 50, batch_size=4)
     t = a.throughput(frame, {})
-    assert t.warmup_steps == 5
-    assert t.steady_steps == 45
+    assert t.warmup_steps == 16
+    assert t.steady_steps == 34
     assert t.steps_per_s == pytest.approx(1.0)
     assert t.batch_size == 4.0
     assert t.examples_per_s == pytest.approx(4.0)

@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from dashfixtures import make_run  # noqa: E402
 
-from dashboard import runs  # noqa: E402
+from dashboard import runs, sizing_view  # noqa: E402
 from dashboard.app import create_app  # noqa: E402
 
 TABS = ["processor", "memory", "disk", "cpu-temp", "gpu", "summary", "training", "details"]
@@ -159,6 +159,13 @@ def main() -> int:
             ["window.value"],
             args.repeats,
         )
+        sizing_form = {
+            f"{sizing_view.field_id(name)}.value": default for name, _, default, *_ in sizing_view.FIELDS
+        }
+        sizing_ms, sizing_size = measure(
+            client, app, "sizing-result.children", base | sizing_form, ["run-picker.value"], args.repeats
+        )
+        print(f"  (Sizing page, dashboard/sizing_view.py: {sizing_ms:.1f} ms {sizing_size / 1e6:.3f} MB)")
         for name, (ms, size) in results.items():
             print(f"  {name:16s} {ms:7.1f} ms {size / 1e6:7.3f} MB", flush=True)
 

@@ -15,7 +15,7 @@ from dash import Input, Output, State, ctx, dcc, html
 from dash.exceptions import PreventUpdate
 from flask import abort, send_file
 
-from dashboard import figures, views
+from dashboard import figures, sizing_view, views
 from dashboard.runs import discover_runs
 
 REFRESH_MS = 5000
@@ -35,6 +35,7 @@ def create_app(
     )
     app.layout = lambda: layout(data_dir, refresh_ms)
     register_callbacks(app, data_dir, max_points)
+    sizing_view.register_callbacks(app, data_dir)
     _register_file_route(app, data_dir)
     return app
 
@@ -129,6 +130,7 @@ def _tabs() -> list[Any]:
             ],
         ),
         dcc.Tab(label="Run details", value="details", children=html.Div(id="tab-details")),
+        dcc.Tab(label="Sizing", value="sizing", children=sizing_view.layout()),
     ]
     return tabs
 

@@ -8,6 +8,7 @@ to at most `max_points` points, so a 24 h × 10 Hz run costs the browser what a 
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -122,8 +123,9 @@ def time_base(run: RunInfo, time_unix: np.ndarray) -> TimeBase:
 
 def downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> tuple[np.ndarray, np.ndarray]:
     """At most `max_points` points that keep the shape (minima, maxima) of y(x); missing readings dropped."""
-    keep = np.isfinite(x) & np.isfinite(y)
-    x, y = x[keep], y[keep]
+    keep = np.isfinite(y) & np.isfinite(x)
+    if not keep.all():
+        x, y = x[keep], y[keep]
     if len(x) > 1 and np.any(np.diff(x) < 0):
         order = np.argsort(x, kind="stable")
         x, y = x[order], y[order]
@@ -140,6 +142,55 @@ def visible_slice(x_seconds: np.ndarray, low_s: float, high_s: float) -> slice:
     return slice(start, stop)
 
 
+@dataclass(frozen=True)
+class Clock:
+    """A frame's rows in time order as seconds since the run's origin; `order` is None when already sorted."""
+
+    base: TimeBase
+    seconds: np.ndarray
+    order: np.ndarray | None
+
+    def values(self, frame: pd.DataFrame, column: str) -> np.ndarray:
+        values = frame[column].to_numpy(dtype=np.float64)
+        return values if self.order is None else values[self.order]
+
+
+_CLOCKS: OrderedDict[tuple, Clock] = OrderedDict()
+_CLOCKS_KEPT = 32
+
+
+def clock_of(run: RunInfo, frame: pd.DataFrame) -> Clock | None:
+    """The frame's clock, computed once per version of the frame (a 24 h run has 864k rows)."""
+    if frame.empty or "time_unix" not in frame:
+        return None
+    times = frame["time_unix"].to_numpy(dtype=np.float64)
+    key = (
+        str(run.path),
+        run.start_unix,
+        run.duration_s,
+        len(times),
+        times[0],
+        times[-1],
+        times.__array_interface__["data"][0],
+    )
+    cached = _CLOCKS.get(key)
+    if cached is not None:
+        _CLOCKS.move_to_end(key)
+        return cached
+    base = time_base(run, times)
+    seconds = times - base.origin_unix
+    order = None
+    if not (np.isfinite(seconds).all() and np.all(seconds[1:] >= seconds[:-1])):
+        finite = np.flatnonzero(np.isfinite(seconds))
+        order = finite[np.argsort(seconds[finite], kind="stable")]
+        seconds = seconds[order]
+    clock = Clock(base, seconds, order)
+    _CLOCKS[key] = clock
+    while len(_CLOCKS) > _CLOCKS_KEPT:
+        _CLOCKS.popitem(last=False)
+    return clock
+
+
 def series_xy(
     run: RunInfo,
     frame: pd.DataFrame,
@@ -150,22 +201,16 @@ def series_xy(
     max_points: int = MAX_POINTS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """x (seconds or %) and y of `column`, cut to the window (% of runtime) and x_range, downsampled."""
-    if column not in frame or "time_unix" not in frame or frame.empty:
+    clock = clock_of(run, frame) if column in frame else None
+    if clock is None:
         return np.empty(0), np.empty(0)
-    times = frame["time_unix"].to_numpy(dtype=np.float64)
-    base = time_base(run, times)
-    seconds = times - base.origin_unix
+    base = clock.base
     low_s, high_s = base.window_s(window)
     if x_range is not None:
         scale = base.span_s / 100.0 if x_mode == X_PERCENT else 1.0
         low_s, high_s = max(low_s, x_range[0] * scale), min(high_s, x_range[1] * scale)
-    if np.all(np.diff(seconds) >= 0):
-        rows = visible_slice(seconds, low_s, high_s)
-        seconds, values = seconds[rows], frame[column].to_numpy(dtype=np.float64)[rows]
-    else:
-        inside = (seconds >= low_s) & (seconds <= high_s)
-        seconds, values = seconds[inside], frame[column].to_numpy(dtype=np.float64)[inside]
-    x, y = downsample(seconds, values, max_points)
+    rows = visible_slice(clock.seconds, low_s, high_s)
+    x, y = downsample(clock.seconds[rows], clock.values(frame, column)[rows], max_points)
     return (x * (100.0 / base.span_s) if x_mode == X_PERCENT else x), y
 
 
@@ -229,21 +274,18 @@ def heatmap_figure(
     cores = sorted((int(m.group(1)), name) for name in frame.columns if (m := _PER_CORE.fullmatch(name)))
     figure = go.Figure()
     title = f"Per-core utilization · {run.label}"
-    if frame.empty or not cores or "time_unix" not in frame:
+    if clock_of(run, frame) is None or not cores or not len(clock_of(run, frame).seconds):
         _style_time_figure(figure, title, "core", x_mode, None)
         _add_note(figure, "no per-core readings")
         return figure
-    times = frame["time_unix"].to_numpy(dtype=np.float64)
-    base = time_base(run, times)
-    seconds = times - base.origin_unix
+    clock = clock_of(run, frame)
+    base, seconds = clock.base, clock.seconds
     low_s, high_s = base.window_s(window)
-    low_s, high_s = max(low_s, float(np.nanmin(seconds))), min(high_s, float(np.nanmax(seconds)))
-    inside = (seconds >= low_s) & (seconds <= high_s) & np.isfinite(seconds)
+    low_s, high_s = max(low_s, float(seconds[0])), min(high_s, float(seconds[-1]))
     edges = np.linspace(low_s, high_s, bins + 1)
-    which = np.clip(np.searchsorted(edges, seconds[inside], side="right") - 1, 0, bins - 1)
-    z = np.vstack(
-        [_bin_means(which, frame[name].to_numpy(dtype=np.float64)[inside], bins) for _, name in cores]
-    )
+    boundaries = np.searchsorted(seconds, edges, side="left")
+    boundaries[-1] = np.searchsorted(seconds, high_s, side="right")
+    z = np.vstack([_bin_means(clock.values(frame, name), boundaries) for _, name in cores])
     centers = (edges[:-1] + edges[1:]) / 2
     figure.add_trace(
         go.Heatmap(
@@ -313,18 +355,21 @@ def summary_figure(runs: Sequence[RunInfo], window: tuple[float, float] = FULL_W
 def component_stats(run: RunInfo, window: tuple[float, float] = FULL_WINDOW) -> dict[tuple[str, str], tuple]:
     """{(unit, component): (mean, peak)} over the window; GPUs of a multi-GPU run are averaged / maxed."""
     frame = read_telemetry(run)
-    if frame.empty or "time_unix" not in frame:
+    clock = clock_of(run, frame)
+    if clock is None:
         return {}
-    times = frame["time_unix"].to_numpy(dtype=np.float64)
-    base = time_base(run, times)
-    low_s, high_s = base.window_s(window)
-    inside = ((times - base.origin_unix) >= low_s) & ((times - base.origin_unix) <= high_s)
+    low_s, high_s = clock.base.window_s(window)
+    rows = slice(
+        np.searchsorted(clock.seconds, low_s, "left"), np.searchsorted(clock.seconds, high_s, "right")
+    )
     stats: dict[tuple[str, str], tuple] = {}
     for unit, metric in SUMMARY_METRICS:
         columns = metric.columns(frame.columns)
-        values = frame.loc[inside, columns].to_numpy(dtype=np.float64) if columns else np.empty((0, 0))
-        if values.size and np.isfinite(values).any():
-            stats[(unit, metric.title)] = (float(np.nanmean(values)), float(np.nanmax(values)))
+        values = [clock.values(frame, column)[rows] for column in columns]
+        finite = [v[np.isfinite(v)] for v in values]
+        if any(len(v) for v in finite):
+            joined = np.concatenate(finite)
+            stats[(unit, metric.title)] = (float(joined.mean()), float(joined.max()))
     return stats
 
 
@@ -466,12 +511,21 @@ def _line(x: np.ndarray, y: np.ndarray, name: str, color: str, legend: bool, gro
     )
 
 
-def _bin_means(which: np.ndarray, values: np.ndarray, bins: int) -> np.ndarray:
-    valid = np.isfinite(values)
-    sums = np.bincount(which[valid], weights=values[valid], minlength=bins)
-    counts = np.bincount(which[valid], minlength=bins)
+def _bin_means(values: np.ndarray, boundaries: np.ndarray) -> np.ndarray:
+    """Mean of values[boundaries[i]:boundaries[i + 1]] per bin; NaN where a bin holds no reading."""
+    segment = values[boundaries[0] : boundaries[-1]]
+    counts = np.diff(boundaries)
+    if not len(segment):
+        return np.full(len(counts), np.nan)
+    starts = np.minimum(boundaries[:-1] - boundaries[0], len(segment) - 1)
+    finite = np.isfinite(segment)
+    if finite.all():
+        sums, valid = np.add.reduceat(segment, starts), counts
+    else:
+        sums = np.add.reduceat(np.where(finite, segment, 0.0), starts)
+        valid = np.add.reduceat(finite.astype(np.int64), starts)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+        return np.where((counts > 0) & (valid > 0), sums / np.maximum(valid, 1), np.nan)
 
 
 def _x_title(x_mode: str) -> str:

@@ -306,25 +306,25 @@ def _parse_whole(path: Path, identity: tuple[int, int], numeric: bool) -> _CsvEn
         entry.consumed = len(raw)
         return entry
     entry.consumed = newline + 1
-    return _parse_appended_bytes(path, entry, raw[newline + 1 :], numeric)
+    return _parse_appended_bytes(path, entry, raw, newline + 1, numeric)
 
 
 def _parse_appended(path: Path, entry: _CsvEntry, numeric: bool) -> _CsvEntry:
     if not entry.header:
         return _parse_whole(path, entry.identity, numeric)
-    return _parse_appended_bytes(path, entry, _read_bytes(path, entry.consumed), numeric)
+    return _parse_appended_bytes(path, entry, _read_bytes(path, entry.consumed), 0, numeric)
 
 
-def _parse_appended_bytes(path: Path, entry: _CsvEntry, body: bytes, numeric: bool) -> _CsvEntry:
-    """Parse the complete lines of `body` onto `entry`; a partial last line waits for the next read."""
-    last_newline = body.rfind(b"\n")
-    complete = body[: last_newline + 1]
-    partial = body[last_newline + 1 :]
+def _parse_appended_bytes(path: Path, entry: _CsvEntry, raw: bytes, start: int, numeric: bool) -> _CsvEntry:
+    """Parse the complete lines of raw[start:] onto `entry`; a partial last line waits for the next read."""
+    last_newline = raw.rfind(b"\n", start)
+    cut = last_newline + 1 if last_newline >= 0 else start
+    complete, partial = memoryview(raw)[start:cut], raw[cut:]
     entry.warnings = [w for w in entry.warnings if "truncated last line" not in w]
     if partial.strip():
         entry.warnings.append(f"{path.name}: truncated last line ignored")
     entry.consumed += len(complete)
-    if not complete.strip():
+    if not len(complete):
         return entry
     parsed, problems = _parse_lines(complete, entry.header, numeric)
     entry.warnings.extend(f"{path.name}: {problem}" for problem in problems)
@@ -332,9 +332,9 @@ def _parse_appended_bytes(path: Path, entry: _CsvEntry, body: bytes, numeric: bo
     return entry
 
 
-def _parse_lines(data: bytes, header: list[str], numeric: bool) -> tuple[pd.DataFrame, list[str]]:
+def _parse_lines(data: memoryview, header: list[str], numeric: bool) -> tuple[pd.DataFrame, list[str]]:
     if not numeric:
-        return _parse_text_lines(data, header)
+        return _parse_text_lines(bytes(data), header)
     bad_rows: list[int] = []
 
     def skip_bad_row(row: pacsv.InvalidRow) -> str:
@@ -343,13 +343,13 @@ def _parse_lines(data: bytes, header: list[str], numeric: bool) -> tuple[pd.Data
 
     try:
         table = pacsv.read_csv(
-            io.BytesIO(data),
+            pa.BufferReader(pa.py_buffer(data)),
             read_options=pacsv.ReadOptions(column_names=header),
             parse_options=pacsv.ParseOptions(invalid_row_handler=skip_bad_row, newlines_in_values=False),
             convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(header, pa.float64())),
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return _parse_numeric_slowly(data, header)
+        return _parse_numeric_slowly(bytes(data), header)
     problems = [f"{len(bad_rows)} malformed row(s) skipped"] if bad_rows else []
     return table.to_pandas(), problems
 

@@ -914,7 +914,7 @@ def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnal
     if rate.steps_per_s is None:
         warnings.append(f"{run.run_id}: too few training steps for a steady-state rate")
     spans = train_windows(run.phases, telemetry)
-    training_window = (spans[0][0], spans[-1][1]) if spans else None
+    training_window = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
     steady = None
     if rate.steady_start_unix is not None and rate.steady_end_unix is not None:
         steady = clip_window((rate.steady_start_unix, rate.steady_end_unix), spans, telemetry)
@@ -930,7 +930,10 @@ def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnal
     if kind == "gpu" and gpu_per_k is None:
         warnings.append(f"{run.run_id}: no GPU energy or power readings")
     if cpu_per_k is None:
-        warnings.append(f"{run.run_id}: CPU energy not measured (no RAPL); give a CPU TDP for an estimate")
+        counted = "; its energy figures count the GPU only" if gpu_per_k is not None else ""
+        warnings.append(
+            f"{run.run_id}: CPU energy not measured (no RAPL){counted}; give a CPU TDP for an estimate"
+        )
     cost = cost_per_1000_steps(total_per_k, rate.steps_per_s, hardware_price(kind, prices), prices)
     in_training = samples_in(telemetry, training_window)
     throttles = gpu_throttling(measured, interval)

@@ -706,12 +706,19 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _non_negative(text: str) -> float:
+def _finite(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = _finite(text)
+    if value < 0:
         raise argparse.ArgumentTypeError(f"must be a number ≥ 0, got {text!r}")
     return value
 
@@ -745,7 +752,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cpu-tdp-w", type=_positive, help="CPU TDP for an energy ESTIMATE when RAPL is absent"
     )
-    parser.add_argument("--temp-threshold", type=float, default=80.0, help="°C (default 80)")
+    parser.add_argument("--temp-threshold", type=_finite, default=80.0, help="°C (default 80)")
     parser.add_argument("--target-steps", type=_positive_int, default=DEFAULT_TARGET_STEPS)
     parser.add_argument("--target-loss", type=_positive, help="default: the lowest loss every run reached")
     parser.add_argument("--baseline", help="run to compare against (default: the first CPU run)")

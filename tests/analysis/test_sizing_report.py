@@ -163,6 +163,8 @@ def test_cpu_tdp_estimate_is_marked(tmp_path: Path) -> None:
         (["ref-cpu", "--tariff", "cheap"], "--tariff"),
         (["ref-cpu", "--amortise-years", "0"], "--amortise-years"),
         (["ref-cpu", "--gpu-price", "nan"], "--gpu-price"),
+        (["ref-cpu", "--temp-threshold", "inf"], "--temp-threshold"),
+        (["ref-cpu", "--target-steps", "1.5"], "--target-steps"),
         (["ref-cpu", "--baseline", "ref-gpu"], "baseline"),
         (["ref-cpu", "ref-cpu"], "run given twice"),
         (["no-training"], "no training.csv"),

@@ -1,0 +1,165 @@
+"""run_session in-process: the run directory it leaves, its callbacks, its clock discipline."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from collectfakes import FakeNvml, fake_psutil
+
+from collect.session import SessionOptions, run_session
+from collect.sources import Hardware
+from collect.sysinfo import package_versions, system_info
+from collect.writer import TelemetryWriteError, TelemetryWriter
+from runformat import RUN_DIR_ENV, RUN_ID_ENV, is_valid_run_id, read_json
+
+
+def read_rows(run_dir: Path) -> list[dict[str, str]]:
+    with open(run_dir / "telemetry.csv", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_sampling_only_run_is_drift_free(tmp_path: Path) -> None:
+    result = run_session(SessionOptions(data_dir=tmp_path, interval_s=0.01, duration_s=2.0))
+    rows = read_rows(result.run_dir)
+    assert result.end_reason == "completed" and result.exit_code == 0
+    assert abs(len(rows) - 201) <= 1
+    assert result.samples == len(rows)
+    times = [float(r["time_unix"]) for r in rows]
+    span = times[-1] - times[0]
+    assert span == pytest.approx(2.0, abs=0.02)  # absolute deadlines: no accumulated drift
+    skipped = sum(int(r["skipped_ticks"]) for r in rows)
+    assert len(rows) + skipped == pytest.approx(201, abs=1)  # every deadline is a row or counted as skipped
+    record = read_json(result.run_dir / "run.json")
+    assert record["samples"] == len(rows)
+    assert record["skipped_ticks"] == skipped
+    assert record["end_reason"] == "completed"
+    assert record["exit_code"] is None and record["command"] is None
+    assert all(r["proc_cpu_pct"] == "" for r in rows)
+
+
+def test_run_json_at_start_and_callbacks(tmp_path: Path) -> None:
+    seen_at_start: list[dict] = []
+    rows_seen: list[dict] = []
+
+    def on_start(run_dir: Path) -> None:
+        seen_at_start.append(read_json(run_dir / "run.json"))
+
+    options = SessionOptions(
+        data_dir=tmp_path, interval_s=0.05, duration_s=0.3, label="unit test", device="gpu"
+    )
+    result = run_session(options, on_start=on_start, on_sample=rows_seen.append)
+    assert len(seen_at_start) == 1
+    start = seen_at_start[0]
+    assert start["end_reason"] == "running"
+    assert start["end_unix"] is None and start["samples"] == 0
+    assert start["label"] == "unit test" and start["device"] == "gpu"
+    assert is_valid_run_id(start["run_id"]) and start["run_id"].split("-")[1] == "gpu"
+    assert result.run_dir.parent == tmp_path.resolve() / "runs"
+    final = read_json(result.run_dir / "run.json")
+    assert final["start_unix"] == start["start_unix"]
+    assert final["actual_duration_s"] == pytest.approx(final["end_unix"] - final["start_unix"], abs=0.01)
+    assert final["requested_duration_s"] == 0.3
+    assert final["sampler"]["late_ms_p99"] is not None
+    rows = read_rows(result.run_dir)
+    assert len(rows_seen) == len(rows)
+    assert float(rows[-1]["time_unix"]) == rows_seen[-1]["time_unix"]
+    first_elapsed = float(rows[0]["elapsed_s"])
+    assert 0 < first_elapsed < 1.0
+    assert float(rows[0]["time_unix"]) - final["start_unix"] == pytest.approx(first_elapsed, abs=1e-5)
+
+
+def test_a_second_run_in_the_same_second_gets_a_suffix(tmp_path: Path) -> None:
+    first = run_session(SessionOptions(data_dir=tmp_path, interval_s=0.01, duration_s=0.01))
+    second = run_session(SessionOptions(data_dir=tmp_path, interval_s=0.01, duration_s=0.01))
+    assert first.run_dir != second.run_dir
+    if second.run_dir.name.startswith(first.run_dir.name):
+        assert second.run_dir.name == first.run_dir.name + "-2"
+
+
+def test_command_gets_the_run_dir_and_its_exit_code_is_kept(tmp_path: Path) -> None:
+    script = f"import os, sys; print(os.environ[{RUN_DIR_ENV!r}], os.environ[{RUN_ID_ENV!r}], sys.argv[1])"
+    script += "; sys.exit(3)"
+    options = SessionOptions(
+        data_dir=tmp_path,
+        interval_s=0.05,
+        command=[sys.executable, "-c", script, "{run_dir}/out"],
+        echo_output=False,
+    )
+    result = run_session(options)
+    assert result.end_reason == "failed" and result.exit_code == 3
+    log = (result.run_dir / "command.log").read_text().split()
+    assert log == [str(result.run_dir), result.run_dir.name, f"{result.run_dir}/out"]
+    record = read_json(result.run_dir / "run.json")
+    assert record["exit_code"] == 3 and record["end_reason"] == "failed"
+    assert record["sources"]["process"] == {"available": True}
+
+
+def test_a_command_that_cannot_start_fails_the_run_cleanly(tmp_path: Path) -> None:
+    not_executable = tmp_path / "script.sh"
+    not_executable.write_text("echo hi\n")
+    result = run_session(SessionOptions(data_dir=tmp_path, command=[str(not_executable)], echo_output=False))
+    assert (result.end_reason, result.exit_code, result.samples) == ("failed", 1, 0)
+    record = read_json(result.run_dir / "run.json")
+    assert "Permission denied" in record["error"]
+
+
+def test_fake_gpus_flow_into_run_json_and_columns(tmp_path: Path, fake_nvml: FakeNvml) -> None:
+    fake_nvml.gpus[1].unsupported.add("nvmlDeviceGetFanSpeed")
+    hardware = Hardware(load_nvml=lambda: fake_nvml, environ={})
+    result = run_session(
+        SessionOptions(data_dir=tmp_path, interval_s=0.02, duration_s=0.1, hardware=hardware)
+    )
+    record = read_json(result.run_dir / "run.json")
+    system = record["system"]
+    assert system["gpu_count"] == 2
+    assert system["gpus"][1]["name"] == "NVIDIA A100-SXM4-40GB"
+    assert system["cuda_version"] == "12.4"
+    assert record["sources"]["nvml"]["available"] is True
+    assert record["sources"]["nvml"]["notes"] == [
+        "gpu1 fan speed: not supported (Not Supported); its column stays empty"
+    ]
+    rows = read_rows(result.run_dir)
+    assert {r["gpu0_power_w"] for r in rows} == {"312.5"}
+    assert {r["gpu1_fan_pct"] for r in rows} == {""}
+    assert fake_nvml.shut_down
+
+
+def test_bad_options_are_value_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="interval"):
+        run_session(SessionOptions(data_dir=tmp_path, interval_s=0.001))
+    with pytest.raises(ValueError, match="duration"):
+        run_session(SessionOptions(data_dir=tmp_path, duration_s=0))
+    with pytest.raises(ValueError, match="empty command"):
+        run_session(SessionOptions(data_dir=tmp_path, command=[]))
+    assert not (tmp_path / "runs").exists()
+
+
+def test_writer_header_empty_cells_and_full_disk(tmp_path: Path) -> None:
+    writer = TelemetryWriter(tmp_path / "t.csv", ["a", "b", "c"])
+    writer.write({"a": 1.5, "b": None, "c": 3})
+    assert (tmp_path / "t.csv").read_text() == "a,b,c\n1.5,,3\n"  # flushed as written
+    writer.close()
+    with pytest.raises(TelemetryWriteError, match="No space left"):
+        TelemetryWriter(Path("/dev/full"), ["a"])
+
+
+def test_system_info_with_fake_psutil() -> None:
+    info = system_info(psutil_module=fake_psutil(), gpus=[{"index": 0}], cuda_version="12.4")
+    assert info["cpu_cores_logical"] == 8
+    assert info["cpu_cores_physical"] == 4
+    assert info["mem_total_bytes"] == 64 * 1024**3
+    assert info["swap_total_bytes"] == 2 * 1024**3
+    assert info["gpu_count"] == 1 and info["cuda_version"] == "12.4"
+    assert info["cpu_sockets"] >= 1
+    json.dumps(info)
+
+
+def test_package_versions_never_import_tensorflow() -> None:
+    versions = package_versions(("psutil", "surely-not-installed-pkg"))
+    assert versions["psutil"]
+    assert versions["surely-not-installed-pkg"] is None
+    assert "tensorflow" not in sys.modules

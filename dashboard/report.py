@@ -285,8 +285,10 @@ def break_even_text(group: analysis.GroupSummary, prices: Prices) -> str:
     hours = group.break_even_gpu_hours
     if hours is None:
         if prices.gpu_price is None:
-            return "break-even needs --gpu-price"
-        return "break-even needs --value-per-hour (or energy readings on both sides)"
+            return "break-even needs the GPU price (--gpu-price)"
+        return (
+            "break-even needs the value of an hour saved (--value-per-hour) or energy readings on both sides"
+        )
     if math.isinf(hours):
         return "the GPU never pays back at these prices (it saves nothing)"
     baseline_hours = hours * group.speedup if group.speedup else None
@@ -386,7 +388,7 @@ def comparison_table(groups: Sequence[analysis.GroupSummary], prices: Prices) ->
     )
     note = "Mean ± sample standard deviation (min–max, n) over repeats of one configuration."
     if prices.gpu_price is None:
-        note += " Break-even needs --gpu-price."
+        note += " Break-even needs the GPU price (--gpu-price)."
     return Table("Comparison", headers, tuple(rows), note)
 
 

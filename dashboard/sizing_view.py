@@ -37,7 +37,7 @@ FIELDS: tuple[tuple[str, str, float | None, float, float | None], ...] = (
     ("value-per-hour", "Value of an hour saved (USD)", None, 1, 0),
     ("cpu-tdp-w", "CPU TDP for an estimate (W)", None, 1, 0),
     ("temp-threshold", "Temperature threshold (°C)", 80, 1, None),
-    ("target-steps", "Target steps", 1000, 100, 1),
+    ("target-steps", "Target steps", 1000, 100, 0),
     ("target-loss", "Target loss (empty: reached by all)", None, 0.01, 0),
 )
 

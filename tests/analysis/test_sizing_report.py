@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sizingfixtures import reference_cpu, write_run
+from sizingfixtures import reference_cpu, reference_gpu, write_run
 
 from dashboard import report
 
@@ -244,3 +244,12 @@ def test_command_line_entry_point(crafted_data_dir: Path, tmp_path: Path) -> Non
         timeout=60,
     )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+def test_break_even_wording_without_prices_and_from_energy_alone() -> None:
+    runs = [reference_cpu(), reference_gpu()]
+    bare = report.build_report(runs, report.ReportSettings())
+    assert "break-even needs the GPU price (--gpu-price)" in bare.summary[1]
+    energy_only = report.build_report(runs, report.ReportSettings(prices=report.Prices(gpu_price=2000.0)))
+    # no value per hour: only the energy saved pays back, $0.0675 per GPU hour → 2,000 / 0.0675 hours
+    assert "after 29,629.6 GPU training hours" in energy_only.summary[1]

@@ -65,6 +65,7 @@ class TrainingState:
     step: int | None = None
     loss: float | None = None
     steps_per_s: float | None = None
+    train_elapsed_s: float | None = None
     phase: str = "starting"
     _recent: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=4096))
 
@@ -74,6 +75,7 @@ class TrainingState:
             return
         self.step = int(step)
         self.loss = _number(row.get("loss_total"))
+        self.train_elapsed_s = _number(row.get("elapsed_s"))
         self.phase = "train"
         self._recent.append((when, step))
         while self._recent and when - self._recent[0][0] > RATE_WINDOW_S:
@@ -90,12 +92,14 @@ class TrainingState:
 def render_line(
     elapsed_s: float, budget_s: float, state: TrainingState, telemetry: dict[str, float | None]
 ) -> str:
-    """One status line: time, phase, step, loss, throughput, temperatures and GPU power."""
-    if state.phase in ("starting", "train"):
-        clock = f"{format_duration(elapsed_s)} / {format_duration(budget_s)}"
+    """One status line: time, phase and budget, step, loss, throughput, temperatures and GPU power."""
+    if state.phase == "train" and state.train_elapsed_s is not None:
+        phase = f"train {format_duration(state.train_elapsed_s)} / {format_duration(budget_s)}"
+    elif state.phase == "starting":
+        phase = "starting (TensorFlow, model and input pipeline)"
     else:
-        clock = f"{format_duration(elapsed_s)} (budget {format_duration(budget_s)} done)"
-    parts = [clock, state.phase]
+        phase = f"{state.phase} (training budget done)"
+    parts = [format_duration(elapsed_s), phase]
     if state.step is not None:
         parts.append(f"step {state.step}")
     if state.loss is not None:

@@ -46,7 +46,7 @@ def _parse_units(raw: str, original: str) -> float:
 def format_duration(seconds: float) -> str:
     """Compact human form: 0.25 -> '250ms', 90 -> '1m30s', 4500 -> '1h15m'."""
     if seconds < 1:
-        return f"{seconds * 1000:g}ms"
+        return f"{round(seconds * 1000)}ms"
     whole = round(seconds)
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)

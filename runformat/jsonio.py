@@ -15,6 +15,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
     path = Path(path)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide the file from other readers
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(data, handle, indent=2, sort_keys=False, default=str)
             handle.write("\n")

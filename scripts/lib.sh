@@ -35,8 +35,11 @@ ensure_venv() {
     "$base_python" -m venv "$VENV" || die "could not create a virtualenv (on Debian: apt-get install python3-venv)"
   fi
   log "installing the workbench with [$extras] into $VENV (a few minutes the first time)"
-  "$PY" -m pip install --quiet --upgrade pip >&2 || die "pip could not upgrade itself"
-  "$PY" -m pip install --quiet -e "${REPO_ROOT}[${extras}]" >&2 || die "pip install -e .[$extras] failed (see above)"
+  local pip_log="$VENV/pip-install.log"
+  if ! { "$PY" -m pip install --upgrade pip && "$PY" -m pip install -e "${REPO_ROOT}[${extras}]"; } >"$pip_log" 2>&1; then
+    tail -n 20 "$pip_log" >&2
+    die "pip install -e .[$extras] failed (whole log: $pip_log)"
+  fi
   { grep -s "^$digest " "$stamp" || true; for extra in "${wanted[@]}"; do echo "$digest $extra"; done; } \
     | sort -u >"$stamp.new"
   mv "$stamp.new" "$stamp"

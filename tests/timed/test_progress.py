@@ -37,6 +37,12 @@ def test_training_state_rate_over_recent_window() -> None:
     assert state.steps_per_s == 2.0
     assert state.loss == 2.0
     assert state.phase == "train"
+    assert state.train_elapsed_s is None
+
+
+def test_render_line_after_training() -> None:
+    line = render_line(700.0, 600.0, TrainingState(step=9, phase="evaluate"), {"cpu_util_pct": 50.0})
+    assert line.startswith("11m40s  evaluate (training budget done)  step 9")
 
 
 def test_training_state_phase_follows_phases_csv() -> None:
@@ -50,10 +56,10 @@ def test_training_state_phase_follows_phases_csv() -> None:
 
 
 def test_render_line_shows_budget_temperatures_and_gpu_power() -> None:
-    state = TrainingState(step=420, loss=1.2345, steps_per_s=2.31, phase="train")
+    state = TrainingState(step=420, loss=1.2345, steps_per_s=2.31, train_elapsed_s=150.0, phase="train")
     telemetry = {"cpu_util_pct": 97.0, "cpu_temp_c": 71.0, "gpu0_temp_c": 64.0, "gpu0_power_w": 231.4}
     line = render_line(192.0, 600.0, state, telemetry)
-    assert line.startswith("3m12s / 10m")
+    assert line.startswith("3m12s  train 2m30s / 10m")
     for part in ("step 420", "loss 1.234", "2.31 steps/s", "CPU 97% 71°C", "GPU0 64°C 231 W"):
         assert part in line
 

@@ -68,7 +68,7 @@ class TimeBase:
 COMPONENT_METRICS: dict[str, list[Metric]] = {
     "processor": [
         Metric("cpu_util_pct", "CPU utilization, all cores", "%"),
-        Metric("proc_cpu_pct", "Launched command's CPU (100 = one core)", "%"),
+        Metric("proc_cpu_pct", "Launched command's CPU (100 = one core)", "% of a core"),
         Metric("cpu_freq_mhz", "CPU frequency", "MHz"),
         Metric("load1", "Load average (1 min)", "load"),
     ],

@@ -331,7 +331,7 @@ def _details_card(run: RunInfo) -> Any:
         _kv_table(rows),
         html.H5("System"),
         _kv_table(system_rows) if system else _hint("no system info (run.json missing or unreadable)"),
-        html.P("Sources: " + "; ".join(sources)) if sources else None,
+        html.P("Sources: " + "; ".join(sources), className="sources") if sources else None,
         html.H5("Command"),
         html.Pre(" ".join(str(part) for part in command) if isinstance(command, list) else "(sampling only)"),
     ]

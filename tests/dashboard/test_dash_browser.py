@@ -1,0 +1,229 @@
+"""End to end in headless Chromium: open the app, select two runs, switch every tab, see data in each.
+
+Needs Debian's `chromium` and `chromium-driver`; skipped without them unless $CI is set (then it fails).
+With DASHBOARD_SCREENSHOTS=1 the same walk also writes docs/screenshots/<tab>.png; it then shows the
+runs in data/examples when there are any (DASHBOARD_SCREENSHOTS_DATA overrides the data dir), else the
+fixture runs.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+from werkzeug.serving import make_server
+
+from dashboard import runs
+from dashboard.app import create_app
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:HTTPResponse.getheader:DeprecationWarning"),
+]
+
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOT_DIR = REPO / "docs" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+HEADLESS_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1000",
+)
+WAIT_S = 30.0
+
+# Each tab: its label, and a script returning true once the tab shows what it should.
+PLOTS_WITH_DATA = """
+const plots = Array.from(document.querySelectorAll(arguments[0] + ' .js-plotly-plot'));
+const points = gd => (gd._fullData || []).some(t => ((t.x || []).length || (t.z || []).length) > 0);
+return plots.length > 0 && plots.some(points) && plots.every(gd => gd._fullData);
+"""
+TRACE_NAMES = """
+const gd = document.querySelector(arguments[0] + ' .js-plotly-plot');
+return gd && gd._fullData ? gd._fullData.filter(t => (t.x || []).length > 0).map(t => t.name) : [];
+"""
+IMAGES_LOADED = """
+const images = Array.from(document.querySelectorAll('#tab-detections img'));
+return images.length >= 2 && images.every(i => i.complete && i.naturalWidth > 0);
+"""
+TABS = [
+    ("timeseries", "Time series", PLOTS_WITH_DATA, "#timeseries-graph"),
+    ("processor", "Processor", PLOTS_WITH_DATA, "#tab-processor"),
+    ("memory", "Memory", PLOTS_WITH_DATA, "#tab-memory"),
+    ("disk", "Disk & network", PLOTS_WITH_DATA, "#tab-disk"),
+    ("cpu-temp", "CPU temperature", PLOTS_WITH_DATA, "#tab-cpu-temp"),
+    ("gpu", "GPU", PLOTS_WITH_DATA, "#tab-gpu"),
+    ("summary", "Mean & peak", PLOTS_WITH_DATA, "#tab-summary"),
+    ("training", "Training", PLOTS_WITH_DATA, "#tab-training"),
+    ("detections", "Detections", IMAGES_LOADED, None),
+    ("details", "Run details", "return document.querySelectorAll('#tab-details .card').length >= 2;", None),
+    (
+        "sizing",
+        "Sizing",
+        "return document.querySelector('#sizing-result table, #sizing-result ul') !== null;",
+        None,
+    ),
+]
+
+
+def _browser_or_skip() -> Any:
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
+    if missing:
+        message = (
+            f"headless browser test needs {', '.join(missing)} (apt-get install chromium chromium-driver)"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    return webdriver, Service
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    webdriver, service = _browser_or_skip()
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in HEADLESS_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
+    driver = webdriver.Chrome(service=service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def serve(data_dir: Path) -> Iterator[str]:
+    server = make_server("127.0.0.1", 0, create_app(data_dir, refresh_ms=2000).server, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+
+
+def wait_for(driver: Any, condition: Callable[[], Any], what: str) -> Any:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {WAIT_S:.0f} s waiting for {what}")
+
+
+def select_runs(driver: Any, run_ids: list[str]) -> None:
+    """Clear the picker, then tick each run in its option list, as a user does."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    wait_for(driver, lambda: driver.find_elements(By.ID, "run-picker"), "the run picker")
+    clear = driver.find_elements(By.CSS_SELECTOR, "#run-picker .dash-dropdown-clear")
+    if clear:
+        clear[0].click()
+    for run_id in run_ids:
+        if not driver.find_elements(By.CSS_SELECTOR, ".dash-dropdown-options"):
+            driver.find_element(By.ID, "run-picker").click()
+        option = wait_for(
+            driver,
+            lambda run_id=run_id: driver.find_elements(
+                By.CSS_SELECTOR, f".dash-dropdown-options input[value='{run_id}']"
+            ),
+            f"option {run_id}",
+        )[0]
+        option.find_element(By.XPATH, "./ancestor::label").click()
+    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+
+
+def open_tab(driver: Any, label: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    xpath = f"//div[contains(@class, 'tab')]/span[normalize-space(text())='{label}']"
+    wait_for(driver, lambda: driver.find_elements(By.XPATH, xpath), f"tab {label}")[0].click()
+
+
+def walk_tabs(driver: Any, screenshots: Path | None = None) -> None:
+    for name, label, ready_script, selector in TABS:
+        open_tab(driver, label)
+        args = [selector] if selector else []
+        wait_for(
+            driver, lambda s=ready_script, a=args: driver.execute_script(s, *a), f"tab {label} to show data"
+        )
+        if screenshots is not None:
+            time.sleep(1.0)  # let WebGL finish drawing
+            save_screenshot(driver, screenshots / f"{name}.png")
+
+
+def save_screenshot(driver: Any, path: Path) -> None:
+    """The whole page at 1400 px wide, palette-compressed to stay well under 500 KB."""
+    viewport = {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False}
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", viewport)
+    bottom = (
+        "return Math.ceil(document.querySelector('.page').getBoundingClientRect().bottom + window.scrollY)"
+    )
+    viewport["height"] = min(max(driver.execute_script(bottom) + 24, 800), 3200)
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", viewport)
+    time.sleep(1.0)  # responsive graphs re-layout to the new viewport
+    image = Image.open(io.BytesIO(driver.get_screenshot_as_png())).convert("RGB")
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    image.quantize(colors=128, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
+    assert path.stat().st_size < 500_000, f"{path.name}: {path.stat().st_size} bytes"
+
+
+def browser_errors(driver: Any) -> list[str]:
+    entries = driver.get_log("browser") if hasattr(driver, "get_log") else []
+    return [e["message"] for e in entries if e.get("level") == "SEVERE" and "favicon" not in e["message"]]
+
+
+def test_select_two_runs_and_every_tab_shows_data(
+    browser: Any, data_dir: Path, run_ids: dict[str, str]
+) -> None:
+    for url in serve(data_dir):
+        browser.get(url)
+        select_runs(browser, [run_ids["cpu"], run_ids["gpu"]])
+        wait_for(
+            browser,
+            lambda: (
+                sorted(browser.execute_script(TRACE_NAMES, "#timeseries-graph"))
+                == ["cpu baseline", "gpu h100"]
+            ),
+            "one time-series trace per selected run",
+        )
+        walk_tabs(browser)
+        assert browser_errors(browser) == []
+
+
+@pytest.mark.skipif(
+    not os.environ.get("DASHBOARD_SCREENSHOTS"), reason="set DASHBOARD_SCREENSHOTS=1 to regenerate"
+)
+def test_regenerate_screenshots(browser: Any, data_dir: Path) -> None:
+    chosen = Path(os.environ.get("DASHBOARD_SCREENSHOTS_DATA") or REPO / "data")
+    examples = runs.discover_runs(chosen)
+    source = chosen if examples else data_dir
+    selection = [run.run_id for run in runs.discover_runs(source) if not runs.run_warnings(run)][:2]
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    for url in serve(source):
+        browser.get(url)
+        select_runs(browser, selection)
+        walk_tabs(browser, SCREENSHOT_DIR)

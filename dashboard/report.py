@@ -743,11 +743,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Write the sizing decision report (is the GPU worth it?).")
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run id under DATA_DIR, or a run directory")
     parser.add_argument("--out", required=True, type=Path, help="report.md (markdown) or report.html")
-    parser.add_argument("--data-dir", type=Path, default=Path("data"))
-    parser.add_argument("--tariff", type=_non_negative, default=0.15, help="electricity, USD per kWh")
-    parser.add_argument("--gpu-price", type=_non_negative, help="price of the GPU(s), USD")
-    parser.add_argument("--cpu-price", type=_non_negative, help="price of the host without GPU, USD")
-    parser.add_argument("--amortise-years", type=_positive, default=3.0)
+    parser.add_argument("--data-dir", type=Path, default=Path("data"), help="default: data")
+    parser.add_argument(
+        "--tariff", type=_non_negative, default=0.15, help="electricity, USD per kWh (default 0.15)"
+    )
+    parser.add_argument(
+        "--gpu-price",
+        type=_non_negative,
+        help="price of the GPU(s), USD (default: not given = already owned)",
+    )
+    parser.add_argument(
+        "--cpu-price",
+        type=_non_negative,
+        help="price of the host without GPU, USD (default: not given = already owned)",
+    )
+    parser.add_argument(
+        "--amortise-years", type=_positive, default=3.0, help="hardware lifetime, round the clock (default 3)"
+    )
     parser.add_argument(
         "--value-per-hour", type=_non_negative, help="what an hour of training time saved is worth, USD"
     )
@@ -755,7 +767,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--cpu-tdp-w", type=_positive, help="CPU TDP for an energy ESTIMATE when RAPL is absent"
     )
     parser.add_argument("--temp-threshold", type=_finite, default=80.0, help="°C (default 80)")
-    parser.add_argument("--target-steps", type=_positive_int, default=DEFAULT_TARGET_STEPS)
+    parser.add_argument(
+        "--target-steps",
+        type=_positive_int,
+        default=DEFAULT_TARGET_STEPS,
+        help="for time to N steps (default 1000)",
+    )
     parser.add_argument("--target-loss", type=_positive, help="default: the lowest loss every run reached")
     parser.add_argument("--baseline", help="run to compare against (default: the first CPU run)")
     return parser

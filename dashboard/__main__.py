@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from dashboard.app import create_app
 
     app = create_app(args.data_dir)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request (the refresh polls)
     print(
         f"dashboard: http://{args.host}:{args.port}/ over {args.data_dir.resolve()} (Ctrl-C to stop)",
         file=sys.stderr,

@@ -273,7 +273,7 @@ def details_view(data_dir: Path, run_ids: Sequence[str] | None) -> list[Any]:
 
 
 def _details_card(run: RunInfo) -> Any:
-    meta, system, training = run.meta, run.meta.get("system") or {}, run.training
+    meta, system, training = run.meta, _mapping(run.meta.get("system")), run.training
     command = meta.get("command")
     rows = {
         "run id": run.run_id,
@@ -290,16 +290,16 @@ def _details_card(run: RunInfo) -> Any:
         "CPU": f"{system.get('cpu_model')} ({system.get('cpu_cores_physical')} cores, "
         f"{system.get('cpu_cores_logical')} threads, {system.get('cpu_sockets')} socket(s))",
         "memory": _gib(system.get("mem_total_bytes")),
-        "GPUs": ", ".join(str(g.get("name")) for g in system.get("gpus") or [] if isinstance(g, dict))
+        "GPUs": ", ".join(str(g.get("name")) for g in _sequence(system.get("gpus")) if isinstance(g, dict))
         or "none",
         "driver / CUDA": f"{system.get('gpu_driver_version')} / {system.get('cuda_version')}",
         "OS / kernel": f"{system.get('os')} / {system.get('kernel')}",
         "Python / packages": f"{system.get('python')} / "
-        + ", ".join(f"{k} {v}" for k, v in (system.get("packages") or {}).items()),
+        + ", ".join(f"{k} {v}" for k, v in _mapping(system.get("packages")).items()),
     }
     sources = [
         f"{name}: {'yes' if s.get('available') else 'no — ' + str(s.get('reason'))}"
-        for name, s in (meta.get("sources") or {}).items()
+        for name, s in _mapping(meta.get("sources")).items()
         if isinstance(s, dict)
     ]
     training_rows = {
@@ -395,7 +395,7 @@ def _unavailable_sources(runs: Sequence[RunInfo], source: str | None) -> list[An
         return []
     notes = []
     for run in runs:
-        info = (run.meta.get("sources") or {}).get(source)
+        info = _mapping(run.meta.get("sources")).get(source)
         if isinstance(info, dict) and not info.get("available"):
             notes.append(_hint(f"{run.label}: no {source} readings ({info.get('reason', 'unavailable')})."))
     return notes
@@ -405,6 +405,14 @@ def _kv_table(rows: dict[str, Any]) -> Any:
     return html.Table(
         html.Tbody([html.Tr([html.Th(k), html.Td(str(v))]) for k, v in rows.items()]), className="kv"
     )
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _sequence(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _column_label(column: str) -> str:

@@ -257,3 +257,60 @@ def test_cli_serves_with_debug_off(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr("dash.Dash.run", lambda self, **kwargs: served.update(kwargs))
     assert cli.main(["--data-dir", str(tmp_path), "--port", "8123"]) == 0
     assert served == {"host": "127.0.0.1", "port": 8123, "debug": False}
+
+
+def test_every_view_survives_broken_empty_and_odd_runs(app, data_dir: Path, run_ids: dict[str, str]) -> None:
+    (data_dir / "runs" / "empty-run").mkdir()
+    odd = data_dir / "runs" / "odd-run"
+    (odd / "detections").mkdir(parents=True)
+    (odd / "telemetry.csv").write_bytes(b"\x00\xff\xfe not a csv")
+    (odd / "training.csv").write_text("time_unix,step\nabc,def\n1795093400,\n")
+    (odd / "run.json").write_text(
+        json.dumps(
+            {
+                "label": 5,
+                "start_unix": "soon",
+                "system": "?",
+                "sources": [1],
+                "command": "train",
+                "actual_duration_s": "long",
+            }
+        )
+    )
+    (odd / "training.json").write_text(json.dumps({"config": "x", "global_step": "many"}))
+    (odd / "eval.json").write_text('{"map_50": "high"}')
+    (odd / "detections" / "detections.json").write_text(
+        '{"images": [{"image_id": "val_0000", "file": "../x"}]}'
+    )
+    selection = [run_ids["broken"], "empty-run", "odd-run"]
+    for tab in views.COMPONENT_TABS:
+        _callback(app, f"tab-{tab}.children")(tab, "percent", [10, 90], "v", selection)
+    _callback(app, "tab-summary.children")("summary", [0, 100], "v", selection)
+    _callback(app, "tab-training.children")("training", "seconds", [0, 100], "v", selection)
+    _callback(app, "tab-details.children")("details", "v", selection)
+    _, image = _callback(app, "image-picker.options")("v", selection, None)
+    cards = json.dumps(
+        _callback(app, "tab-detections.children")("detections", image, selection)[0].to_plotly_json(),
+        default=str,
+    )
+    assert "../x" not in cards and "no eval.json" in cards
+    _, metric = _callback(app, "metric.options")("v", selection, None)
+    _triggered(
+        "metric.value",
+        _callback(app, "timeseries-graph.figure"),
+        "timeseries",
+        metric,
+        "percent",
+        [0, 100],
+        None,
+        selection,
+    )
+    banner = json.dumps(
+        [c.to_plotly_json() for c in _callback(app, "run-warnings.children")("v", selection)], default=str
+    )
+    for expected in (
+        "telemetry.csv has no valid header line",
+        "run.json is missing",
+        "training.csv: 2 non-numeric",
+    ):
+        assert expected in banner

@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dashfixtures import make_run
 from PIL import Image
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from werkzeug.serving import make_server
 
 from dashboard import runs
@@ -135,9 +138,6 @@ def wait_for(driver: Any, condition: Callable[[], Any], what: str) -> Any:
 
 def select_runs(driver: Any, run_ids: list[str]) -> None:
     """Clear the picker, then tick each run in its option list, as a user does."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
-
     wait_for(driver, lambda: driver.find_elements(By.ID, "run-picker"), "the run picker")
     clear = driver.find_elements(By.CSS_SELECTOR, "#run-picker .dash-dropdown-clear")
     if clear:
@@ -157,8 +157,6 @@ def select_runs(driver: Any, run_ids: list[str]) -> None:
 
 
 def open_tab(driver: Any, label: str) -> None:
-    from selenium.webdriver.common.by import By
-
     xpath = f"//div[contains(@class, 'tab')]/span[normalize-space(text())='{label}']"
     wait_for(driver, lambda: driver.find_elements(By.XPATH, xpath), f"tab {label}")[0].click()
 
@@ -211,7 +209,39 @@ def test_select_two_runs_and_every_tab_shows_data(
             "one time-series trace per selected run",
         )
         walk_tabs(browser)
+        check_live_refresh(browser, data_dir, run_ids["gpu"])
         assert browser_errors(browser) == []
+
+
+TRACE_LENGTH = """
+const gd = document.querySelector('#timeseries-graph .js-plotly-plot');
+const trace = gd && gd._fullData ? gd._fullData.find(t => t.name === arguments[0]) : null;
+return trace ? trace.x.length : 0;
+"""
+
+
+def check_live_refresh(driver: Any, data_dir: Path, run_id: str) -> None:
+    """Rows appended to a selected run's telemetry, and a new run directory, show up without a reload."""
+    open_tab(driver, "Time series")
+    before = wait_for(driver, lambda: driver.execute_script(TRACE_LENGTH, "gpu h100"), "the gpu run's trace")
+    path = data_dir / "runs" / run_id / "telemetry.csv"
+    last = path.read_text().splitlines()[-1].split(",")
+    with open(path, "a") as handle:
+        for step in range(1, 6):
+            handle.write(
+                ",".join([f"{float(last[0]) + step:.6f}", f"{float(last[1]) + step:.6f}", *last[2:]]) + "\n"
+            )
+    wait_for(
+        driver, lambda: driver.execute_script(TRACE_LENGTH, "gpu h100") == before + 5, "the appended rows"
+    )
+    make_run(data_dir, device="cpu", host="latecomer", start_unix=1795200000.0, duration_s=10)
+    driver.find_element(By.ID, "run-picker").click()
+    wait_for(
+        driver,
+        lambda: "latecomer" in driver.find_element(By.CSS_SELECTOR, ".dash-dropdown-options").text,
+        "the new run in the picker",
+    )
+    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
 
 
 @pytest.mark.skipif(

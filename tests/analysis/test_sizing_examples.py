@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sizingfixtures import reference_gpu, write_run
+from sizingfixtures import reference_cpu, reference_gpu, write_run
 
 from dashboard import analysis, report
-from dashboard.analysis import Prices, Thresholds
+from dashboard.analysis import Prices, RunData, Thresholds
 from dashboard.runs import open_run_dir
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
@@ -69,6 +69,26 @@ def hand_training_window(run_dir: Path, times: np.ndarray) -> tuple[float, float
 
 @pytest.mark.parametrize("run_dir", EXAMPLE_RUNS, ids=[p.name for p in EXAMPLE_RUNS])
 def test_recorded_run_figures_match_the_raw_files(run_dir: Path) -> None:
+    check_against_raw_files(run_dir)
+
+
+def test_the_raw_file_checks_on_crafted_run_dirs(tmp_path: Path) -> None:
+    """The same checks on crafted dirs: RAPL and a GPU, and neither RAPL nor phases nor training.json."""
+    bare = reference_cpu("bare-cpu")
+    bare = RunData(
+        bare.run_id,
+        bare.meta,
+        {},
+        {},
+        bare.telemetry.drop(columns=["cpu_energy_j"]),
+        bare.training,
+        bare.phases.iloc[0:0],
+    )
+    for run in (reference_cpu(), reference_gpu(), bare):
+        check_against_raw_files(write_run(tmp_path, run))
+
+
+def check_against_raw_files(run_dir: Path) -> None:
     data = report.load_run(open_run_dir(run_dir))
     result = analysis.analyse_run(data, Prices(cpu_tdp_w=65.0), Thresholds())
     rate, start, end = hand_steady_rate(run_dir)

@@ -153,31 +153,43 @@ def settings_from_values(
     target_loss: float | None = None,
 ) -> ReportSettings:
     """Settings from form values (None = not given, defaults where there is one); UsageError if invalid."""
+    tariff_value = _optional_float("tariff", tariff)
+    years = _optional_float("amortisation years", amortise_years)
     prices = Prices(
-        tariff_per_kwh=Prices.tariff_per_kwh if tariff is None else float(tariff),
-        gpu_price=_optional_float(gpu_price),
-        cpu_price=_optional_float(cpu_price),
-        amortise_years=Prices.amortise_years if amortise_years is None else float(amortise_years),
-        value_per_hour=_optional_float(value_per_hour),
-        cpu_tdp_w=_optional_float(cpu_tdp_w),
+        tariff_per_kwh=Prices.tariff_per_kwh if tariff_value is None else tariff_value,
+        gpu_price=_optional_float("GPU price", gpu_price),
+        cpu_price=_optional_float("CPU price", cpu_price),
+        amortise_years=Prices.amortise_years if years is None else years,
+        value_per_hour=_optional_float("value per hour", value_per_hour),
+        cpu_tdp_w=_optional_float("CPU TDP", cpu_tdp_w),
     )
     problems = prices.problems()
     if problems:
         raise UsageError(problems[0])
-    temp = Thresholds.temp_threshold_c if temp_threshold is None else float(temp_threshold)
+    temp = _optional_float("temperature threshold", temp_threshold)
+    temp = Thresholds.temp_threshold_c if temp is None else temp
     if not math.isfinite(temp):
-        raise UsageError(f"temperature threshold must be a number, got {temp_threshold!r}")
-    steps = DEFAULT_TARGET_STEPS if target_steps is None else float(target_steps)
+        raise UsageError(f"temperature threshold must be a finite number, got {temp_threshold!r}")
+    steps = _optional_float("target steps", target_steps)
+    steps = DEFAULT_TARGET_STEPS if steps is None else steps
     if not math.isfinite(steps) or steps < 1 or steps != int(steps):
         raise UsageError(f"target steps must be a whole number ≥ 1, got {target_steps!r}")
-    loss = _optional_float(target_loss)
+    loss = _optional_float("target loss", target_loss)
     if loss is not None and not (math.isfinite(loss) and loss > 0):
         raise UsageError(f"target loss must be a number > 0, got {target_loss!r}")
     return ReportSettings(prices, Thresholds(temp_threshold_c=temp), int(steps), loss, None)
 
 
-def _optional_float(value: float | None) -> float | None:
-    return None if value is None else float(value)
+def _optional_float(name: str, value: object) -> float | None:
+    """None for an empty form field, else the number; UsageError for anything else."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise UsageError(f"{name} must be a number, got {value!r}")
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise UsageError(f"{name} must be a number, got {value!r}") from None
 
 
 # --- formatting --------------------------------------------------------------------------------------

@@ -60,7 +60,11 @@ def test_content_for_a_cpu_and_gpu_selection(crafted_data_dir: Path) -> None:
 
 def test_bad_settings_and_bad_runs_become_notes(crafted_data_dir: Path) -> None:
     values = DEFAULTS.copy()
-    values[0] = -1  # tariff
+    values[0] = "cheap"
+    assert "tariff must be a number, got 'cheap'" in all_text(
+        sizing_view.sizing_content(crafted_data_dir, ["ref-cpu"], values)
+    )
+    values[0] = -1
     assert "tariff must be a number ≥ 0" in all_text(
         sizing_view.sizing_content(crafted_data_dir, ["ref-cpu"], values)
     )

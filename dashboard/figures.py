@@ -8,6 +8,7 @@ to at most `max_points` points, so a 24 h × 10 Hz run costs the browser what a 
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -157,6 +158,7 @@ class Clock:
 
 _CLOCKS: OrderedDict[tuple, Clock] = OrderedDict()
 _CLOCKS_KEPT = 32
+_CLOCKS_LOCK = threading.Lock()
 
 
 def clock_of(run: RunInfo, frame: pd.DataFrame) -> Clock | None:
@@ -173,10 +175,20 @@ def clock_of(run: RunInfo, frame: pd.DataFrame) -> Clock | None:
         times[-1],
         times.__array_interface__["data"][0],
     )
-    cached = _CLOCKS.get(key)
-    if cached is not None:
-        _CLOCKS.move_to_end(key)
-        return cached
+    with _CLOCKS_LOCK:
+        cached = _CLOCKS.get(key)
+        if cached is not None:
+            _CLOCKS.move_to_end(key)
+            return cached
+    clock = _make_clock(run, times)
+    with _CLOCKS_LOCK:
+        _CLOCKS[key] = clock
+        while len(_CLOCKS) > _CLOCKS_KEPT:
+            _CLOCKS.popitem(last=False)
+    return clock
+
+
+def _make_clock(run: RunInfo, times: np.ndarray) -> Clock:
     base = time_base(run, times)
     seconds = times - base.origin_unix
     order = None
@@ -184,11 +196,7 @@ def clock_of(run: RunInfo, frame: pd.DataFrame) -> Clock | None:
         finite = np.flatnonzero(np.isfinite(seconds))
         order = finite[np.argsort(seconds[finite], kind="stable")]
         seconds = seconds[order]
-    clock = Clock(base, seconds, order)
-    _CLOCKS[key] = clock
-    while len(_CLOCKS) > _CLOCKS_KEPT:
-        _CLOCKS.popitem(last=False)
-    return clock
+    return Clock(base, seconds, order)
 
 
 def series_xy(

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from contextvars import copy_context
 from pathlib import Path
 from typing import Any
@@ -314,3 +319,48 @@ def test_every_view_survives_broken_empty_and_odd_runs(app, data_dir: Path, run_
         "training.csv: 2 non-numeric",
     ):
         assert expected in banner
+
+
+def test_report_subcommand_is_dispatched_lazily(monkeypatch) -> None:
+    seen: list[list[str]] = []
+    monkeypatch.setattr("dashboard.report.main", lambda argv: seen.append(argv) or 7)
+    assert cli.main(["report", "--tariff", "0.2"]) == 7
+    assert seen == [["--tariff", "0.2"]]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_python_m_dashboard_serves_the_runs(data_dir: Path, run_ids: dict[str, str]) -> None:
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "dashboard", "--data-dir", str(data_dir), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        layout = None
+        for _ in range(100):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_dash-layout", timeout=2) as response:
+                    layout = response.read().decode()
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert layout is not None, server.stderr.read() if server.poll() is not None else "no answer"
+        assert run_ids["cpu"] in layout and run_ids["gpu"] in layout
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_python_m_dashboard_usage_error_is_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "dashboard", "--port", "eighty"], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "invalid int value" in done.stderr

@@ -156,3 +156,20 @@ def test_display_names_are_unique(tmp_path: Path) -> None:
     first = runs.open_run_dir(make_run(tmp_path, label="same", run_id="a-run"))
     second = runs.open_run_dir(make_run(tmp_path, label="same", run_id="b-run"))
     assert figures.display_names([first, second]) == {"a-run": "same (a-run)", "b-run": "same (b-run)"}
+
+
+def test_rows_out_of_time_order_or_without_time_are_placed_or_dropped(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path, duration_s=10, with_training=False, with_eval=False)
+    path = run_dir / "telemetry.csv"
+    header, *rows = path.read_text().splitlines()
+    rows[3], rows[6] = rows[6], rows[3]  # the wall clock stepped back
+    rows[8] = "," + rows[8].split(",", 1)[1]  # a row without time_unix
+    path.write_text("\n".join([header, *rows]) + "\n")
+    run = runs.open_run_dir(run_dir)
+    frame = runs.read_telemetry(run)
+    x, y = figures.series_xy(run, frame, "cpu_util_pct", figures.X_SECONDS)
+    assert len(x) == 9 and np.all(np.diff(x) > 0)
+    by_time = frame.dropna(subset=["time_unix"]).sort_values("time_unix")["cpu_util_pct"].to_numpy()
+    assert y.tolist() == by_time.tolist()
+    heat = np.array(figures.heatmap_figure(run, bins=9).data[0].z)
+    assert np.isfinite(heat).sum() >= 8

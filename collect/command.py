@@ -12,7 +12,6 @@ import threading
 from pathlib import Path
 from typing import IO
 
-_PUMP_POLL_S = 0.2
 _CHUNK = 1 << 16
 
 
@@ -43,7 +42,7 @@ class RunningCommand:
         self.returncode: int | None = None
         self.log_error: str | None = None
         self._echo = echo
-        self._stop_pump = threading.Event()
+        self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC)
         self.pidfd = self._open_pidfd()
         self._pump = threading.Thread(target=self._pump_output, name="collect-output", daemon=True)
         self._pump.start()
@@ -58,11 +57,9 @@ class RunningCommand:
         assert self.process.stdout is not None
         fd = self.process.stdout.fileno()
         while True:
-            ready, _, _ = select.select([fd], [], [], _PUMP_POLL_S)
-            if not ready:
-                if self._stop_pump.is_set():
-                    return
-                continue
+            ready, _, _ = select.select([fd, self._stop_r], [], [])
+            if fd not in ready:
+                return  # told to stop: a straggler still holds the pipe after the command ended
             try:
                 chunk = os.read(fd, _CHUNK)
             except OSError:
@@ -120,17 +117,17 @@ class RunningCommand:
     def finish(self, drain_timeout_s: float = 2.0) -> None:
         """Wait for the output to drain (a straggler holding the pipe is cut off), then close the log."""
         self._pump.join(drain_timeout_s)
-        self._stop_pump.set()
-        self._pump.join(_PUMP_POLL_S * 3)
-        if self.pidfd is not None:
-            os.close(self.pidfd)
-            self.pidfd = None
-        if not self._pump.is_alive():
-            if self.process.stdout is not None:
-                self.process.stdout.close()
-            if self._log is not None:
-                self._log.close()
-                self._log = None
+        os.write(self._stop_w, b"x")
+        self._pump.join()
+        for fd in (self._stop_r, self._stop_w, self.pidfd):
+            if fd is not None:
+                os.close(fd)
+        self.pidfd = None
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def kill_now(self) -> None:
         """Last resort when the collector itself fails unexpectedly."""

@@ -1,4 +1,9 @@
-"""CPU utilization (all and per logical CPU) from /proc/stat, frequency, 1-minute load."""
+"""CPU utilization (all and per logical CPU) from /proc/stat, frequency, 1-minute load.
+
+The load average only changes every 5 s in the kernel, and a frequency taken from /proc/cpuinfo (where
+cpufreq is absent, e.g. in most VMs) is expensive to read: both are re-read at most once a second and
+repeated in between. Frequencies from cpufreq are read every tick.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from pathlib import Path
 from collect.procfs import KernelFile
 from collect.sources.base import Reading, Source, SourceUnavailable, ratio_pct
 
+SLOW_GAUGE_REFRESH_S = 1.0
 # /proc/stat: user nice system idle iowait irq softirq steal (guest and guest_nice are already in user/nice).
 _COUNTED_FIELDS = 8
 _IDLE, _IOWAIT = 3, 4
@@ -39,6 +45,9 @@ class CpuSource(Source):
         self._last: dict[str, tuple[int, int]] = {}
         self._freq_files = self._open_freq_files(sys_root, cpu_names[1:])
         self._cpuinfo = None if self._freq_files else self._open_cpuinfo(proc_root)
+        self._slow_read_at = -SLOW_GAUGE_REFRESH_S
+        self._load1: float | None = None
+        self._cpuinfo_mhz: float | None = None
 
     def _open_freq_files(self, sys_root: Path, per_cpu: list[str]) -> list[KernelFile]:
         files = []
@@ -86,14 +95,19 @@ class CpuSource(Source):
                 continue
             reading[column] = ratio_pct(after[0] - before[0], after[1] - before[1])
         self._last = current
-        reading["cpu_freq_mhz"] = self._frequency_mhz()
-        reading["load1"] = float(self._loadavg.read().split(None, 1)[0])
+        if now - self._slow_read_at >= SLOW_GAUGE_REFRESH_S:
+            self._slow_read_at = now
+            self._load1 = float(self._loadavg.read().split(None, 1)[0])
+            self._cpuinfo_mhz = self._cpuinfo_frequency_mhz()
+        reading["cpu_freq_mhz"] = self._sysfs_frequency_mhz() if self._freq_files else self._cpuinfo_mhz
+        reading["load1"] = self._load1
         return reading
 
-    def _frequency_mhz(self) -> float | None:
-        if self._freq_files:
-            khz = [int(f.read()) for f in self._freq_files]
-            return round(sum(khz) / len(khz) / 1000.0, 1)
+    def _sysfs_frequency_mhz(self) -> float:
+        khz = [int(f.read()) for f in self._freq_files]
+        return round(sum(khz) / len(khz) / 1000.0, 1)
+
+    def _cpuinfo_frequency_mhz(self) -> float | None:
         if self._cpuinfo is None:
             return None
         values = [

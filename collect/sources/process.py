@@ -1,10 +1,11 @@
 """CPU, resident memory and threads of the launched command's whole process tree, from /proc/<pid>/stat.
 
-Each known process is re-read through a descriptor kept open. The tree is rescanned (one pass over every
-/proc/<pid>/stat) only when the kernel's last-created pid has moved, at most every 0.2 s, and every 5 s
-regardless. CPU time is counted as utime+stime+cutime+cstime: a child that a tracked parent reaps moves
-its time into the parent's counters, so short-lived children are counted in full; a process first seen by
-a rescan brings the CPU it used since it started into that row.
+Each known process is re-read through a descriptor kept open. New processes are looked for when the
+kernel's last-created pid has moved (at most every 0.1 s), reading only the /proc/<pid>/stat of pids
+created since the previous look; a full pass over /proc runs every 5 s. CPU time is counted as
+utime+stime+cutime+cstime: a child that a tracked parent reaps moves its time into the parent's
+counters, so short-lived children are counted in full; a process first seen by a rescan brings the CPU
+it used since it started into that row.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from pathlib import Path
 from collect.procfs import KernelFile
 from collect.sources.base import Reading, Source
 
-MIN_RESCAN_GAP_S = 0.2
-FORCED_RESCAN_S = 5.0
+MIN_RESCAN_GAP_S = 0.1
+FULL_RESCAN_S = 5.0
 MAX_SCAN_SHARE = 0.01  # a slow scan (thousands of processes) backs off to stay under 1 % of a core
 
 # Indexes in /proc/<pid>/stat after the ")" that closes the command name (field 3 is index 0).
@@ -67,11 +68,11 @@ def _read_parent(proc_root: Path, name: str) -> int | None:
         return None
 
 
-def parent_map(proc_root: Path) -> dict[int, list[int]]:
-    """pid -> child pids, from one pass over /proc/<pid>/stat."""
+def parent_map(proc_root: Path, newer_than: int = -1) -> dict[int, list[int]]:
+    """pid -> child pids, from /proc/<pid>/stat of every process (or only of pids above `newer_than`)."""
     children: dict[int, list[int]] = {}
     for name in os.listdir(proc_root):
-        if not name.isdigit():
+        if not name.isdigit() or int(name) <= newer_than:
             continue
         parent = _read_parent(proc_root, name)
         if parent is not None:
@@ -93,14 +94,13 @@ class ProcessTreeSource(Source):
         self._ticks_per_s = os.sysconf("SC_CLK_TCK")
         self._page_size = os.sysconf("SC_PAGE_SIZE")
         self._tracked: dict[int, _Tracked] = {}
-        self._seen_pids: set[int] = set()
         self._retired_ticks = 0
         self._last_ticks = 0
         self._last_time = 0.0
         self._attached = False
         self._loadavg = KernelFile(proc_root / "loadavg", 128)
-        self._last_pid_at_scan = b""
-        self._last_scan = 0.0
+        self._scanned_up_to = -1
+        self._last_scan = self._last_full_scan = 0.0
         self._scan_gap = MIN_RESCAN_GAP_S
         self.scans = 0
 
@@ -128,32 +128,43 @@ class ProcessTreeSource(Source):
         base = 0 if counted_from_start else fields.cpu_ticks
         self._tracked[pid] = _Tracked(stat, base, fields)
 
-    def rescan(self, now: float | None = None) -> None:
+    def rescan(self, now: float | None = None, full: bool = True) -> None:
+        """Find new descendants. Pids are handed out in increasing order until they wrap around, so
+        between full scans it is enough to look at the pids created since the previous scan."""
         started = time.perf_counter()
-        self._last_pid_at_scan = last_created_pid(self._loadavg.read())
-        children = parent_map(self._proc_root)
-        previously_seen = self._seen_pids
-        self._seen_pids = {pid for pids in children.values() for pid in pids}
+        previous_last = self._scanned_up_to
+        last = int(last_created_pid(self._loadavg.read()))
+        wrapped = last < previous_last
+        children = parent_map(self._proc_root, -1 if full or wrapped else previous_last)
+
+        def born_since_last_scan(pid: int) -> bool:
+            return pid > previous_last or (wrapped and pid <= last)
+
         pending = list(self._tracked)
         while pending:
             for child in children.get(pending.pop(), []):
                 if child not in self._tracked:
                     # Born since the last scan: none of its CPU time has been counted anywhere yet.
-                    self._track(child, counted_from_start=child not in previously_seen)
+                    self._track(child, counted_from_start=born_since_last_scan(child))
                     pending.append(child)
+        self._scanned_up_to = last
         self.scans += 1
         cost = time.perf_counter() - started
-        self._scan_gap = max(MIN_RESCAN_GAP_S, cost / MAX_SCAN_SHARE)
+        if full:
+            self._last_full_scan = time.monotonic() if now is None else now
+        else:
+            self._scan_gap = max(MIN_RESCAN_GAP_S, cost / MAX_SCAN_SHARE)
         self._last_scan = time.monotonic() if now is None else now
 
     def maintain(self, now: float) -> None:
         if not self._tracked:
             return
-        since = now - self._last_scan
-        if since >= FORCED_RESCAN_S or (
-            since >= self._scan_gap and last_created_pid(self._loadavg.read()) != self._last_pid_at_scan
+        if now - self._last_full_scan >= FULL_RESCAN_S:
+            self.rescan(now, full=True)
+        elif now - self._last_scan >= self._scan_gap and int(last_created_pid(self._loadavg.read())) != (
+            self._scanned_up_to
         ):
-            self.rescan(now)
+            self.rescan(now, full=False)
 
     def _forget(self, pid: int) -> None:
         tracked = self._tracked.pop(pid)

@@ -113,12 +113,12 @@ def _tabs() -> list[Any]:
         )
     ]
     tabs += [
-        dcc.Tab(label=title, value=name, children=html.Div(id=f"tab-{name}"))
+        dcc.Tab(label=title, value=name, children=_loading(f"tab-{name}"))
         for name, title in views.COMPONENT_TABS.items()
     ]
     tabs += [
-        dcc.Tab(label="Mean & peak", value="summary", children=html.Div(id="tab-summary")),
-        dcc.Tab(label="Training", value="training", children=html.Div(id="tab-training")),
+        dcc.Tab(label="Mean & peak", value="summary", children=_loading("tab-summary")),
+        dcc.Tab(label="Training", value="training", children=_loading("tab-training")),
         dcc.Tab(
             label="Detections",
             value="detections",
@@ -126,13 +126,18 @@ def _tabs() -> list[Any]:
                 dcc.Dropdown(
                     id="image-picker", placeholder="held-out image", clearable=False, className="metric"
                 ),
-                html.Div(id="tab-detections"),
+                _loading("tab-detections"),
             ],
         ),
-        dcc.Tab(label="Run details", value="details", children=html.Div(id="tab-details")),
+        dcc.Tab(label="Run details", value="details", children=_loading("tab-details")),
         dcc.Tab(label="Sizing", value="sizing", children=sizing_view.layout()),
     ]
     return tabs
+
+
+def _loading(content_id: str) -> Any:
+    """The tab's content area, with a spinner while a long run is parsed for the first time."""
+    return dcc.Loading(html.Div(id=content_id), delay_show=400, type="circle")
 
 
 def register_callbacks(app: dash.Dash, data_dir: Path, max_points: int = figures.MAX_POINTS) -> None:

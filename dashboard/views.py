@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import pandas as pd
 from dash import dcc, html
 
 from dashboard import figures
@@ -22,6 +23,7 @@ from dashboard.runs import (
     files_signature,
     get_run,
     read_detections,
+    read_phases,
     run_warnings,
 )
 from runformat import format_duration
@@ -36,6 +38,7 @@ COMPONENT_TABS = {
     "cpu-temp": "CPU temperature",
     "gpu": "GPU",
 }
+PHASES = ("train", "export", "evaluate", "detect")
 _SAFE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.png$")
 
 
@@ -354,8 +357,21 @@ def _details_card(run: RunInfo) -> Any:
     return html.Div([part for part in body if part is not None], className="card")
 
 
+def phase_durations(run: RunInfo) -> list[str]:
+    """Seconds spent in each phase (phases.csv), '—' if absent, marked when the phase failed."""
+    phases = read_phases(run)
+    cells = []
+    for phase in PHASES:
+        rows = phases[phases["phase"] == phase]
+        seconds = (rows["end_unix"] - rows["start_unix"]).sum(min_count=1)
+        failed = " (failed)" if (rows["status"] == "failed").any() else ""
+        cells.append(f"{seconds:.0f}{failed}" if pd.notna(seconds) else "—")
+    return cells
+
+
 def _training_table(runs: Sequence[RunInfo]) -> Any:
     header = ["run", "device used", "steps", "first step s", "steady steps/s", "steady examples/s", "mAP@0.5"]
+    header += [f"{phase} s" for phase in PHASES]
     rows = []
     for run in runs:
         t = run.training
@@ -368,6 +384,7 @@ def _training_table(runs: Sequence[RunInfo]) -> Any:
                 _num(t.get("steady_steps_per_s")),
                 _num(t.get("steady_examples_per_s")),
                 _num(run.evaluation.get("map_50")),
+                *phase_durations(run),
             ]
         )
     return html.Table(

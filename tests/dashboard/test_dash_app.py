@@ -364,3 +364,13 @@ def test_python_m_dashboard_usage_error_is_one_line() -> None:
     )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "invalid int value" in done.stderr
+
+
+def test_phase_durations_from_phases_csv(data_dir: Path, run_ids: dict[str, str]) -> None:
+    cpu = views.get_run(data_dir, run_ids["cpu"])
+    assert views.phase_durations(cpu) == ["109", "3", "3", "1"]
+    with open(cpu.path / "phases.csv", "a") as handle:
+        handle.write("evaluate,1795093500.0,1795093502.0,failed\n")
+    assert views.phase_durations(cpu)[2] == "5 (failed)"
+    (cpu.path / "phases.csv").unlink()
+    assert views.phase_durations(cpu) == ["—"] * 4

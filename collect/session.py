@@ -159,7 +159,7 @@ class _Session:
         self.pending_signals: list[int] = []
         self.finished_reason: str | None = None
         self.command_ended = False
-        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._wake_r = self._wake_w = -1
 
     # ---- setup -------------------------------------------------------------------------------
 
@@ -312,7 +312,8 @@ class _Session:
         k = 0
         while True:
             deadline = t0 + k * interval
-            wake_at = deadline if self.stopper.next_at is None else min(deadline, self.stopper.next_at)
+            escalation_at = None if self.command_ended else self.stopper.next_at
+            wake_at = deadline if escalation_at is None else min(deadline, escalation_at)
             self._wait_until(wake_at)
             now = time.monotonic()
             self._handle_signals(now)
@@ -383,6 +384,22 @@ class _Session:
     def run(self) -> SessionResult:
         self.start()
         self.stopper = _Stopper(None, self.options.stop_grace_s)
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            self._record()
+        except BaseException as exc:
+            # Whatever went wrong (a failing callback, Ctrl-C before the handlers were in place), the run
+            # directory still says how the run ended.
+            if isinstance(exc, KeyboardInterrupt):
+                self.finished_reason = "interrupted"
+            elif self.error is None:
+                self.error = f"collector error: {type(exc).__name__}: {exc}".splitlines()[0]
+            self._write_final_record()
+            raise
+        exit_code = self._write_final_record()
+        return SessionResult(self.run_dir, exit_code, self.end_reason_and_exit()[0], self.samples)
+
+    def _record(self) -> None:
         try:
             if self.on_start is not None:
                 self.on_start(self.run_dir)
@@ -399,13 +416,15 @@ class _Session:
                     self._settle_command()
         finally:
             self._close()
+
+    def _write_final_record(self) -> int:
         end_reason, exit_code = self.end_reason_and_exit()
         try:
             write_json_atomic(self.run_dir / RUN_JSON, self.final_record(end_reason))
         except OSError as exc:
             print(f"collect: cannot write the final run.json: {exc}", file=sys.stderr, flush=True)
             exit_code = EXIT_COLLECTOR_FAILED
-        return SessionResult(self.run_dir, exit_code, end_reason, self.samples)
+        return exit_code
 
     def _start_command(self) -> None:
         try:
@@ -433,8 +452,10 @@ class _Session:
         self.sources.close()
         if self.writer is not None:
             self.writer.close()
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                os.close(fd)
+        self._wake_r = self._wake_w = -1
 
 
 def run_session(

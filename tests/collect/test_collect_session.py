@@ -163,3 +163,19 @@ def test_package_versions_never_import_tensorflow() -> None:
     assert versions["psutil"]
     assert versions["surely-not-installed-pkg"] is None
     assert "tensorflow" not in sys.modules
+
+
+def test_a_failing_callback_still_leaves_a_final_run_json_and_no_command(tmp_path: Path) -> None:
+    def broken(_row: dict) -> None:
+        raise RuntimeError("progress line broke")
+
+    options = SessionOptions(
+        data_dir=tmp_path, interval_s=0.05, command=[sys.executable, "-c", "import time; time.sleep(30)"]
+    )
+    with pytest.raises(RuntimeError, match="progress line broke"):
+        run_session(options, on_sample=broken)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    record = read_json(run_dir / "run.json")
+    assert record["end_reason"] == "failed"
+    assert record["error"] == "collector error: RuntimeError: progress line broke"
+    assert record["exit_code"] == -9  # the command was not left running

@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from dashboard import parsecache
 from runformat import (
     DETECTIONS_DIR,
     DETECTIONS_JSON,
@@ -269,7 +270,8 @@ class _CsvCache:
         with self._lock:
             entry = self._entries.get(path)
             if entry is None or entry.identity != identity or stat.st_size < entry.consumed:
-                entry = _parse_whole(path, identity, numeric)
+                entry = _from_sidecar(path, identity, stamp) if numeric else None
+                entry = entry or _parse_whole_and_keep(path, identity, stamp, numeric)
             elif entry.stamp != stamp:
                 entry = _parse_appended(path, entry, numeric)
             entry.stamp = stamp
@@ -291,6 +293,24 @@ def clear_caches() -> None:
     """Forget every parsed file (tests, and callers that want to bound memory)."""
     _CSV_CACHE.clear()
     _JSON_CACHE.clear()
+
+
+def _from_sidecar(path: Path, identity: tuple[int, int], stamp: tuple[int, int]) -> _CsvEntry | None:
+    kept = parsecache.load(path, identity, stamp)
+    if kept is None:
+        return None
+    return _CsvEntry(identity, stamp, kept["consumed"], kept["header"], kept["frame"], list(kept["warnings"]))
+
+
+def _parse_whole_and_keep(
+    path: Path, identity: tuple[int, int], stamp: tuple[int, int], numeric: bool
+) -> _CsvEntry:
+    entry = _parse_whole(path, identity, numeric)
+    if numeric and entry.consumed <= stamp[1] and entry.header:
+        parsecache.store_later(
+            path, identity, stamp, entry.frame, entry.consumed, entry.header, entry.warnings
+        )
+    return entry
 
 
 def _parse_whole(path: Path, identity: tuple[int, int], numeric: bool) -> _CsvEntry:

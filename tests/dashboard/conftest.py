@@ -11,16 +11,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from dashfixtures import corrupt, make_run, truncate_last_line
 
-from dashboard import runs
+from dashboard import parsecache, runs
 
 CPU_START = 1795093375.123456
 GPU_START = CPU_START + 3600.0
 
 
 @pytest.fixture(autouse=True)
-def _fresh_caches():
+def _fresh_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Empty in-memory caches, and Parquet sidecars in the test's own directory (never ~/.cache)."""
+    monkeypatch.setenv(parsecache.CACHE_ENV, str(tmp_path / "parse-cache"))
     runs.clear_caches()
     yield
+    parsecache.wait_for_writes()
     runs.clear_caches()
 
 

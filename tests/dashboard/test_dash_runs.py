@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from dashfixtures import make_run
+from dashfixtures import make_run, truncate_last_line
 
-from dashboard import runs
+from dashboard import parsecache, runs
 
 
 def test_discover_lists_runs_and_examples_newest_first(data_dir: Path, run_ids: dict[str, str]) -> None:
@@ -205,3 +205,43 @@ def test_files_signature_follows_file_changes(data_dir: Path, run_ids: dict[str,
     with open(run.path / "telemetry.csv", "a") as handle:
         handle.write("1795093500.0" + ",0" * 24 + "\n")
     assert runs.files_signature(run) != before
+
+
+def test_big_csv_is_kept_as_parquet_outside_the_run_dir(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(parsecache, "MIN_BYTES", 1)
+    run_dir = make_run(tmp_path / "data", duration_s=50, with_training=False, with_eval=False)
+    complete = (run_dir / "telemetry.csv").read_bytes()
+    truncate_last_line(run_dir / "telemetry.csv")
+    run = runs.open_run_dir(run_dir)
+    parsed = runs.read_telemetry(run)
+    parsecache.wait_for_writes()
+    sidecar = parsecache.sidecar_of(run_dir / "telemetry.csv")
+    assert sidecar is not None and sidecar.is_file() and sidecar.parent == tmp_path / "parse-cache"
+    assert sorted(p.name for p in run_dir.iterdir()) == sorted(["telemetry.csv", "run.json", "command.log"])
+
+    runs.clear_caches()  # a restarted dashboard
+    monkeypatch.setattr(
+        runs, "_parse_lines", lambda *a: pytest.fail("parsed although the sidecar is current")
+    )
+    restored = runs.read_telemetry(run)
+    pd.testing.assert_frame_equal(restored, parsed)
+    assert restored.attrs["warnings"] == ["telemetry.csv: truncated last line ignored"]
+    monkeypatch.undo()
+
+    (run_dir / "telemetry.csv").write_bytes(complete)  # the writer finished the line: the sidecar is stale
+    runs.clear_caches()
+    assert len(runs.read_telemetry(run)) == 50
+
+
+def test_unreadable_sidecar_or_cache_off_falls_back_to_parsing(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(parsecache, "MIN_BYTES", 1)
+    run = runs.open_run_dir(make_run(tmp_path / "data", duration_s=20, with_training=False, with_eval=False))
+    runs.read_telemetry(run)
+    parsecache.wait_for_writes()
+    parsecache.sidecar_of(run.path / "telemetry.csv").write_bytes(b"PAR1 garbage")
+    runs.clear_caches()
+    assert len(runs.read_telemetry(run)) == 20
+    monkeypatch.setenv(parsecache.CACHE_ENV, "off")
+    assert parsecache.sidecar_of(run.path / "telemetry.csv") is None
+    runs.clear_caches()
+    assert len(runs.read_telemetry(run)) == 20

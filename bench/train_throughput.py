@@ -164,7 +164,6 @@ def _baseline_worker(args: argparse.Namespace) -> int:
     params = build_config(
         preset=args.preset, dataset=args.dataset, batch_size=args.batch, precision="float32", seed=0
     )
-    params.unlock()
     params.override(
         {
             "trainer": {

@@ -128,7 +128,6 @@ def build_config(
         is_strict=True,
     )
     params.validate()
-    params.lock()
     return params
 
 

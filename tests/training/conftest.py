@@ -25,7 +25,7 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory: pytest.TempPathFactory, tiny_dataset: Path) -> CompletedRun:
-    """A real `train` of the small preset for 60 steps (capped at 90 s), then export, evaluate and detect."""
+    """A real small-preset `train` of 60 steps (capped at 120 s), then export, evaluate and detect."""
     run_dir = tmp_path_factory.mktemp("runs") / "short"
     started = time.monotonic()
     done = run_training_cli(
@@ -37,7 +37,7 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory, tiny_dataset: Path) ->
         "--device",
         "cpu",
         "--duration",
-        "90s",
+        "120s",
         "--max-steps",
         str(TRAIN_STEPS),
         "--checkpoint-every",

@@ -130,10 +130,10 @@ def test_convert_coco_writes_our_record_format(tmp_path: Path) -> None:
         )
     )
     assert [item.image_id for item in items] == ["train_0000", "train_0001", "train_0002", "val_0000"]
-    assert by_file["img0.png"].boxes == [(6.0, 4.0, 16.0, 24.0)]  # the dog is another category
-    assert by_file["img1.jpg"].boxes == [(10.0, 10.0, 30.0, 40.0)]  # the crowd box is skipped
+    assert by_file["img0.png"].boxes == [pytest.approx((6.0, 4.0, 16.0, 24.0))]  # the dog is another category
+    assert by_file["img1.jpg"].boxes == [pytest.approx((10.0, 10.0, 30.0, 40.0))]  # the crowd box is skipped
     assert by_file["img2.png"].boxes == []
-    assert by_file["img3.jpg"].boxes == [(60.0, 30.0, 70.0, 40.0)]  # clipped to the 40x70 image
+    assert by_file["img3.jpg"].boxes == [pytest.approx((60.0, 30.0, 70.0, 40.0))]  # clipped to 40x70
     assert (by_file["img3.jpg"].width, by_file["img3.jpg"].height) == (40, 70)
     assert all(label == 1 for item in items for label in item.labels)
     assert by_file["img1.jpg"].encoded == (images / "img1.jpg").read_bytes()

@@ -3,7 +3,8 @@
 Reading only: nothing here writes into a run directory. Every problem with a file (missing, truncated,
 unparseable) becomes a one-line warning on the run instead of an exception. CSV files are parsed once
 per change of (path, mtime, size); a file that only grew (a run in progress) is parsed from where the
-previous read stopped.
+previous read stopped; a big file's parse is also kept as Parquet outside data/ (dashboard.parsecache)
+so a restarted dashboard does not parse it again.
 """
 
 from __future__ import annotations

@@ -180,6 +180,7 @@ def main() -> int:
     scale = parser.parse_args().scale
     if not scale > 0:
         parser.error("--scale must be > 0")
+    print(f"{os.cpu_count()} CPUs, load average at start: {os.getloadavg()[0]:.2f} (other work competes)")
     with tempfile.TemporaryDirectory(prefix="sampler-bench-") as tmp:
         workdir = Path(tmp)
         samples = max(200, int(3000 * scale))
@@ -210,7 +211,10 @@ def main() -> int:
                 f"CPU {result['cpu_per_tick_ms']:.3f} ms per tick = {result['core_pct']:.2f} % of a core"
             )
         priority = _priority_used(workdir)
-        print(f"sampling thread priority: {priority}")
+        load = os.getloadavg()
+        print(
+            f"sampling thread priority: {priority}; load average afterwards: {load[0]:.2f}, {load[1]:.2f}"
+        )
 
         shell_ms, tools = shell_ms_per_second(max(2, round(8 * scale)))
         print(

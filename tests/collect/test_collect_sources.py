@@ -339,3 +339,26 @@ def test_real_nvml_without_a_gpu_is_a_reason_not_a_crash() -> None:
     assert sources.status["nvml"]["reason"]
     sources.close()
     assert os.path.exists("/proc/stat")
+
+
+def test_cpu_and_disk_agree_with_psutil_over_the_same_window(tmp_path: Path) -> None:
+    cpu = CpuSource(Path("/proc"), Path("/sys"))
+    disk = DiskSource(Path("/proc"), Path("/sys"))
+    disks = physical_disks(Path("/sys"))
+    psutil.cpu_percent()
+    before = psutil.disk_io_counters(perdisk=True)
+    start = time.monotonic()
+    cpu.prime(start)
+    disk.prime(start)
+    with open(tmp_path / "blob", "wb") as handle:  # some real writes for the disk counters
+        handle.write(os.urandom(8 << 20))
+        handle.flush()
+        os.fsync(handle.fileno())
+    sum(range(3_000_000))
+    now = time.monotonic()
+    cpu_reading, disk_reading = cpu.sample(now), disk.sample(now)
+    reference_cpu = psutil.cpu_percent()
+    after = psutil.disk_io_counters(perdisk=True)
+    written = sum(after[d].write_bytes - before[d].write_bytes for d in disks if d in after and d in before)
+    assert cpu_reading["cpu_util_pct"] == pytest.approx(reference_cpu, abs=15)
+    assert disk_reading["disk_write_bps"] * (now - start) == pytest.approx(written, rel=0.25, abs=1 << 20)

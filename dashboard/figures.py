@@ -547,7 +547,7 @@ def _style_time_figure(
     if unit == "%":
         yaxis["range"] = PERCENT_RANGE
     elif unit.startswith("bytes"):
-        yaxis["tickformat"] = ".3~s"
+        yaxis |= {"tickformat": ".3~s", "rangemode": "tozero"}
     xaxis: dict = {"title": {"text": _x_title(x_mode)}}
     if x_range is not None:
         xaxis["range"] = list(x_range)
@@ -560,6 +560,7 @@ def _style_time_figure(
         margin={"t": 50, "l": 60, "r": 20, "b": 45},
         legend={"orientation": "h", "y": -0.25},
         hovermode="x unified",
+        showlegend=True,
     )
 
 

@@ -374,3 +374,24 @@ def test_phase_durations_from_phases_csv(data_dir: Path, run_ids: dict[str, str]
     assert views.phase_durations(cpu)[2] == "5 (failed)"
     (cpu.path / "phases.csv").unlink()
     assert views.phase_durations(cpu) == ["—"] * 4
+
+
+def test_an_empty_data_dir_shows_hints_not_errors(tmp_path: Path) -> None:
+    app = create_app(tmp_path)
+    page = app.layout()
+    assert page["run-picker"].options == [] and page["run-picker"].value == []
+    options, version = _callback(app, "data-version.data")(1, [], None)
+    assert options == [] and isinstance(version, str)
+    figure = _triggered(
+        "tabs.value",
+        _callback(app, "timeseries-graph.figure"),
+        "timeseries",
+        None,
+        "seconds",
+        [0, 100],
+        None,
+        [],
+    )
+    assert "select runs" in figure.layout.annotations[0].text
+    hint = _callback(app, "tab-gpu.children")("gpu", "seconds", [0, 100], version, [])
+    assert "Select runs" in hint[0].children

@@ -167,10 +167,7 @@ def register_callbacks(app: dash.Dash, data_dir: Path, max_points: int = figures
         State("metric", "value"),
     )
     def metric_choices(_version: str | None, run_ids: list[str] | None, current: str | None) -> tuple:
-        options = views.timeseries_options(data_dir, run_ids)
-        values = [option["value"] for option in options]
-        fallback = "cpu_util_pct" if "cpu_util_pct" in values else (values[0] if values else None)
-        return options, current if current in values else fallback
+        return views.metric_choices(data_dir, run_ids, current)
 
     @app.callback(
         Output("timeseries-graph", "figure"),
@@ -192,7 +189,7 @@ def register_callbacks(app: dash.Dash, data_dir: Path, max_points: int = figures
     ) -> Any:
         _only_on(tab, "timeseries")
         zoom = relayout if ctx.triggered_id == "timeseries-graph" else None
-        if zoom is not None and views.zoom_range(zoom) is None and "xaxis.autorange" not in zoom:
+        if zoom is not None and not views.changes_x_range(zoom):
             raise PreventUpdate
         return views.timeseries_figure(data_dir, run_ids, column, x_mode, window, zoom, max_points)
 
@@ -234,9 +231,7 @@ def register_callbacks(app: dash.Dash, data_dir: Path, max_points: int = figures
         State("image-picker", "value"),
     )
     def image_choices(_version: str | None, run_ids: list[str] | None, current: str | None) -> tuple:
-        options = views.image_options(data_dir, run_ids)
-        values = [option["value"] for option in options]
-        return options, current if current in values else (values[0] if values else None)
+        return views.image_choices(data_dir, run_ids, current)
 
     @app.callback(
         Output("tab-detections", "children"),

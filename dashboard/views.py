@@ -113,6 +113,11 @@ def zoom_range(relayout: dict[str, Any] | None) -> tuple[float, float] | None:
     return (low, high) if low < high else None
 
 
+def changes_x_range(relayout: dict[str, Any]) -> bool:
+    """True for a zoom or a reset of the x axis; legend clicks, pans of y and the like change nothing here."""
+    return zoom_range(relayout) is not None or "xaxis.autorange" in relayout
+
+
 def window_of(value: Sequence[float] | None) -> tuple[float, float]:
     """The percent-of-runtime window from the range slider, clamped to [0, 100]."""
     if not value or len(value) != 2:
@@ -124,6 +129,16 @@ def window_of(value: Sequence[float] | None) -> tuple[float, float]:
 def timeseries_options(data_dir: Path, run_ids: Sequence[str] | None) -> list[dict[str, str]]:
     columns = figures.timeseries_columns(selected_runs(data_dir, run_ids))
     return [{"label": _column_label(column), "value": column} for column in columns]
+
+
+def metric_choices(
+    data_dir: Path, run_ids: Sequence[str] | None, current: str | None
+) -> tuple[list[dict[str, str]], str | None]:
+    """The metric picker's options, and its value: the current one if still there, else CPU utilization."""
+    options = timeseries_options(data_dir, run_ids)
+    values = [option["value"] for option in options]
+    fallback = "cpu_util_pct" if "cpu_util_pct" in values else (values[0] if values else None)
+    return options, current if current in values else fallback
 
 
 def timeseries_figure(
@@ -196,6 +211,15 @@ def image_options(data_dir: Path, run_ids: Sequence[str] | None) -> list[dict[st
     return [{"label": i, "value": i} for i in shared] + [
         {"label": f"{i} (not in every run)", "value": i} for i in rest
     ]
+
+
+def image_choices(
+    data_dir: Path, run_ids: Sequence[str] | None, current: str | None
+) -> tuple[list[dict[str, str]], str | None]:
+    """The image picker's options, and its value: the current image if still there, else the first."""
+    options = image_options(data_dir, run_ids)
+    values = [option["value"] for option in options]
+    return options, current if current in values else (values[0] if values else None)
 
 
 def detections_view(data_dir: Path, run_ids: Sequence[str] | None, image_id: str | None) -> list[Any]:

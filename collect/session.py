@@ -301,9 +301,9 @@ class _Session:
         if self.writer is not None:
             try:
                 self.writer.write(row)
+                self.samples += 1
             except TelemetryWriteError as exc:
                 self._fail(str(exc), now)
-        self.samples += 1
         self.skipped_ticks += skipped
         if late_s is not None:
             self.late_ms.add(late_s * 1000.0)

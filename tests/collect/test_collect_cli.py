@@ -234,4 +234,5 @@ def test_a_full_disk_stops_the_run_cleanly_with_exit_1(tmp_path: Path) -> None:
     assert (run_dir / "command.log").read_text() == "ready\ngot SIGINT\n"
     rows = complete_rows(run_dir)
     assert len(rows) > 50
+    assert record["samples"] == len(rows)  # every row counted was written whole
     assert all(row["time_unix"] for row in rows)

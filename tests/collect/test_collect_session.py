@@ -26,13 +26,13 @@ def test_sampling_only_run_is_drift_free(tmp_path: Path) -> None:
     result = run_session(SessionOptions(data_dir=tmp_path, interval_s=0.01, duration_s=2.0))
     rows = read_rows(result.run_dir)
     assert result.end_reason == "completed" and result.exit_code == 0
-    assert abs(len(rows) - 201) <= 1
     assert result.samples == len(rows)
     times = [float(r["time_unix"]) for r in rows]
     span = times[-1] - times[0]
     assert span == pytest.approx(2.0, abs=0.02)  # absolute deadlines: no accumulated drift
     skipped = sum(int(r["skipped_ticks"]) for r in rows)
-    assert len(rows) + skipped == pytest.approx(201, abs=1)  # every deadline is a row or counted as skipped
+    assert abs(len(rows) + skipped - 201) <= 1  # every deadline is a row, or counted as skipped
+    assert skipped <= 5  # only a machine stalled for whole ticks skips any
     record = read_json(result.run_dir / "run.json")
     assert record["samples"] == len(rows)
     assert record["skipped_ticks"] == skipped

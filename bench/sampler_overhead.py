@@ -212,9 +212,7 @@ def main() -> int:
             )
         priority = _priority_used(workdir)
         load = os.getloadavg()
-        print(
-            f"sampling thread priority: {priority}; load average afterwards: {load[0]:.2f}, {load[1]:.2f}"
-        )
+        print(f"sampling thread priority: {priority}; load average afterwards: {load[0]:.2f}, {load[1]:.2f}")
 
         shell_ms, tools = shell_ms_per_second(max(2, round(8 * scale)))
         print(

@@ -289,12 +289,12 @@ class _Session:
             with contextlib.suppress(BlockingIOError):
                 os.read(self._wake_r, 512)
 
-    def _tick(self, now: float, late_s: float | None, skipped: int) -> None:
+    def _tick(self, now: float, late_s: float, skipped: int) -> None:
         wall = time.time()
         row: dict[str, float | None] = {
             "time_unix": round(wall, 6),
             "elapsed_s": round(wall - self.start_unix, 6),
-            "late_ms": None if late_s is None else round(late_s * 1000.0, 3),
+            "late_ms": round(late_s * 1000.0, 3),
             "skipped_ticks": skipped,
         }
         self.sources.sample_into(row, now)
@@ -305,10 +305,9 @@ class _Session:
             except TelemetryWriteError as exc:
                 self._fail(str(exc), now)
         self.skipped_ticks += skipped
-        if late_s is not None:
-            self.late_ms.add(late_s * 1000.0)
-            if late_s > self.late_threshold_s:
-                self.late_ticks += 1
+        self.late_ms.add(late_s * 1000.0)
+        if late_s > self.late_threshold_s:
+            self.late_ticks += 1
         if self.on_sample is not None:
             self.on_sample(row)
         self.sources.maintain(time.monotonic())

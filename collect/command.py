@@ -3,16 +3,32 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import select
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 _CHUNK = 1 << 16
+_PR_SET_PDEATHSIG = 1
+
+
+def _end_with_the_collector(collector_pid: int) -> Callable[[], None]:
+    """In the child, before exec: SIGTERM when the collector dies, even by kill -9, so the command never
+    runs on unrecorded. (Linux only; elsewhere a no-op.)"""
+
+    def arm() -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != collector_pid:  # the collector died before the line above took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
 
 
 def exit_status(returncode: int) -> int:
@@ -34,6 +50,7 @@ class RunningCommand:
                 env=env,
                 start_new_session=True,
                 close_fds=True,
+                preexec_fn=_end_with_the_collector(os.getpid()),
             )
         except BaseException:
             self._log.close()

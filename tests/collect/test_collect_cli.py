@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import itertools
@@ -201,11 +202,15 @@ def test_kill_9_of_the_collector_loses_no_written_row(tmp_path: Path) -> None:
         run_dir = only_run(tmp_path / "data")
         wait_for(lambda: len(complete_rows(run_dir)) >= 40)
         seen_before_kill = len(complete_rows(run_dir))
+        wait_for(pid_file.exists)
+        command_pid = int(pid_file.read_text())
         process.kill()
         process.wait(10)
+        # The command gets SIGTERM when its collector dies: nothing goes on running unrecorded.
+        wait_for(lambda: not _alive(command_pid))
     finally:
-        wait_for(pid_file.exists)
-        os.killpg(int(pid_file.read_text()), signal.SIGKILL)  # the command lives on in its own session
+        with contextlib.suppress(ProcessLookupError, ValueError, FileNotFoundError):
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
     rows = complete_rows(run_dir)
     assert len(rows) >= seen_before_kill
     for earlier, later in itertools.pairwise(rows):
@@ -214,6 +219,15 @@ def test_kill_9_of_the_collector_loses_no_written_row(tmp_path: Path) -> None:
         expected = 0.02 * (1 + int(later["skipped_ticks"]))
         assert expected - 0.02 < gap < expected + 0.02
     assert read_json(run_dir / "run.json")["end_reason"] == "running"
+
+
+def _alive(pid: int) -> bool:
+    """Running, as opposed to gone or a zombie waiting for a reaper that may never come in a container."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
 
 def _limit_file_size() -> None:

@@ -1,18 +1,24 @@
-"""Steady-state training throughput of our harness, against Model Garden's own `train_lib.run_experiment`.
+"""Training throughput of the `small` preset, and our harness against Model Garden's `run_experiment`.
 
-Both run the same ExperimentConfig (training.experiment.build_config) for the same number of steps, in
-separate processes, in the order ours, theirs, theirs, ours (so a linear drift in machine load cancels).
-Steady state excludes the first 20 steps (graph tracing and warm-up) in both.
+1. steps_per_s: a real `python -m training train --max-steps N --no-export` run; its training.json
+   `steady_steps_per_s` (first 20 steps excluded, wall time, as the product reports it).
+2. harness_ratio: ONE process runs Model Garden's plain `train_lib.run_experiment` (loops of 10 steps)
+   on the same ExperimentConfig (training.experiment.build_config). After each of its loops, a
+   train action runs 10 steps of our harness (training.trainer.run_loop on its own TrainingSession, with
+   its CSV writing and checks). The two alternate every few seconds, so load from other processes on
+   this shared machine hits both alike. Each side's rate is 10 / the median time of its 10-step chunks,
+   skipping the first two chunks (graph tracing, warm-up). The ratio is ours / theirs.
 
-    .venv/bin/python bench/train_throughput.py                      # small preset, ~4-5 min on 2 cores
-    .venv/bin/python bench/train_throughput.py --preset standard --steps 9 --rounds 1 --no-baseline
+    .venv/bin/python bench/train_throughput.py                  # ~4 min on 2 cores
+    .venv/bin/python bench/train_throughput.py --preset standard --cli-steps 9 --no-baseline
 
-Last line: `steps_per_s=<ours> harness_ratio=<ours / run_experiment>` (goal: ratio >= 0.98).
+Last line: `steps_per_s=<x> harness_ratio=<y>` (goal: ratio >= 0.98).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -23,7 +29,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-WARMUP_STEPS = 20
+CHUNK = 10
+SKIPPED_CHUNKS = 2
 
 
 def main() -> int:
@@ -31,21 +38,17 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--preset", choices=["small", "standard"], default="small")
-    parser.add_argument("--steps", type=int, default=80, help="steps per run (a multiple of 10)")
-    parser.add_argument("--rounds", type=int, default=2, help="runs of each side")
     parser.add_argument("--batch", type=int, default=2)
-    parser.add_argument("--no-baseline", action="store_true", help="measure only our harness")
-    parser.add_argument("--baseline-worker", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--cli-steps", type=int, default=80, help="steps of the real CLI run")
+    parser.add_argument("--chunks", type=int, default=12, help="10-step chunks of each side, interleaved")
+    parser.add_argument("--no-baseline", action="store_true", help="only the CLI run")
+    parser.add_argument("--interleaved-worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--dataset", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.baseline_worker:
-        return _baseline_worker(args)
-    if not args.no_baseline and (args.steps % 10 or args.steps < 3 * WARMUP_STEPS):
-        parser.error(
-            f"--steps must be a multiple of 10, at least {3 * WARMUP_STEPS}, to compare with the baseline"
-        )
-    if args.steps < 3:
-        parser.error("--steps must be at least 3")
+    if args.interleaved_worker:
+        return _interleaved_worker(args)
+    if args.cli_steps < 3 or args.chunks < SKIPPED_CHUNKS + 3:
+        parser.error(f"--cli-steps must be >= 3 and --chunks >= {SKIPPED_CHUNKS + 3}")
 
     with tempfile.TemporaryDirectory(prefix="train-throughput-") as scratch:
         root = Path(scratch)
@@ -61,39 +64,54 @@ def main() -> int:
                 "--train",
                 "64",
                 "--val",
-                "4",
+                "2",
             ]
         )
-        results: dict[str, list[float]] = {"ours": [], "theirs": []}
-        for side in _order(args.rounds, baseline=not args.no_baseline):
-            run_dir = root / f"{side}-{len(results[side])}"
-            rate = _ours(args, dataset, run_dir) if side == "ours" else _theirs(args, dataset, run_dir)
-            results[side].append(rate)
-            print(f"{side:6s} run {len(results[side])}: {rate:.4f} steps/s", flush=True)
-    ours = statistics.fmean(results["ours"])
+        cli = _cli_run(args, dataset, root / "cli")
+        print(
+            f"cli run: {cli['steps']} steps, first step {cli['first_step_s']:.1f} s, "
+            f"steady {cli['steady_steps_per_s']:.4f} steps/s ({1 / cli['steady_steps_per_s']:.3f} s/step, "
+            f"{cli['warmup_steps_excluded']} warm-up steps excluded)",
+            flush=True,
+        )
+        if args.no_baseline:
+            print(f"preset={args.preset} batch={args.batch}")
+            print(f"steps_per_s={cli['steady_steps_per_s']:.4f}")
+            return 0
+        out = root / "interleaved.json"
+        _run(
+            [
+                sys.executable,
+                __file__,
+                "--interleaved-worker",
+                str(out),
+                "--dataset",
+                str(dataset),
+                "--preset",
+                args.preset,
+                "--batch",
+                str(args.batch),
+                "--chunks",
+                str(args.chunks),
+            ]
+        )
+        chunks = json.loads(out.read_text())
+    ours, theirs = (_rate(chunks[side][SKIPPED_CHUNKS:]) for side in ("ours", "theirs"))
+    for side, rate in (("ours", ours), ("theirs (run_experiment)", theirs)):
+        spread = ", ".join(f"{CHUNK / c:.3f}" for c in chunks[side.split()[0]][SKIPPED_CHUNKS:])
+        print(f"{side}: {rate:.4f} steps/s by chunk median; chunks: {spread}")
     print(
-        f"preset={args.preset} batch={args.batch} steps_per_run={args.steps} warmup_excluded={WARMUP_STEPS}"
+        f"preset={args.preset} batch={args.batch} interleaved chunks={args.chunks} x {CHUNK} steps per side"
     )
-    print(f"ours:   {', '.join(f'{r:.4f}' for r in results['ours'])} steps/s ({1 / ours:.3f} s/step)")
-    if not results["theirs"]:
-        print(f"steps_per_s={ours:.4f}")
-        return 0
-    theirs = statistics.fmean(results["theirs"])
-    print(f"theirs: {', '.join(f'{r:.4f}' for r in results['theirs'])} steps/s ({1 / theirs:.3f} s/step)")
-    print(f"steps_per_s={ours:.4f} harness_ratio={ours / theirs:.4f}")
+    print(f"steps_per_s={cli['steady_steps_per_s']:.4f} harness_ratio={ours / theirs:.4f}")
     return 0
 
 
-def _order(rounds: int, baseline: bool) -> list[str]:
-    """ours, theirs, theirs, ours, ... so that a steady drift in machine load hits both sides alike."""
-    if not baseline:
-        return ["ours"] * rounds
-    return [
-        side for i in range(rounds) for side in (("ours", "theirs") if i % 2 == 0 else ("theirs", "ours"))
-    ]
+def _rate(chunk_seconds: list[float]) -> float:
+    return CHUNK / statistics.median(chunk_seconds)
 
 
-def _ours(args: argparse.Namespace, dataset: Path, run_dir: Path) -> float:
+def _cli_run(args: argparse.Namespace, dataset: Path, run_dir: Path) -> dict:
     _run(
         [
             sys.executable,
@@ -109,7 +127,7 @@ def _ours(args: argparse.Namespace, dataset: Path, run_dir: Path) -> float:
             "--batch",
             str(args.batch),
             "--max-steps",
-            str(args.steps),
+            str(args.cli_steps),
             "--duration",
             "2h",
             "--checkpoint-every",
@@ -117,82 +135,86 @@ def _ours(args: argparse.Namespace, dataset: Path, run_dir: Path) -> float:
             "--no-export",
         ]
     )
-    info = json.loads((run_dir / "training.json").read_text())
-    if info["warmup_steps_excluded"] != WARMUP_STEPS and args.steps >= 3 * WARMUP_STEPS:
-        raise SystemExit(f"unexpected warm-up exclusion {info['warmup_steps_excluded']}")
-    return float(info["steady_steps_per_s"])
-
-
-def _theirs(args: argparse.Namespace, dataset: Path, run_dir: Path) -> float:
-    out = run_dir.with_suffix(".json")
-    _run(
-        [
-            sys.executable,
-            __file__,
-            "--baseline-worker",
-            str(out),
-            "--dataset",
-            str(dataset),
-            "--preset",
-            args.preset,
-            "--batch",
-            str(args.batch),
-            "--steps",
-            str(args.steps),
-        ]
-    )
-    return float(json.loads(out.read_text())["steady_steps_per_s"])
+    return json.loads((run_dir / "training.json").read_text())
 
 
 def _run(command: list[str]) -> None:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "-1"}
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1"}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
         raise SystemExit(f"failed ({done.returncode}): {' '.join(command)}")
 
 
-def _baseline_worker(args: argparse.Namespace) -> int:
-    """Model Garden's own driver on the same config: loops of 10 steps, no summaries, timed per loop."""
-    os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
+def _interleaved_worker(args: argparse.Namespace) -> int:
+    """run_experiment with a train action that runs our harness for one chunk after each of its loops."""
+    from training.device import prepare_device
+
+    device = prepare_device("cpu")
     import tensorflow as tf
     from official.core import task_factory, train_lib
     from official.vision.tasks import maskrcnn  # noqa: F401
 
     from training.experiment import build_config
+    from training.runlog import TrainingCsv
+    from training.trainer import StepClock, StopRequest, TrainingSession, TrainOptions, run_loop
 
+    work = args.interleaved_worker.parent
     params = build_config(
         preset=args.preset, dataset=args.dataset, batch_size=args.batch, precision="float32", seed=0
     )
+    steps = args.chunks * CHUNK
     params.override(
         {
             "trainer": {
-                "train_steps": args.steps,
-                "steps_per_loop": 10,
-                "summary_interval": args.steps,
-                "checkpoint_interval": args.steps,
+                "train_steps": steps,
+                "steps_per_loop": CHUNK,
+                "summary_interval": steps,
+                "checkpoint_interval": steps,
             }
         },
         is_strict=True,
     )
-    loop_ends: list[float] = []
-    model_dir = args.baseline_worker.with_suffix(".model")
-    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+
+    ours_dir = work / "ours-interleaved"
+    ours_dir.mkdir()
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")  # run_experiment calls our action inside its scope
+    session = TrainingSession(params, device, strategy)
+    session.restore_or_initialize(ours_dir / "checkpoints")
+    options = TrainOptions(
+        run_dir=ours_dir,
+        dataset=args.dataset,
+        duration_s=7200.0,
+        batch_size=args.batch,
+        checkpoint_every_s=7200.0,
+        progress_every_s=7200.0,
+    )
+    clock, stop, log, state = StepClock(start_unix=time.time()), StopRequest(), TrainingCsv(ours_dir), {}
+    chunks: dict[str, list[float]] = {"ours": [], "theirs": []}
+    previous_action_end = [time.time()]
+
+    def our_chunk(_their_output) -> None:
+        started = time.time()
+        chunks["theirs"].append(started - previous_action_end[0])
+        run_loop(
+            dataclasses.replace(options, max_steps=len(clock.ends) + CHUNK), session, clock, stop, log, state
+        )
+        chunks["ours"].append(time.time() - started)
+        previous_action_end[0] = time.time()
+
     with strategy.scope():
-        task = task_factory.get_task(params.task, logging_dir=str(model_dir))
+        task = task_factory.get_task(params.task, logging_dir=str(work / "theirs"))
     train_lib.run_experiment(
         distribution_strategy=strategy,
         task=task,
         mode="train",
         params=params,
-        model_dir=str(model_dir),
+        model_dir=str(work / "theirs"),
         run_post_eval=False,
-        train_actions=[lambda _output: loop_ends.append(time.time())],
+        train_actions=[our_chunk],
     )
-    first_steady_loop = WARMUP_STEPS // 10 - 1
-    steady_steps = args.steps - WARMUP_STEPS
-    rate = steady_steps / (loop_ends[-1] - loop_ends[first_steady_loop])
-    args.baseline_worker.write_text(json.dumps({"steady_steps_per_s": rate, "loops": len(loop_ends)}))
+    log.close()
+    args.interleaved_worker.write_text(json.dumps(chunks))
     sys.stdout.flush()
     os._exit(0)
 

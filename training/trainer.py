@@ -131,7 +131,7 @@ def _train(
     state["config"] = params.as_dict()
     performance.set_mixed_precision_policy(params.runtime.mixed_precision_dtype)
     tf.random.set_seed(options.seed)
-    session = _TrainingSession(params, device)
+    session = TrainingSession(params, device)
     initial_step = session.restore_or_initialize(run_dir / CHECKPOINTS_DIR)
     state.update(
         initial_step=initial_step,
@@ -148,7 +148,7 @@ def _train(
     write_training_json(run_dir, state)
     log = TrainingCsv(run_dir)
     try:
-        status = _loop(options, session, clock, stop, log, state)
+        status = run_loop(options, session, clock, stop, log, state)
     finally:
         log.close()
     if clock.ends:
@@ -167,9 +167,9 @@ def _train(
     return TrainResult(status, state["global_step"], state["steps"], state)
 
 
-def _loop(
+def run_loop(
     options: TrainOptions,
-    session: _TrainingSession,
+    session: TrainingSession,
     clock: StepClock,
     stop: StopRequest,
     log: TrainingCsv,
@@ -226,7 +226,7 @@ def _print_progress(step: int, loss: float, rate: float, elapsed: float, budget:
 
 
 def _update_figures(
-    state: dict[str, Any], clock: StepClock, session: _TrainingSession, options: TrainOptions
+    state: dict[str, Any], clock: StepClock, session: TrainingSession, options: TrainOptions
 ) -> None:
     steady = clock.steady_steps_per_s()
     state.update(
@@ -276,17 +276,19 @@ def _initial_state(options: TrainOptions, device: DeviceInfo) -> dict[str, Any]:
     }
 
 
-class _TrainingSession:
+class TrainingSession:
     """Model Garden's task, model, optimizer and input pipeline on one device, with our checkpoints."""
 
-    def __init__(self, params, device: DeviceInfo) -> None:
+    def __init__(self, params, device: DeviceInfo, strategy=None) -> None:
         import tensorflow as tf
         from official.core import task_factory
         from official.vision.tasks import maskrcnn  # noqa: F401  (registers the task)
 
         self.tf = tf
         self.params = params
-        self.strategy = tf.distribute.OneDeviceStrategy("/gpu:0" if device.kind == "gpu" else "/cpu:0")
+        self.strategy = strategy or tf.distribute.OneDeviceStrategy(
+            "/gpu:0" if device.kind == "gpu" else "/cpu:0"
+        )
         with self.strategy.scope():
             self.task = task_factory.get_task(params.task)
             self.model = self.task.build_model()

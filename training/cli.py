@@ -248,6 +248,11 @@ def _cmd_train(args: argparse.Namespace, process_start: float) -> int:
         checkpoint_every_s=args.checkpoint_every,
         seed=args.seed,
     )
+    if options.precision == "float16" and args.device == "cpu":
+        print(
+            "note: float16 is emulated on CPUs and many times slower; bfloat16 or float32 suit a CPU",
+            flush=True,
+        )
     result = train(options, device, stop, process_start)
     if result.status == "interrupted":
         return 128 + (stop.signum or signal.SIGINT)

@@ -7,6 +7,7 @@ training.csv.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -54,15 +55,14 @@ class StopRequest:
             signal.signal(signum, self._handle)
 
     def _handle(self, signum: int, _frame: Any) -> None:
+        # Raw writes: a buffered print here could re-enter a print the main thread is in the middle of.
         if self.signum is not None:  # a second signal: the user insists
-            sys.stderr.write("second signal: exiting without a final checkpoint\n")
-            sys.stderr.flush()
-            import os
-
+            os.write(sys.stderr.fileno(), b"second signal: exiting without a final checkpoint\n")
             os._exit(128 + signum)
         self.signum = signum
-        print(
-            f"{signal.Signals(signum).name}: finishing the current step, then a final checkpoint", flush=True
+        name = signal.Signals(signum).name
+        os.write(
+            sys.stdout.fileno(), f"{name}: finishing the current step, then a final checkpoint\n".encode()
         )
 
 
@@ -97,7 +97,7 @@ class TrainResult:
 
 
 def train(options: TrainOptions, device: DeviceInfo, stop: StopRequest, process_start: float) -> TrainResult:
-    """Train until the deadline, max_steps or a signal; always ends with a checkpoint and training.json."""
+    """Train until the deadline, max_steps or a signal; then a checkpoint (if a step ran), training.json."""
     run_dir = Path(options.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with Phase(run_dir, "train") as phase:
@@ -244,7 +244,7 @@ def _initial_state(options: TrainOptions, device: DeviceInfo) -> dict[str, Any]:
 
     preset = PRESETS[options.preset]
     return {
-        "status": "starting",
+        "status": "running",
         "device_requested": options.device,
         "device_used": device.used,
         "gpu_names": device.gpu_names,

@@ -40,8 +40,8 @@ def silence_python_loggers() -> None:
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
 
 
-def nvidia_driver_present(markers: tuple[str, ...] = DRIVER_MARKERS) -> bool:
-    return any(Path(marker).exists() for marker in markers)
+def nvidia_driver_present() -> bool:
+    return any(Path(marker).exists() for marker in DRIVER_MARKERS)
 
 
 def prepare_device(kind: str) -> DeviceInfo:

@@ -154,3 +154,17 @@ def test_convert_coco_needs_a_category_when_there_are_several(tmp_path: Path) ->
     assert done.returncode == 2
     assert "--category" in _one_error_line(done.stderr)
     assert not (tmp_path / "out").exists()
+
+
+@no_gpu_here
+@pytest.mark.slow
+def test_gpu_with_a_driver_but_no_gpu_in_tensorflow_is_refused(tmp_path: Path, monkeypatch) -> None:
+    """A driver is present (faked: the hardware boundary) but TensorFlow sees no GPU: refuse, no fallback."""
+    from training import device
+
+    marker = tmp_path / "version"
+    marker.write_text("NVRM version: fake\n")
+    monkeypatch.setattr(device, "DRIVER_MARKERS", (str(marker),))
+    assert device.nvidia_driver_present()
+    with pytest.raises(device.DeviceError, match="sees no GPU"):
+        device.prepare_device("gpu")

@@ -7,11 +7,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from runformat import write_json_atomic
+from runformat import read_json, write_json_atomic
 from training.records import DATASET_JSON, LabeledImage, encode_png, write_records
 from training.synth import DIFFICULTIES, make_scene, scene_rng
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # bump when the same arguments would draw different images
 TARGET_CLASS = 1
 TARGET_NAME = "waldo"
 
@@ -66,6 +66,19 @@ def generate_dataset(
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def is_current_synthetic(path: Path) -> bool:
+    """True unless `path` holds a synthetic dataset drawn by an older generator."""
+    info = dataset_info(path)
+    return info.get("kind") != "synthetic" or info.get("generator_version") == GENERATOR_VERSION
+
+
+def dataset_info(path: Path) -> dict:
+    try:
+        return read_json(Path(path) / DATASET_JSON)
+    except ValueError:
+        return {}
 
 
 def is_dataset(path: Path) -> bool:

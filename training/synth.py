@@ -56,7 +56,7 @@ class Difficulty:
 DIFFICULTIES = {
     "easy": Difficulty("easy", (28, 40), (2, 4), (10, 20), (0.7, 0.3, 0.0), 0.0),
     "medium": Difficulty("medium", (20, 30), (5, 9), (25, 45), (0.3, 0.5, 0.2), 0.1),
-    "hard": Difficulty("hard", (14, 24), (9, 15), (45, 75), (0.15, 0.45, 0.4), 0.2),
+    "hard": Difficulty("hard", (12, 22), (12, 18), (50, 80), (0.05, 0.35, 0.6), 0.25),
 }
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from runformat import CHECKPOINTS_DIR, format_duration
+from training.dataset import dataset_info
 from training.device import DeviceInfo
 from training.experiment import PRESETS, build_config
 from training.runlog import LOSS_COLUMNS, Phase, TrainingCsv, write_training_json
@@ -256,6 +257,7 @@ def _initial_state(options: TrainOptions, device: DeviceInfo) -> dict[str, Any]:
         "batch_size": options.batch_size,
         "precision": options.precision,
         "dataset": str(options.dataset),
+        "dataset_info": _dataset_summary(options.dataset),
         "seed": options.seed,
         "duration_budget_s": options.duration_s,
         "max_steps": options.max_steps,
@@ -361,6 +363,14 @@ def _learning_rate(optimizer):
     if callable(rate):
         rate = rate(optimizer.iterations)
     return tf.cast(rate, tf.float32)
+
+
+def _dataset_summary(dataset: Path) -> dict[str, Any]:
+    info = dataset_info(dataset)
+    keys = ("kind", "generator_version", "seed", "image_size", "difficulty", "category", "classes")
+    summary = {key: info[key] for key in keys if key in info}
+    summary["images"] = {split: part.get("images") for split, part in info.get("splits", {}).items()}
+    return summary
 
 
 def _rounded(value: float | None, digits: int = 4) -> float | None:

@@ -73,3 +73,19 @@ def test_model_garden_decoder_reads_our_records(tiny_dataset: Path) -> None:
         np.testing.assert_allclose(parsed["groundtruth_boxes"].numpy(), expected, atol=1e-6)
     val_ids = [item.image_id for item in read_records(split_files(tiny_dataset, "val*.tfrecord"))]
     assert val_ids == ["val_0000", "val_0001", "val_0002", "val_0003"]
+
+
+def test_only_stale_synthetic_datasets_count_as_outdated(tmp_path: Path) -> None:
+    from training.dataset import GENERATOR_VERSION, is_current_synthetic
+
+    cases = {
+        "old": {"kind": "synthetic", "generator_version": GENERATOR_VERSION - 1},
+        "current": {"kind": "synthetic", "generator_version": GENERATOR_VERSION},
+        "coco": {"kind": "coco"},
+    }
+    for name, info in cases.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "dataset.json").write_text(json.dumps(info))
+    assert not is_current_synthetic(tmp_path / "old")
+    assert is_current_synthetic(tmp_path / "current")
+    assert is_current_synthetic(tmp_path / "coco")

@@ -74,6 +74,8 @@ def test_training_json_is_honest(trained_run: CompletedRun) -> None:
     excluded = info["warmup_steps_excluded"]
     span = float(rows[-1]["time_unix"]) - float(rows[excluded - 1]["time_unix"])
     assert steady == pytest.approx((len(rows) - excluded) / span, rel=1e-3)
+    assert info["dataset_info"]["kind"] == "synthetic" and info["dataset_info"]["seed"] == 7
+    assert info["dataset_info"]["images"] == {"train": 24, "val": 4}
     assert info["config"]["task"]["model"]["backbone"]["resnet"]["model_id"] == 18
     assert info["config"]["runtime"]["distribution_strategy"] == "one_device"
     assert info["last_checkpoint"] == f"checkpoints/ckpt-{info['global_step']}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -116,38 +117,46 @@ def draw_detections(
     """Held-out images with predictions (red, with scores) and ground truth (green) into DIR/detections/."""
     run_dir = Path(run_dir)
     predictions, info = _predict_held_out(run_dir, dataset, limit)
-    out = run_dir / DETECTIONS_DIR
-    out.mkdir(exist_ok=True)
-    images = []
-    for p in predictions:
-        keep = [i for i, s in enumerate(p.scores) if s >= score_threshold]
-        file_name = f"{p.image.image_id}.png"
-        _render(p, keep).save(out / file_name)
-        images.append(
-            {
-                "image_id": p.image.image_id,
-                "file": file_name,
-                "width": p.image.width,
-                "height": p.image.height,
-                "ground_truth": [[round(float(v), 2) for v in box] for box in p.image.boxes],
-                "detections": [
-                    {
-                        "box": [round(v, 2) for v in p.boxes[i]],
-                        "score": round(p.scores[i], 4),
-                        "class": p.classes[i],
-                    }
-                    for i in keep
-                ],
-            }
-        )
-    summary = {
-        "format_version": FORMAT_VERSION,
-        "score_threshold": score_threshold,
-        "global_step": info.get("global_step"),
-        "images": images,
-    }
-    write_json_atomic(out / DETECTIONS_JSON, summary)
+    out = run_dir / f".{DETECTIONS_DIR}.tmp-{time.time_ns()}"  # replaces detections/ as a whole
+    out.mkdir()
+    try:
+        images = [_draw_one(p, score_threshold, out) for p in predictions]
+        summary = {
+            "format_version": FORMAT_VERSION,
+            "score_threshold": score_threshold,
+            "global_step": info.get("global_step"),
+            "images": images,
+        }
+        write_json_atomic(out / DETECTIONS_JSON, summary)
+        target = run_dir / DETECTIONS_DIR
+        if target.exists():
+            shutil.rmtree(target)
+        out.rename(target)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
     return summary
+
+
+def _draw_one(p: Prediction, score_threshold: float, out: Path) -> dict:
+    keep = [i for i, s in enumerate(p.scores) if s >= score_threshold]
+    file_name = f"{_safe_file_stem(p.image.image_id)}.png"
+    _render(p, keep).save(out / file_name)
+    return {
+        "image_id": p.image.image_id,
+        "file": file_name,
+        "width": p.image.width,
+        "height": p.image.height,
+        "ground_truth": [[round(float(v), 2) for v in box] for box in p.image.boxes],
+        "detections": [
+            {"box": [round(v, 2) for v in p.boxes[i]], "score": round(p.scores[i], 4), "class": p.classes[i]}
+            for i in keep
+        ],
+    }
+
+
+def _safe_file_stem(image_id: str) -> str:
+    """Our ids are already safe (`val_0000`); ids from foreign records must not name paths."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", image_id).lstrip(".") or "image"
 
 
 def _render(prediction: Prediction, keep: list[int]) -> Image.Image:

@@ -43,7 +43,9 @@ def test_parse_duration_accepts_what_people_type(text: str, seconds: float) -> N
     assert parse_duration(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "   ", "0", "0s", "-5m", "75x", "m", "1.5.2s", "30m1h", "5 m", "1h1h", "ms"])
+@pytest.mark.parametrize(
+    "text", ["", "   ", "0", "0s", "-5m", "75x", "m", "1.5.2s", "30m1h", "5 m", "1h1h", "ms"]
+)
 def test_parse_duration_rejects_nonsense_with_one_line(text: str) -> None:
     with pytest.raises(ValueError) as info:
         parse_duration(text)

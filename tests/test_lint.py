@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -30,13 +31,23 @@ def test_shell_scripts_are_shellcheck_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def _imports_of(source: Path, packages: tuple[str, ...]) -> list[str]:
+    pattern = re.compile(rf"^\s*(?:from|import)\s+({'|'.join(packages)})(?:[.\s]|$)")
+    return [line.strip() for line in source.read_text(encoding="utf-8").splitlines() if pattern.match(line)]
+
+
 def test_training_never_imports_collect_and_dashboard_never_imports_either() -> None:
-    offenders = []
-    for package, forbidden in (("training", ("collect",)), ("collect", ("training",)),
-                               ("dashboard", ("collect", "training"))):
-        for source in (REPO / package).rglob("*.py"):
-            for line in source.read_text(encoding="utf-8").splitlines():
-                stripped = line.strip()
-                if any(stripped.startswith((f"import {name}", f"from {name}")) for name in forbidden):
-                    offenders.append(f"{source.relative_to(REPO)}: {stripped}")
+    rules = {"training": ("collect",), "collect": ("training",), "dashboard": ("collect", "training")}
+    offenders = [
+        f"{source.relative_to(REPO)}: {line}"
+        for package, forbidden in rules.items()
+        for source in (REPO / package).rglob("*.py")
+        for line in _imports_of(source, forbidden)
+    ]
     assert not offenders, offenders
+
+
+def test_the_layering_check_catches_a_forbidden_import(tmp_path: Path) -> None:
+    source = tmp_path / "x.py"
+    source.write_text("from collections.abc import Callable\nimport collectible\nfrom collect.x import y\n")
+    assert _imports_of(source, ("collect",)) == ["from collect.x import y"]

@@ -45,7 +45,12 @@ def layout(data_dir: Path, refresh_ms: int = REFRESH_MS) -> Any:
     return html.Div(
         [
             html.Header(
-                [html.H1(TITLE), html.Span(f"runs under {data_dir.resolve()}", className="subtitle")]
+                [
+                    html.H1(TITLE),
+                    html.Span(
+                        f"runs under {data_dir / 'runs'} and {data_dir / 'examples'}", className="subtitle"
+                    ),
+                ]
             ),
             _controls(runs),
             html.Div(id="run-warnings", className="warnings"),

@@ -314,17 +314,20 @@ def heatmap_figure(
 
 def summary_figure(runs: Sequence[RunInfo], window: tuple[float, float] = FULL_WINDOW) -> go.Figure:
     """Mean (solid) and peak (hatched) per component per run, over the chosen window of each run."""
-    units = list(dict.fromkeys(unit for unit, _ in SUMMARY_METRICS))
+    all_stats = {run.run_id: component_stats(run, window) for run in runs}
+    measured = {unit for stats in all_stats.values() for unit, _ in stats}
+    units = [unit for unit in dict.fromkeys(unit for unit, _ in SUMMARY_METRICS) if unit in measured] or ["%"]
+    widths = {"%": 0.6, "°C": 0.25, "W": 0.15}
     figure = make_subplots(
         rows=1,
         cols=len(units),
-        column_widths=[0.6, 0.25, 0.15][: len(units)],
-        subplot_titles=[f"{unit}" for unit in units],
+        column_widths=[widths[unit] for unit in units],
+        subplot_titles=units,
         horizontal_spacing=0.06,
     )
     names, colors = display_names(runs), run_colors(runs)
     for run in runs:
-        stats = component_stats(run, window)
+        stats = all_stats[run.run_id]
         for col, unit in enumerate(units, start=1):
             labels = [metric.title for u, metric in SUMMARY_METRICS if u == unit]
             means = [stats.get((unit, label), (None, None))[0] for label in labels]

@@ -165,10 +165,12 @@ def component_view(
     if not runs:
         return [_hint("Select runs in the picker above.")]
     span = window_of(window)
-    graphs = [
-        _graph(figures.metric_figure(runs, metric, x_mode, span), f"{component}-{i}")
-        for i, metric in enumerate(figures.COMPONENT_METRICS[component])
+    drawn = [
+        figures.metric_figure(runs, metric, x_mode, span) for metric in figures.COMPONENT_METRICS[component]
     ]
+    graphs = [_graph(figure, f"{component}-{i}") for i, figure in enumerate(drawn) if figure.data]
+    if not graphs:
+        graphs = [_hint(f"No {COMPONENT_TABS[component].lower()} readings in the selected runs.")]
     if component == "processor":
         graphs += [
             _graph(figures.heatmap_figure(run, x_mode, span), f"heatmap-{i}") for i, run in enumerate(runs)
@@ -237,7 +239,7 @@ def detection_file(data_dir: Path, run_id: str, file_name: str) -> Path | None:
     if run is None or not _SAFE_FILE.fullmatch(file_name):
         return None
     path = run.path / "detections" / file_name
-    return path if path.is_file() else None
+    return path.absolute() if path.is_file() else None  # Flask resolves relative paths from its package
 
 
 def _detection_card(run: RunInfo, image_id: str) -> Any:

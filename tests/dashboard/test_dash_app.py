@@ -395,3 +395,22 @@ def test_an_empty_data_dir_shows_hints_not_errors(tmp_path: Path) -> None:
     assert "select runs" in figure.layout.annotations[0].text
     hint = _callback(app, "tab-gpu.children")("gpu", "seconds", [0, 100], version, [])
     assert "Select runs" in hint[0].children
+
+
+def test_images_are_served_with_a_relative_data_dir(
+    data_dir: Path, run_ids: dict[str, str], monkeypatch
+) -> None:
+    monkeypatch.chdir(data_dir.parent)
+    client = create_app(Path(data_dir.name)).server.test_client()  # as `python -m dashboard --data-dir data`
+    response = client.get(f"/run-files/{run_ids['gpu']}/detections/val_0002.png")
+    assert response.status_code == 200 and response.data[:4] == b"\x89PNG"
+
+
+def test_cpu_only_selection_shows_why_there_is_no_gpu_data(app, run_ids: dict[str, str]) -> None:
+    children = _callback(app, "tab-gpu.children")("gpu", "seconds", [0, 100], "v", [run_ids["cpu"]])
+    assert not _graphs(children)
+    texts = [str(child.children) for child in children]
+    assert any("no nvml readings (NVML Shared Library Not Found)" in text for text in texts)
+    assert any("No gpu readings in the selected runs" in text for text in texts)
+    summary = _graphs(_callback(app, "tab-summary.children")("summary", [0, 100], "v", [run_ids["cpu"]]))[0]
+    assert [a.text for a in summary.layout.annotations] == ["%"]  # no empty °C and W panels

@@ -1,9 +1,9 @@
 """End to end in headless Chromium: open the app, select two runs, switch every tab, see data in each.
 
 Needs Debian's `chromium` and `chromium-driver`; skipped without them unless $CI is set (then it fails).
-With DASHBOARD_SCREENSHOTS=1 the same walk also writes docs/screenshots/<tab>.png; it then shows the
-runs in data/examples when there are any (DASHBOARD_SCREENSHOTS_DATA overrides the data dir), else the
-fixture runs.
+With DASHBOARD_SCREENSHOTS=1 the same walk also writes docs/screenshots/<tab>.png, showing the shipped
+runs in data/examples (DASHBOARD_SCREENSHOTS_DATA overrides the data dir), or the fixture runs if there
+are none.
 """
 
 from __future__ import annotations
@@ -61,27 +61,30 @@ TRACE_NAMES = """
 const gd = document.querySelector(arguments[0] + ' .js-plotly-plot');
 return gd && gd._fullData ? gd._fullData.filter(t => (t.x || []).length > 0).map(t => t.name) : [];
 """
+PLOTS_RENDERED = """
+const plots = Array.from(document.querySelectorAll(arguments[0] + ' .js-plotly-plot'));
+if (!plots.length) return document.querySelector(arguments[0] + ' .hint') !== null;
+return plots.every(gd => gd._fullData);
+"""
 IMAGES_LOADED = """
 const images = Array.from(document.querySelectorAll('#tab-detections img'));
-return images.length >= 2 && images.every(i => i.complete && i.naturalWidth > 0);
+return images.length >= arguments[1] && images.every(i => i.complete && i.naturalWidth > 0);
 """
+DETAILS_SHOWN = "return document.querySelectorAll('#tab-details .card').length >= arguments[1];"
+SIZING_SHOWN = "return document.querySelector('#sizing-result table, #sizing-result ul') !== null;"
+# Each tab: file name, label, content selector, and a script that is true once the tab shows its data.
 TABS = [
-    ("timeseries", "Time series", PLOTS_WITH_DATA, "#timeseries-graph"),
-    ("processor", "Processor", PLOTS_WITH_DATA, "#tab-processor"),
-    ("memory", "Memory", PLOTS_WITH_DATA, "#tab-memory"),
-    ("disk", "Disk & network", PLOTS_WITH_DATA, "#tab-disk"),
-    ("cpu-temp", "CPU temperature", PLOTS_WITH_DATA, "#tab-cpu-temp"),
-    ("gpu", "GPU", PLOTS_WITH_DATA, "#tab-gpu"),
-    ("summary", "Mean & peak", PLOTS_WITH_DATA, "#tab-summary"),
-    ("training", "Training", PLOTS_WITH_DATA, "#tab-training"),
-    ("detections", "Detections", IMAGES_LOADED, None),
-    ("details", "Run details", "return document.querySelectorAll('#tab-details .card').length >= 2;", None),
-    (
-        "sizing",
-        "Sizing",
-        "return document.querySelector('#sizing-result table, #sizing-result ul') !== null;",
-        None,
-    ),
+    ("timeseries", "Time series", "#timeseries-graph", PLOTS_WITH_DATA),
+    ("processor", "Processor", "#tab-processor", PLOTS_WITH_DATA),
+    ("memory", "Memory", "#tab-memory", PLOTS_WITH_DATA),
+    ("disk", "Disk & network", "#tab-disk", PLOTS_WITH_DATA),
+    ("cpu-temp", "CPU temperature", "#tab-cpu-temp", PLOTS_WITH_DATA),
+    ("gpu", "GPU", "#tab-gpu", PLOTS_WITH_DATA),
+    ("summary", "Mean & peak", "#tab-summary", PLOTS_WITH_DATA),
+    ("training", "Training", "#tab-training", PLOTS_WITH_DATA),
+    ("detections", "Detections", "#tab-detections", IMAGES_LOADED),
+    ("details", "Run details", "#tab-details", DETAILS_SHOWN),
+    ("sizing", "Sizing", "#sizing-result", SIZING_SHOWN),
 ]
 
 
@@ -161,12 +164,16 @@ def open_tab(driver: Any, label: str) -> None:
     wait_for(driver, lambda: driver.find_elements(By.XPATH, xpath), f"tab {label}")[0].click()
 
 
-def walk_tabs(driver: Any, screenshots: Path | None = None) -> None:
-    for name, label, ready_script, selector in TABS:
+def walk_tabs(driver: Any, runs_shown: int, screenshots: Path | None = None) -> None:
+    """Open every tab; wait for its data (or, for screenshots of runs without a GPU, for its graphs)."""
+    for name, label, selector, ready_script in TABS:
         open_tab(driver, label)
-        args = [selector] if selector else []
+        if screenshots is not None and ready_script == PLOTS_WITH_DATA:
+            ready_script = PLOTS_RENDERED
         wait_for(
-            driver, lambda s=ready_script, a=args: driver.execute_script(s, *a), f"tab {label} to show data"
+            driver,
+            lambda s=ready_script, sel=selector: driver.execute_script(s, sel, runs_shown),
+            f"tab {label} to show data",
         )
         if screenshots is not None:
             time.sleep(1.0)  # let WebGL finish drawing
@@ -208,7 +215,7 @@ def test_select_two_runs_and_every_tab_shows_data(
             ),
             "one time-series trace per selected run",
         )
-        walk_tabs(browser)
+        walk_tabs(browser, runs_shown=2)
         check_live_refresh(browser, data_dir, run_ids["gpu"])
         assert browser_errors(browser) == []
 
@@ -247,13 +254,17 @@ def check_live_refresh(driver: Any, data_dir: Path, run_id: str) -> None:
 @pytest.mark.skipif(
     not os.environ.get("DASHBOARD_SCREENSHOTS"), reason="set DASHBOARD_SCREENSHOTS=1 to regenerate"
 )
-def test_regenerate_screenshots(browser: Any, data_dir: Path) -> None:
-    chosen = Path(os.environ.get("DASHBOARD_SCREENSHOTS_DATA") or REPO / "data")
-    examples = runs.discover_runs(chosen)
-    source = chosen if examples else data_dir
+def test_regenerate_screenshots(browser: Any, data_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    shipped = tmp_path / "shipped"
+    (shipped / "data").mkdir(parents=True)
+    (shipped / "data" / "examples").symlink_to(REPO / "data" / "examples")  # the shipped runs only
+    monkeypatch.chdir(shipped)  # so the page names the data dir as a user types it: data
+    source = Path(os.environ.get("DASHBOARD_SCREENSHOTS_DATA") or "data")
+    if not runs.discover_runs(source):
+        source = data_dir
     selection = [run.run_id for run in runs.discover_runs(source) if not runs.run_warnings(run)][:2]
     SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
     for url in serve(source):
         browser.get(url)
         select_runs(browser, selection)
-        walk_tabs(browser, SCREENSHOT_DIR)
+        walk_tabs(browser, len(selection), SCREENSHOT_DIR)

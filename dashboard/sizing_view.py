@@ -15,11 +15,14 @@ from typing import Any
 
 import dash
 from dash import Input, Output, State, dcc, html
+from dash.exceptions import PreventUpdate
 
 from dashboard import report
 from dashboard.report import Report, Table, UsageError
 
 PICKER_ID = "run-picker"
+TABS_ID = "tabs"  # the dashboard's dcc.Tabs, and the value of its Sizing tab
+TAB_VALUE = "sizing"
 RESULT_ID = "sizing-result"
 DOWNLOAD_ID = "sizing-download"
 DOWNLOAD_HTML_ID = "sizing-download-html"
@@ -86,8 +89,12 @@ def register_callbacks(app: dash.Dash, data_dir: Path) -> None:
     """Wire the picker and the form to the result area and the downloads."""
     form = [Input(field_id(name), "value") for name, *_ in FIELDS]
 
-    @app.callback(Output(RESULT_ID, "children"), Input(PICKER_ID, "value"), *form)
-    def _show(run_ids: Sequence[str] | None, *values: float | None) -> list[Any]:
+    @app.callback(
+        Output(RESULT_ID, "children"), Input(TABS_ID, "value"), Input(PICKER_ID, "value"), *form
+    )
+    def _show(tab: str | None, run_ids: Sequence[str] | None, *values: float | None) -> list[Any]:
+        if tab != TAB_VALUE:
+            raise PreventUpdate  # hidden: switching to the tab renders it with the current selection
         return sizing_content(data_dir, run_ids, values)
 
     @app.callback(

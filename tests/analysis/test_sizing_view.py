@@ -8,6 +8,7 @@ from typing import Any
 import dash
 import pytest
 from dash import dcc, html
+from dash.exceptions import PreventUpdate
 from sizingfixtures import reference_cpu, write_run
 
 from dashboard import sizing_view
@@ -95,7 +96,10 @@ def test_callbacks_are_wired_to_the_run_picker(crafted_data_dir: Path) -> None:
     sizing_view.register_callbacks(app, crafted_data_dir)
     show = app.callback_map[f"{sizing_view.RESULT_ID}.children"]
     assert any(i["id"] == sizing_view.PICKER_ID for i in show["inputs"])
-    assert len(show["inputs"]) == 1 + len(sizing_view.FIELDS)
+    assert any(i["id"] == sizing_view.TABS_ID for i in show["inputs"])
+    assert len(show["inputs"]) == 2 + len(sizing_view.FIELDS)
     assert f"{sizing_view.DOWNLOAD_ID}.data" in app.callback_map
-    content = show["callback"].__wrapped__(["ref-cpu"], *DEFAULTS)
+    content = show["callback"].__wrapped__(sizing_view.TAB_VALUE, ["ref-cpu"], *DEFAULTS)
     assert "CPU-bound" in all_text(content)
+    with pytest.raises(PreventUpdate):  # another tab is showing: no report is built
+        show["callback"].__wrapped__("timeseries", ["ref-cpu"], *DEFAULTS)

@@ -7,7 +7,6 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 from collect.session import (
     EXIT_COLLECTOR_FAILED,
@@ -18,7 +17,8 @@ from collect.session import (
     SessionResult,
     run_session,
 )
-from runformat import RUN_JSON, format_duration, parse_duration, read_json
+from runformat import RUN_JSON, format_duration, read_json
+from runformat.cli import OneLineParser, duration_type
 
 EXIT_USAGE = 2
 
@@ -27,25 +27,8 @@ EPILOG = """exit codes: the command's own when it ended by itself (128+N if kill
 2 for a usage error (nothing started), 1 when the collector itself failed."""
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """Usage errors as one line on stderr and exit code 2 (no usage dump)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
-def _interval(text: str) -> float:
-    try:
-        return parse_duration(text, minimum_s=MIN_INTERVAL_S)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
+_duration = duration_type()
+_interval = duration_type(minimum_s=MIN_INTERVAL_S)
 
 
 def _grace(text: str) -> float:
@@ -69,7 +52,7 @@ def _add_common(parser: argparse.ArgumentParser, what_duration: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog="python -m collect",
         description="Record system telemetry into data/runs/<run_id>/ while a command runs, or on its own.",
         epilog=EPILOG,

@@ -13,23 +13,17 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from collect.progress import ProgressReporter
 from collect.session import SessionOptions, SessionResult, run_session
 from runformat import COMMAND_LOG, EVAL_JSON, TRAINING_JSON, format_duration, parse_duration, read_json
+from runformat.cli import USAGE_ERROR, OneLineParser
 
-USAGE_ERROR = 2
 NO_GPU = 1
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog="python -m collect timed",
         description="Train the Faster R-CNN workload for DURATION on one device while sampling the system.",
     )

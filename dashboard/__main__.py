@@ -7,18 +7,12 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import NoReturn
 
-USAGE_EXIT = 2
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(USAGE_EXIT, f"{self.prog}: error: {message} (see --help)\n")
+from runformat.cli import OneLineParser
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog="python -m dashboard",
         description="Serve the Dash app comparing the runs under DATA_DIR/runs and DATA_DIR/examples. "
         "`python -m dashboard report --help` for the sizing report.",

@@ -129,3 +129,17 @@ def test_read_json_gives_one_line_errors(tmp_path: Path, content: str) -> None:
     with pytest.raises(ValueError) as info:
         read_json(path)
     assert "\n" not in str(info.value)
+
+
+def test_one_line_parser_and_duration_type(capsys: pytest.CaptureFixture[str]) -> None:
+    from runformat.cli import OneLineParser, duration_type
+
+    parser = OneLineParser(prog="tool")
+    parser.add_argument("--every", type=duration_type(minimum_s=0.01))
+    assert parser.parse_args(["--every", "1m30s"]).every == 90.0
+    with pytest.raises(SystemExit) as info:
+        parser.parse_args(["--every", "5ms"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tool: error: argument --every:") and "minimum" in err
+    assert err.count("\n") == 1

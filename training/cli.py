@@ -11,7 +11,8 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from runformat import RUN_DIR_ENV, parse_duration
+from runformat import RUN_DIR_ENV
+from runformat.cli import duration_type
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_DATA_DIR = "data"
@@ -134,7 +135,9 @@ def _add_train(commands) -> None:
     command = commands.add_parser("train", help="train Faster R-CNN for a wall-clock budget")
     _add_run_dir(command)
     command.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
-    command.add_argument("--duration", type=_duration, default=600.0, help="budget, e.g. 75m (default 10m)")
+    command.add_argument(
+        "--duration", type=duration_type(), default=600.0, help="budget, e.g. 75m (default 10m)"
+    )
     command.add_argument("--preset", choices=sorted(PRESETS), default="small")
     command.add_argument("--batch", type=_positive_int, default=2)
     command.add_argument(
@@ -146,7 +149,7 @@ def _add_train(commands) -> None:
         "--dataset", type=Path, help="default: <data-dir>/datasets/waldo (generated if missing)"
     )
     command.add_argument("--max-steps", type=_positive_int, help="stop after N steps of this run")
-    command.add_argument("--checkpoint-every", type=_duration, default=60.0)
+    command.add_argument("--checkpoint-every", type=duration_type(), default=60.0)
     command.add_argument("--seed", type=_non_negative_int, default=0)
     command.add_argument("--no-export", action="store_true", help="skip export, evaluate and detect")
     command.add_argument("--score-threshold", type=_fraction, default=0.5)
@@ -375,13 +378,6 @@ def _cmd_devices(args: argparse.Namespace, _start: float) -> int:
     if not info.gpu_names:
         print("  no GPU visible to TensorFlow")
     return EXIT_OK
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _positive_int(text: str) -> int:

@@ -1,0 +1,30 @@
+"""Command-line pieces every entry point shares: one-line usage errors, duration arguments."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import NoReturn
+
+from runformat.duration import parse_duration
+
+USAGE_ERROR = 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr and exit code 2, instead of argparse's usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def duration_type(minimum_s: float = 0.0) -> Callable[[str], float]:
+    """An argparse `type=` turning `90s`, `75m`, `1h30m`... into seconds, with parse_duration's message."""
+
+    def seconds(text: str) -> float:
+        try:
+            return parse_duration(text, minimum_s=minimum_s)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+
+    return seconds

@@ -33,9 +33,7 @@ main() {
   fi
   # shellcheck source=scripts/lib.sh
   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-  local problem
-  problem=$(PYTHONPATH="$REPO_ROOT" python3 -m runformat duration "$1" 2>&1 >/dev/null) \
-    || EXIT_CODE=2 die "${problem#error: } (see --help)"
+  check_duration "$1"
   ensure_venv "train,dashboard"
   exec "$PY" -m collect timed --device cpu "$@"
 }

@@ -40,9 +40,7 @@ main() {
   fi
   # shellcheck source=scripts/lib.sh
   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-  local problem
-  problem=$(PYTHONPATH="$REPO_ROOT" python3 -m runformat duration "$1" 2>&1 >/dev/null) \
-    || EXIT_CODE=2 die "${problem#error: } (see --help)"
+  check_duration "$1"
   have_nvidia_driver \
     || die "no NVIDIA driver found (no /proc/driver/nvidia, nvidia-smi failed): use ./scripts/collect_cpu.sh on this machine"
   ensure_venv "train,gpu,dashboard"

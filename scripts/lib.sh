@@ -15,6 +15,13 @@ log() {
   printf '%s: %s\n' "$(basename "$0")" "$*" >&2
 }
 
+# check_duration TEXT: exit 2 with one line unless TEXT is a duration; needs nothing installed yet.
+check_duration() {
+  local problem
+  problem=$(PYTHONPATH="$REPO_ROOT" python3 -m runformat duration "$1" 2>&1 >/dev/null) \
+    || EXIT_CODE=2 die "${problem#error: } (see --help)"
+}
+
 # ensure_venv EXTRAS: create $VENV and `pip install -e .[EXTRAS]` unless each extra is stamped as installed
 # from the current pyproject.toml.
 ensure_venv() {

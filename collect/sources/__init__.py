@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from collect.sources.base import Hardware, Reading, Source, SourceUnavailable
+from collect.sources.base import AbsentSource, Hardware, Reading, Source, SourceUnavailable
 from collect.sources.cpu import CpuSource
 from collect.sources.disk import DiskSource
 from collect.sources.memory import MemorySource
@@ -21,6 +21,8 @@ from collect.sources.thermal import ThermalSource
 
 # Column order of telemetry.csv follows this order (docs/run-format.md).
 SOURCE_ORDER = ("cpu", "thermal", "memory", "disk", "network", "process", "rapl", "nvml")
+# Columns the contract keeps even without the hardware: `cpu_temp_c` is empty when there is no sensor.
+KEPT_WHEN_ABSENT = {"thermal": ["cpu_temp_c"]}
 
 
 @dataclass
@@ -85,6 +87,8 @@ def build_sources(hardware: Hardware, follow_command: bool) -> SourceSet:
             source = factories[name]()
         except SourceUnavailable as exc:
             status[name] = {"available": False, "reason": str(exc)}
+            if name in KEPT_WHEN_ABSENT:
+                sources.append(AbsentSource(name, KEPT_WHEN_ABSENT[name]))
             continue
         sources.append(source)
         status[name] = {"available": True}
@@ -92,7 +96,7 @@ def build_sources(hardware: Hardware, follow_command: bool) -> SourceSet:
     if not follow_command:
         # Its columns stay (empty) so every run has the same header shape.
         status["process"] = {"available": False, "reason": "sampling only: no command to follow"}
-    thermal = next((s for s in sources if isinstance(s, ThermalSource)), None)
+    thermal = next((s for s in sources if isinstance(s, ThermalSource)), None)  # None: absent or empty
     if thermal is not None:
         status["thermal"]["sensor"] = thermal.chosen
     nvml = next((s for s in sources if isinstance(s, NvmlSource)), None)

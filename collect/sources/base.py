@@ -51,6 +51,22 @@ class Source:
         """Release file descriptors and libraries."""
 
 
+class AbsentSource(Source):
+    """A source missing on this machine whose columns every run keeps anyway, as empty cells."""
+
+    def __init__(self, name: str, columns: list[str]) -> None:
+        super().__init__()
+        self.name = name
+        self._columns = list(columns)
+        self._empty: Reading = dict.fromkeys(self._columns)
+
+    def columns(self) -> list[str]:
+        return list(self._columns)
+
+    def sample(self, now: float) -> Reading:
+        return self._empty
+
+
 def import_pynvml() -> Any:
     """The real NVML binding, imported only when a collector actually starts."""
     import pynvml

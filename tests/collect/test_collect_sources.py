@@ -312,9 +312,13 @@ def test_factory_records_why_sources_are_missing(tmp_path: Path) -> None:
     hardware = Hardware(proc_root=Path("/proc"), sys_root=tmp_path, load_nvml=_no_pynvml)
     sources = build_sources(hardware, follow_command=False)
     names = [s.name for s in sources.sources]
-    assert names[:2] == ["cpu", "memory"]
+    assert names[:3] == ["cpu", "thermal", "memory"]
     assert sources.status["disk"]["available"] is False  # empty fake /sys: no block devices
     assert sources.status["thermal"]["available"] is False
+    assert "cpu_temp_c" in sources.columns()  # the contract keeps it, empty, without a sensor
+    row: dict[str, object] = {}
+    sources.sample_into(row, time.monotonic())
+    assert row["cpu_temp_c"] is None
     assert sources.status["nvml"]["reason"] == "nvidia-ml-py (pynvml) is not installed: no pynvml"
     assert sources.status["process"]["reason"] == "sampling only: no command to follow"
     assert "proc_cpu_pct" in sources.columns()  # present, empty, in a sampling-only run

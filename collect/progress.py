@@ -134,6 +134,7 @@ class ProgressReporter:
         self.every_s = every_s if every_s is not None else (1.0 if self.interactive else 30.0)
         self.state = TrainingState()
         self.peaks: dict[str, float] = {}
+        self._peak_columns: list[str] | None = None
         self._run_dir: Path | None = None
         self._training: CsvTail | None = None
         self._started = clock()
@@ -146,9 +147,11 @@ class ProgressReporter:
         self._started = self.clock()
 
     def on_sample(self, row: dict[str, float | None]) -> None:
-        for name, value in row.items():
-            tracked = name.endswith("_temp_c") or name.endswith("_power_w")
-            if tracked and value is not None and value > self.peaks.get(name, -math.inf):
+        if self._peak_columns is None:  # the header is fixed at the first row: pick the columns once
+            self._peak_columns = [name for name in row if name.endswith(("_temp_c", "_power_w"))]
+        for name in self._peak_columns:
+            value = row.get(name)
+            if value is not None and value > self.peaks.get(name, -math.inf):
                 self.peaks[name] = value
         now = self.clock()
         if now - self._last_print < self.every_s:

@@ -77,10 +77,7 @@ def export_model(run_dir: Path) -> dict:
             "exported_unix": time.time(),
         }
         write_json_atomic(staging / EXPORT_INFO, info)
-        target = run_dir / MODEL_DIR
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
+        _replace_dir(staging, run_dir / MODEL_DIR)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return info
@@ -128,13 +125,17 @@ def draw_detections(
             "images": images,
         }
         write_json_atomic(out / DETECTIONS_JSON, summary)
-        target = run_dir / DETECTIONS_DIR
-        if target.exists():
-            shutil.rmtree(target)
-        out.rename(target)
+        _replace_dir(out, run_dir / DETECTIONS_DIR)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return summary
+
+
+def _replace_dir(staged: Path, target: Path) -> None:
+    """Put a fully written directory in place of `target`, so readers never see half of one."""
+    if target.exists():
+        shutil.rmtree(target)
+    staged.rename(target)
 
 
 def _draw_one(p: Prediction, score_threshold: float, out: Path) -> dict:

@@ -17,6 +17,7 @@ from collect.session import (
     SessionResult,
     run_session,
 )
+from collect.usage import data_dir_problem
 from runformat import RUN_JSON, format_duration, read_json
 from runformat.cli import OneLineParser, duration_type
 
@@ -148,6 +149,9 @@ def main(argv: list[str]) -> int:
         if problem:
             parser.exit(EXIT_USAGE, f"python -m collect run: error: {problem}\n")
         grace = (args.sigint_grace, args.sigterm_grace)
+    problem = data_dir_problem(args.data_dir)
+    if problem:
+        parser.exit(EXIT_USAGE, f"python -m collect {args.subcommand}: error: {problem}\n")
     options = SessionOptions(
         data_dir=args.data_dir,
         device=args.device,
@@ -165,6 +169,9 @@ def main(argv: list[str]) -> int:
         return EXIT_USAGE
     except SessionError as exc:
         print(f"collect: {exc}", file=sys.stderr)
+        return EXIT_COLLECTOR_FAILED
+    except Exception as exc:  # recorded in run.json; the command was stopped gracefully
+        print(f"collect: collector error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
         return EXIT_COLLECTOR_FAILED
     except KeyboardInterrupt:
         print("collect: interrupted while starting", file=sys.stderr)

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -18,11 +19,91 @@ _CHUNK = 1 << 16
 _PR_SET_PDEATHSIG = 1
 
 
-def _end_with_the_collector(collector_pid: int) -> Callable[[], None]:
-    """In the child, before exec: SIGTERM when the collector dies, even by kill -9, so the command never
-    runs on unrecorded. (Linux only; elsewhere a no-op.)"""
+# The watchdog: a separate small process (in its own session, outside the measured process tree) that
+# holds the read end of a pipe whose write end only the collector has. Its first line is the command's
+# process group; "done" means the collector settled the command itself. End-of-file without "done" means
+# the collector died (even by kill -9): the whole group gets SIGTERM, and SIGKILL after the grace period.
+# PR_SET_PDEATHSIG alone would reach only the direct child, never its children.
+_WATCHDOG = """
+import os, signal, sys, time
+for name in ("SIGINT", "SIGHUP"):
+    signal.signal(getattr(signal, name), signal.SIG_IGN)
+grace = float(sys.argv[1])
+data = b""
+while True:
+    chunk = os.read(0, 256)
+    if not chunk:
+        break
+    data += chunk
+    if b"done" in data:
+        sys.exit(0)
+words = data.split()
+if not words:
+    sys.exit(0)
+group = int(words[0])
+def alive():
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+    return True
+if alive():
+    os.killpg(group, signal.SIGTERM)
+    end = time.monotonic() + grace
+    while alive() and time.monotonic() < end:
+        time.sleep(0.1)
+    if alive():
+        os.killpg(group, signal.SIGKILL)
+"""
+
+
+class Watchdog:
+    """Stops the command's whole process group when the collector dies without settling it."""
+
+    def __init__(self, grace_s: float) -> None:
+        read_end, self.write_fd = os.pipe2(os.O_CLOEXEC)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _WATCHDOG, f"{grace_s:g}"],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except BaseException:
+            os.close(self.write_fd)
+            raise
+        finally:
+            os.close(read_end)
+
+    def announce_from_child(self) -> None:
+        """Runs in the command's child between fork and exec: its own pid is its process group."""
+        os.write(self.write_fd, f"{os.getpid()}\n".encode())
+
+    def release(self) -> None:
+        """The collector settled the command: the watchdog exits without signalling anything."""
+        if self.write_fd < 0:
+            return
+        with contextlib.suppress(OSError):
+            os.write(self.write_fd, b"done\n")
+        os.close(self.write_fd)
+        self.write_fd = -1
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
+
+
+def _end_with_the_collector(collector_pid: int, watchdog: Watchdog | None) -> Callable[[], None]:
+    """In the child, before exec: the command never runs on unrecorded. With a watchdog, tell it our
+    process group; without one (it could not start), at least SIGTERM the direct child when the
+    collector dies (PR_SET_PDEATHSIG, Linux only)."""
 
     def arm() -> None:
+        if watchdog is not None:
+            watchdog.announce_from_child()
+            return
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
         if os.getppid() != collector_pid:  # the collector died before the line above took effect
@@ -40,8 +121,13 @@ class RunningCommand:
     """A started command. Signals go to its whole process group; exit is detected without reaping it,
     so the collector can take a last sample of the finished process before `reap()`."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, echo: bool) -> None:
+    def __init__(
+        self, argv: list[str], env: dict[str, str], log_path: Path, echo: bool, orphan_grace_s: float = 30.0
+    ) -> None:
         self._log: IO[bytes] | None = open(log_path, "ab", buffering=0)  # noqa: SIM115
+        self.watchdog: Watchdog | None = None
+        with contextlib.suppress(OSError):
+            self.watchdog = Watchdog(orphan_grace_s)
         try:
             self.process = subprocess.Popen(
                 argv,
@@ -50,10 +136,12 @@ class RunningCommand:
                 env=env,
                 start_new_session=True,
                 close_fds=True,
-                preexec_fn=_end_with_the_collector(os.getpid()),
+                preexec_fn=_end_with_the_collector(os.getpid(), self.watchdog),
             )
         except BaseException:
             self._log.close()
+            if self.watchdog is not None:
+                self.watchdog.release()
             raise
         self.pid = self.process.pid
         self.returncode: int | None = None
@@ -140,13 +228,23 @@ class RunningCommand:
             if fd is not None:
                 os.close(fd)
         self.pidfd = None
+        if self.watchdog is not None:
+            self.watchdog.release()
         if self.process.stdout is not None:
             self.process.stdout.close()
         if self._log is not None:
             self._log.close()
             self._log = None
 
-    def kill_now(self) -> None:
-        """Last resort when the collector itself fails unexpectedly."""
+    def stop_gracefully(self, grace_s: float) -> None:
+        """SIGTERM to the whole group; SIGKILL to what is left of it after grace_s."""
+        self.signal_group(signal.SIGTERM)
+        end = time.monotonic() + grace_s
+        while time.monotonic() < end:
+            if self.has_exited():
+                self.reap()
+                if not self.group_alive():
+                    return
+            time.sleep(0.05)
         self.signal_group(signal.SIGKILL)
         self.reap()

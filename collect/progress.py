@@ -6,6 +6,7 @@ It only reads: telemetry rows handed over by the sampling loop, and the training
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import math
@@ -140,6 +141,7 @@ class ProgressReporter:
         self._started = clock()
         self._last_print = -math.inf
         self._line_open = False
+        self.broken = False
 
     def start(self, run_dir: Path) -> None:
         self._run_dir = run_dir
@@ -162,9 +164,10 @@ class ProgressReporter:
 
     def finish(self) -> None:
         if self._line_open:
-            self.out.write("\n")
-            self.out.flush()
             self._line_open = False
+            with contextlib.suppress(OSError, ValueError):
+                self.out.write("\n")
+                self.out.flush()
 
     def _refresh_training(self) -> None:
         if self._training is None or self._run_dir is None:
@@ -177,9 +180,15 @@ class ProgressReporter:
                 self.state.phases_done([row.get("phase", "") for row in csv.DictReader(handle)])
 
     def _print(self, line: str) -> None:
-        if self.interactive:
-            self.out.write("\r\x1b[K" + line)
-            self._line_open = True
-        else:
-            self.out.write(line + "\n")
-        self.out.flush()
+        if self.broken:
+            return
+        try:
+            if self.interactive:
+                self.out.write("\r\x1b[K" + line)
+                self._line_open = True
+            else:
+                self.out.write(line + "\n")
+            self.out.flush()
+        except (OSError, ValueError):  # the console is gone (hung-up terminal, closed pipe): no more lines
+            self.broken = True
+            self._line_open = False

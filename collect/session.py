@@ -141,6 +141,8 @@ class _Stopper:
     def request(self, reason: str, now: float) -> None:
         if self.reason is None:
             self.reason = reason
+            if reason == "failed" and self.stage < 0:
+                self.stage = 0  # the collector failed: straight to SIGTERM
             self.advance(now)
         elif reason == "interrupted":
             self.advance(now)  # asking again (a second Ctrl-C) skips the rest of the grace period
@@ -175,6 +177,7 @@ class _Session:
         self.late_ms = LatenessSample()
         self.late_threshold_s = max(0.001, 0.1 * self.interval)
         self.error: str | None = None
+        self.progress_error: str | None = None
         self.writer: TelemetryWriter | None = None
         self.command: RunningCommand | None = None
         self.priority = PriorityChange("not raised")
@@ -243,7 +246,13 @@ class _Session:
         env[RUN_DIR_ENV] = str(self.run_dir)
         env[RUN_ID_ENV] = self.run_dir.name
         env.setdefault("PYTHONUNBUFFERED", "1")  # so a Python command's output shows up as it happens
-        self.command = RunningCommand(argv, env, self.run_dir / COMMAND_LOG, self.options.echo_output)
+        self.command = RunningCommand(
+            argv,
+            env,
+            self.run_dir / COMMAND_LOG,
+            self.options.echo_output,
+            orphan_grace_s=sum(self.options.stop_grace_s),
+        )
         self.sources.process.attach(self.command.pid)
 
     # ---- signals -----------------------------------------------------------------------------
@@ -256,7 +265,10 @@ class _Session:
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        previous = {signum: signal.signal(signum, self._on_signal) for signum in _STOP_SIGNALS}
+        # A signal ignored when we started (SIGHUP under nohup) stays ignored: a detached run survives
+        # the end of the login session that started it.
+        caught = [signum for signum in _STOP_SIGNALS if signal.getsignal(signum) != signal.SIG_IGN]
+        previous = {signum: signal.signal(signum, self._on_signal) for signum in caught}
         previous_wakeup = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
         try:
             yield
@@ -309,7 +321,11 @@ class _Session:
         if late_s > self.late_threshold_s:
             self.late_ticks += 1
         if self.on_sample is not None:
-            self.on_sample(row)
+            try:
+                self.on_sample(row)
+            except OSError as exc:  # the console is gone (hung-up terminal, closed pipe): drop the line
+                self.on_sample = None
+                self.progress_error = f"progress line dropped: {exc.strerror or exc}"
         self.sources.maintain(time.monotonic())
 
     def _fail(self, message: str, now: float) -> None:
@@ -396,6 +412,8 @@ class _Session:
             "late_ms_p99": self.late_ms.percentile(0.99),
             "late_ms_max": None if self.late_ms.maximum is None else round(self.late_ms.maximum, 3),
         }
+        if self.progress_error is not None:
+            record["sampler"]["progress_error"] = self.progress_error
         if self.command is not None and self.command.log_error:
             record["sampler"]["command_log_error"] = self.command.log_error
         if self.error is not None:
@@ -458,15 +476,17 @@ class _Session:
         self.stopper = _Stopper(self.command, self.options.stop_grace_s)
 
     def _settle_command(self) -> None:
-        """Reap the command; if the loop ended abnormally, make sure nothing is left running."""
+        """Reap the command; if the loop ended abnormally, stop it gracefully, and make sure no child of a
+        command we stopped is left running."""
         command = self.command
         if command is None:
             return
+        grace = self.options.stop_grace_s[1]
         if not command.has_exited():
-            command.kill_now()
+            command.stop_gracefully(grace)  # the collector itself failed
         command.reap()
         if self.stopper.reason is not None and command.group_alive():
-            command.signal_group(signal.SIGTERM)  # stragglers of a command we were asked to stop
+            command.stop_gracefully(grace)  # stragglers of a command we were asked to stop
         command.finish()
 
     def _close(self) -> None:

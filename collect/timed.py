@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from collect.progress import ProgressReporter
-from collect.session import SessionOptions, SessionResult, run_session
+from collect.session import SessionError, SessionOptions, SessionResult, run_session
+from collect.usage import data_dir_problem, dataset_problem
 from runformat import COMMAND_LOG, EVAL_JSON, TRAINING_JSON, format_duration, parse_duration, read_json
 from runformat.cli import USAGE_ERROR, OneLineParser
 
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--preset", choices=("small", "standard"), default="small")
     parser.add_argument("--batch", type=int, help="global batch size (default: the preset's)")
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
+    parser.add_argument("--dataset", type=Path, help="dataset to train on (default: DATA_DIR/datasets/waldo)")
     parser.add_argument("--no-export", action="store_true", help="skip export, evaluation and detections")
     parser.add_argument("--max-steps", type=int, help="also stop after this many steps (for quick checks)")
     parser.add_argument(
@@ -57,6 +59,8 @@ def training_command(args: argparse.Namespace) -> list[str]:
     ]
     if args.batch is not None:
         command += ["--batch", str(args.batch)]
+    if args.dataset is not None:
+        command += ["--dataset", str(args.dataset)]
     if args.max_steps is not None:
         command += ["--max-steps", str(args.max_steps)]
     if args.no_export:
@@ -134,6 +138,10 @@ def main(argv: Sequence[str]) -> int:
     if args.batch is not None and args.batch < 1:
         print("python -m collect timed: error: --batch must be at least 1", file=sys.stderr)
         return USAGE_ERROR
+    problem = data_dir_problem(args.data_dir) or (args.dataset and dataset_problem(args.dataset))
+    if problem:
+        print(f"python -m collect timed: error: {problem}", file=sys.stderr)
+        return USAGE_ERROR
     if args.device == "gpu" and (reason := check_gpu()) is not None:
         print(f"python -m collect timed: error: {reason}", file=sys.stderr)
         return NO_GPU
@@ -154,7 +162,14 @@ def main(argv: Sequence[str]) -> int:
         command=training_command(args),
         echo_output=args.verbose,
     )
-    result = run_session(options, on_start=on_start, on_sample=progress.on_sample)
+    try:
+        result = run_session(options, on_start=on_start, on_sample=progress.on_sample)
+    except SessionError as exc:
+        print(f"collect: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # recorded in run.json; the training was stopped gracefully
+        print(f"collect: collector error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+        return 1
     progress.finish()
     if result.exit_code not in (0, 130) and not args.verbose:
         _show_log_tail(result.run_dir)

@@ -52,9 +52,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     """Entry point: exit without waiting for TensorFlow's slow interpreter teardown (20-33 s measured)."""
-    from training.console import filter_native_stderr
+    from training.console import filter_native_stderr, tolerate_closed_output
 
     stderr_filter = filter_native_stderr()
+    tolerate_closed_output()
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()

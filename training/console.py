@@ -9,10 +9,12 @@ writing to the original descriptor directly, so our error lines never wait on th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
 import threading
+from typing import Any, TextIO
 
 HARMLESS = re.compile(
     "|".join(
@@ -47,9 +49,13 @@ class NativeStderrFilter:
         self._thread.start()
 
     def _pump(self) -> None:
-        for line in self._reader:
-            if not HARMLESS.search(line.decode("utf-8", errors="replace")):
-                os.write(self._original, line)
+        console_open = True
+        for line in self._reader:  # keeps draining after the console is gone, so TensorFlow never blocks
+            if console_open and not HARMLESS.search(line.decode("utf-8", errors="replace")):
+                try:
+                    os.write(self._original, line)
+                except OSError:
+                    console_open = False
 
     def close(self, timeout_s: float = 1.0) -> None:
         """Put fd 2 back and let the filter pass on what is still in the pipe."""
@@ -63,3 +69,44 @@ def filter_native_stderr() -> NativeStderrFilter | None:
         return NativeStderrFilter()
     except (OSError, ValueError):
         return None
+
+
+class ForgivingStream:
+    """A text stream that drops its output once the other end is gone (a collector killed, a terminal
+    hung up, `| head`): the training must never die of its own output."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                self._stream.write(text)
+            except (OSError, ValueError):
+                self.broken = True
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self.broken = True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def tolerate_closed_output() -> None:
+    """sys.stdout and sys.stderr ignore a closed or hung-up console from now on."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, ForgivingStream):
+            setattr(sys, name, ForgivingStream(stream))
+
+
+def write_raw(fd: int, text: str) -> None:
+    """os.write for signal handlers (no buffered stream to re-enter); a closed console is ignored."""
+    with contextlib.suppress(OSError):
+        os.write(fd, text.encode())

@@ -7,15 +7,17 @@ training.csv.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
-import sys
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runformat import CHECKPOINTS_DIR, format_duration
+from training.console import write_raw
 from training.dataset import dataset_info
 from training.device import DeviceInfo
 from training.experiment import PRESETS, build_config
@@ -58,13 +60,11 @@ class StopRequest:
     def _handle(self, signum: int, _frame: Any) -> None:
         # Raw writes: a buffered print here could re-enter a print the main thread is in the middle of.
         if self.signum is not None:  # a second signal: the user insists
-            os.write(sys.stderr.fileno(), b"second signal: exiting without a final checkpoint\n")
+            write_raw(2, "second signal: exiting without a final checkpoint\n")
             os._exit(128 + signum)
         self.signum = signum
         name = signal.Signals(signum).name
-        os.write(
-            sys.stdout.fileno(), f"{name}: finishing the current step, then a final checkpoint\n".encode()
-        )
+        write_raw(1, f"{name}: finishing the current step, then a final checkpoint\n")
 
 
 @dataclass
@@ -150,8 +150,13 @@ def _train(
     log = TrainingCsv(run_dir)
     try:
         status = run_loop(options, session, clock, stop, log, state)
+    except BaseException:
+        with contextlib.suppress(Exception):  # training.json of a failed run keeps its steps
+            _update_figures(state, clock, session, options)
+        raise
     finally:
         log.close()
+    _update_figures(state, clock, session, options)  # in case the final checkpoint fails
     if clock.ends:
         state["last_checkpoint"] = session.save() or state.get("last_checkpoint")
     _update_figures(state, clock, session, options)
@@ -246,6 +251,8 @@ def _initial_state(options: TrainOptions, device: DeviceInfo) -> dict[str, Any]:
     preset = PRESETS[options.preset]
     return {
         "status": "running",
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
         "device_requested": options.device,
         "device_used": device.used,
         "gpu_names": device.gpu_names,

@@ -17,7 +17,15 @@ from pathlib import Path
 from collect.progress import ProgressReporter
 from collect.session import SessionError, SessionOptions, SessionResult, run_session
 from collect.usage import data_dir_problem, dataset_problem
-from runformat import COMMAND_LOG, EVAL_JSON, TRAINING_JSON, format_duration, parse_duration, read_json
+from runformat import (
+    COMMAND_LOG,
+    EVAL_JSON,
+    TRAINING_JSON,
+    format_duration,
+    parse_duration,
+    read_json,
+    training_progress,
+)
 from runformat.cli import USAGE_ERROR, OneLineParser
 
 NO_GPU = 1
@@ -88,12 +96,15 @@ def summary_lines(result: SessionResult, peaks: dict[str, float]) -> list[str]:
     training = _json_or_empty(run_dir / TRAINING_JSON)
     if training:
         steady = training.get("steady_steps_per_s")
+        progress = training_progress(run_dir)
         lines.append(
-            f"  training: {training.get('steps', 0)} steps ({training.get('status', '?')})"
+            f"  training: {progress.steps or 0} steps ({progress.status})"
             + (f", steady {steady:.2f} steps/s" if isinstance(steady, (int, float)) else "")
             + (f", first step {training['first_step_s']:.1f} s" if training.get("first_step_s") else "")
             + f", device {training.get('device_used', '?')}"
         )
+        if progress.note:
+            lines.append(f"  note: {progress.note}")
     evaluation = _json_or_empty(run_dir / EVAL_JSON)
     if evaluation:
         lines.append(

@@ -36,9 +36,11 @@ from runformat import (
     TELEMETRY_CSV,
     TRAINING_CSV,
     TRAINING_JSON,
+    TrainingProgress,
     is_valid_run_id,
     read_json,
     resolve_run_dir,
+    training_progress,
 )
 
 WARNINGS_ATTR = "warnings"
@@ -211,6 +213,9 @@ def _load_run(path: Path, run_id: str, kind: str) -> RunInfo:
     training, problem = _read_optional_json(path / TRAINING_JSON)
     if problem:
         warnings.append(problem)
+    training, note = _with_progress(path, training)
+    if note:
+        warnings.append(note)
     evaluation, problem = _read_optional_json(path / EVAL_JSON)
     if problem:
         warnings.append(problem)
@@ -220,6 +225,42 @@ def _load_run(path: Path, run_id: str, kind: str) -> RunInfo:
 
 
 _JSON_CACHE: dict[Path, tuple[tuple[int, int], dict[str, Any], str | None]] = {}
+_PROGRESS_CACHE: dict[Path, tuple[tuple[Any, ...], TrainingProgress]] = {}
+
+
+def _with_progress(path: Path, training: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """training.json with steps, global_step and status from training.csv when training.json is stale
+    (or lags behind it), and the note saying so; cached until either file or run.json changes."""
+    if not training:
+        return training, ""
+    key = tuple(_stamp(path / name) for name in (TRAINING_JSON, TRAINING_CSV, RUN_JSON))
+    cached = _PROGRESS_CACHE.get(path)
+    if cached and cached[0] == key and training.get("status") != "running":  # a pid can die unseen
+        progress = cached[1]
+    else:
+        progress = training_progress(path)
+        _PROGRESS_CACHE[path] = (key, progress)
+    if (progress.steps, progress.global_step, progress.status) == (
+        training.get("steps"),
+        training.get("global_step"),
+        training.get("status"),
+    ):
+        return training, ""
+    corrected = {
+        **training,
+        "steps": progress.steps,
+        "global_step": progress.global_step,
+        "status": progress.status,
+    }
+    return corrected, progress.note
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        stat = path.stat()
+    except OSError:
+        return (0, 0)
+    return (stat.st_mtime_ns, stat.st_size)
 
 
 def _read_optional_json(path: Path) -> tuple[dict[str, Any], str | None]:
@@ -294,6 +335,7 @@ def clear_caches() -> None:
     """Forget every parsed file (tests, and callers that want to bound memory)."""
     _CSV_CACHE.clear()
     _JSON_CACHE.clear()
+    _PROGRESS_CACHE.clear()
 
 
 def _from_sidecar(path: Path, identity: tuple[int, int], stamp: tuple[int, int]) -> _CsvEntry | None:

@@ -28,12 +28,14 @@ from runformat.layout import (
     new_run_id,
     resolve_run_dir,
 )
+from runformat.progress import ENDED_UNRECORDED, TrainingProgress, training_progress
 
 __all__ = [
     "CHECKPOINTS_DIR",
     "COMMAND_LOG",
     "DETECTIONS_DIR",
     "DETECTIONS_JSON",
+    "ENDED_UNRECORDED",
     "EVAL_JSON",
     "EXAMPLES_SUBDIR",
     "FORMAT_VERSION",
@@ -46,11 +48,13 @@ __all__ = [
     "TELEMETRY_CSV",
     "TRAINING_CSV",
     "TRAINING_JSON",
+    "TrainingProgress",
     "format_duration",
     "is_valid_run_id",
     "new_run_id",
     "parse_duration",
     "read_json",
     "resolve_run_dir",
+    "training_progress",
     "write_json_atomic",
 ]

@@ -1,0 +1,120 @@
+"""How far a training got, even when its training.json is stale.
+
+training.json is rewritten at every checkpoint and at the end; training.csv gets every step as it
+happens. A training killed without its last word (kill -9, power loss, an old version dying of its own
+output) leaves a training.json that says `running` (or too few steps) while training.csv holds every
+step. Every reader (the collector's summary, the dashboard, the sizing report) asks here instead of
+trusting training.json alone. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runformat.jsonio import read_json
+from runformat.layout import RUN_JSON, TRAINING_CSV, TRAINING_JSON
+
+ENDED_UNRECORDED = "ended unrecorded"
+
+
+@dataclass(frozen=True)
+class TrainingProgress:
+    steps: int | None  # steps of this training session (training.json's `steps`), None if unknown
+    global_step: int | None
+    status: str  # training.json's status, or ENDED_UNRECORDED when it is stale
+    stale: bool  # training.json says running, but the training process is gone
+    note: str  # why the figures differ from training.json; "" when they do not
+
+
+def training_progress(run_dir: Path) -> TrainingProgress:
+    run_dir = Path(run_dir)
+    training = _json_or_empty(run_dir / TRAINING_JSON)
+    status = str(training.get("status") or ("not started" if not training else "unknown"))
+    json_steps, json_global = _int(training.get("steps")), _int(training.get("global_step"))
+    csv_steps, csv_global = _csv_progress(run_dir / TRAINING_CSV, _float(training.get("start_unix")))
+    if status == "running" and _process_gone(run_dir, training):
+        return TrainingProgress(
+            steps=csv_steps if csv_steps is not None else json_steps,
+            global_step=csv_global if csv_global is not None else json_global,
+            status=ENDED_UNRECORDED,
+            stale=True,
+            note=f"{TRAINING_JSON} still says running but the training process is gone; "
+            f"steps from {TRAINING_CSV}",
+        )
+    if csv_steps is not None and csv_steps > (json_steps or 0):
+        note = (
+            ""
+            if status == "running"  # alive: training.json only catches up at the next checkpoint
+            else f"{TRAINING_JSON} records {json_steps or 0} steps, {TRAINING_CSV} {csv_steps}; "
+            f"steps from {TRAINING_CSV}"
+        )
+        return TrainingProgress(csv_steps, csv_global, status, stale=False, note=note)
+    return TrainingProgress(json_steps, json_global, status, stale=False, note="")
+
+
+def _process_gone(run_dir: Path, training: dict[str, Any]) -> bool:
+    """True when the training cannot still be running: its collector has finished, or its pid (on this
+    host) no longer exists. False when that cannot be told (another host, an older training.json)."""
+    end_reason = _json_or_empty(run_dir / RUN_JSON).get("end_reason")
+    if end_reason not in (None, "running"):
+        return True
+    pid = _int(training.get("pid"))
+    if pid is None or pid <= 0 or training.get("host") != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _csv_progress(path: Path, start_unix: float | None) -> tuple[int | None, int | None]:
+    """(rows of this session, last step) of training.csv: rows at or after start_unix, so a resumed
+    run's earlier sessions are not counted. (None, None) without the file or its step column."""
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as handle:
+            header = handle.readline().strip().split(",")
+            if "step" not in header or "time_unix" not in header:
+                return None, None
+            time_at, step_at = header.index("time_unix"), header.index("step")
+            rows, last_step = 0, None
+            for line in handle:
+                if not line.endswith("\n"):
+                    break  # a row still being written
+                cells = line.split(",")
+                if len(cells) != len(header):
+                    continue
+                when, step = _float(cells[time_at]), _int(cells[step_at])
+                if when is None or step is None or (start_unix is not None and when < start_unix - 1e-6):
+                    continue
+                rows, last_step = rows + 1, step
+    except OSError:
+        return None, None
+    return rows, last_step
+
+
+def _json_or_empty(path: Path) -> dict[str, Any]:
+    try:
+        return read_json(path)
+    except ValueError:
+        return {}
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value) if value not in (None, "") else None
+    except (TypeError, ValueError):
+        return None

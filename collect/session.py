@@ -141,8 +141,6 @@ class _Stopper:
     def request(self, reason: str, now: float) -> None:
         if self.reason is None:
             self.reason = reason
-            if reason == "failed" and self.stage < 0:
-                self.stage = 0  # the collector failed: straight to SIGTERM
             self.advance(now)
         elif reason == "interrupted":
             self.advance(now)  # asking again (a second Ctrl-C) skips the rest of the grace period

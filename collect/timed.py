@@ -16,7 +16,7 @@ from pathlib import Path
 
 from collect.progress import ProgressReporter
 from collect.session import SessionError, SessionOptions, SessionResult, run_session
-from collect.usage import data_dir_problem, dataset_problem
+from collect.usage import PRESET_NAMES, data_dir_problem, dataset_problem
 from runformat import (
     COMMAND_LOG,
     EVAL_JSON,
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     parser.add_argument("--interval", default="1s", help="sampling interval (default 1s, down to 10ms)")
     parser.add_argument("--label", default="", help="label shown in the dashboard")
-    parser.add_argument("--preset", choices=("small", "standard"), default="small")
+    parser.add_argument("--preset", choices=PRESET_NAMES, default="small")
     parser.add_argument("--batch", type=int, help="global batch size (default: the preset's)")
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--dataset", type=Path, help="dataset to train on (default: DATA_DIR/datasets/waldo)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -20,7 +21,7 @@ def data_dir_problem(data_dir: Path) -> str | None:
     parent = data_dir.absolute().parent
     if not parent.is_dir():
         return f"--data-dir {data_dir}: no such directory, nor its parent {parent}"
-    return _unwritable(parent, f"--data-dir {data_dir}: cannot be created in {parent}")
+    return _unwritable(parent, f"--data-dir {data_dir}")
 
 
 def _unwritable(directory: Path, what: str) -> str | None:
@@ -28,7 +29,7 @@ def _unwritable(directory: Path, what: str) -> str | None:
     try:
         handle, probe = tempfile.mkstemp(prefix=".workbench-probe-", dir=directory)
     except OSError as exc:
-        return f"{what}: not writable ({exc.strerror or exc})"
+        return f"{what}: cannot write in {directory} ({exc.strerror or exc})"
     os.close(handle)
     os.unlink(probe)
     return None
@@ -53,3 +54,34 @@ def dataset_problem(dataset: Path) -> str | None:
         except OSError as exc:
             return f"--dataset {dataset}: cannot read {name} ({exc.strerror or exc})"
     return None
+
+
+PRESET_NAMES = ("small", "standard")
+
+
+def options_problem(argv: list[str]) -> str | None:
+    """The first problem of the timed-run options in argv that can be seen without installing anything
+    (the entry-point scripts call this with the system python3); other options are left to the parser."""
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--data-dir", type=Path, default=Path("data"))
+    parser.add_argument("--dataset", type=Path)
+    parser.add_argument("--preset", default="small")
+    args, _ = parser.parse_known_args(argv)
+    if args.preset not in PRESET_NAMES:
+        return f"--preset {args.preset}: expected one of {', '.join(PRESET_NAMES)}"
+    return data_dir_problem(args.data_dir) or (dataset_problem(args.dataset) if args.dataset else None)
+
+
+def main(argv: list[str]) -> int:
+    """`python3 -m collect.usage [OPTIONS]`: exit 2 with one line on stderr if the options are unusable."""
+    problem = options_problem(argv)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

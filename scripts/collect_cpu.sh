@@ -16,6 +16,7 @@ Options (passed through):
   --preset small|standard small: ResNet-18 at 256 px (default); standard: ResNet-50-FPN at 640 px
   --batch N               global batch size
   --data-dir DIR          where runs and datasets live (default: data)
+  --dataset DIR           train on this dataset (default: DATA_DIR/datasets/waldo)
   --no-export             skip export, evaluation and detections
   --verbose               show the training's own output instead of the live progress line
 Exit codes: the training's own (0 ok), 124 hard time limit hit, 130 interrupted, 2 usage error.
@@ -34,6 +35,7 @@ main() {
   # shellcheck source=scripts/lib.sh
   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
   check_duration "$1"
+  check_options "${@:2}"
   ensure_venv "train,dashboard"
   exec "$PY" -m collect timed --device cpu "$@"
 }

@@ -18,6 +18,7 @@ Options (passed through):
   --preset small|standard small: ResNet-18 at 256 px (default); standard: ResNet-50-FPN at 640 px
   --batch N               global batch size
   --data-dir DIR          where runs and datasets live (default: data)
+  --dataset DIR           train on this dataset (default: DATA_DIR/datasets/waldo)
   --no-export             skip export, evaluation and detections
   --verbose               show the training's own output instead of the live progress line
 Exit codes: the training's own (0 ok), 124 hard time limit hit, 130 interrupted, 2 usage error,
@@ -41,6 +42,7 @@ main() {
   # shellcheck source=scripts/lib.sh
   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
   check_duration "$1"
+  check_options "${@:2}"
   have_nvidia_driver \
     || die "no NVIDIA driver found (no /proc/driver/nvidia, nvidia-smi failed): use ./scripts/collect_cpu.sh on this machine"
   ensure_venv "train,gpu,dashboard"

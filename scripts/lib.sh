@@ -22,6 +22,14 @@ check_duration() {
     || EXIT_CODE=2 die "${problem#error: } (see --help)"
 }
 
+# check_options [OPTIONS...]: exit 2 with one line unless --data-dir, --dataset and --preset are usable;
+# needs nothing installed yet (standard library only).
+check_options() {
+  local problem
+  problem=$(PYTHONPATH="$REPO_ROOT" python3 -m collect.usage "$@" 2>&1 >/dev/null) \
+    || EXIT_CODE=2 die "${problem#error: } (see --help)"
+}
+
 # ensure_venv EXTRAS: create $VENV and `pip install -e .[EXTRAS]` unless each extra is stamped as installed
 # from the current pyproject.toml.
 ensure_venv() {

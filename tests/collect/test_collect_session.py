@@ -178,4 +178,4 @@ def test_a_failing_callback_still_leaves_a_final_run_json_and_no_command(tmp_pat
     record = read_json(run_dir / "run.json")
     assert record["end_reason"] == "failed"
     assert record["error"] == "collector error: RuntimeError: progress line broke"
-    assert record["exit_code"] == -9  # the command was not left running
+    assert record["exit_code"] == -15  # stopped gracefully (SIGTERM), not left running

@@ -92,7 +92,7 @@ def test_sighup_ignored_at_start_stays_ignored(tmp_path: Path) -> None:
     run_dir = the_run(tmp_path)
     wait_for(lambda: says_ready(run_dir))
     process.send_signal(signal.SIGHUP)  # the ssh session that started `nohup ...` is gone
-    out, err = process.communicate(timeout=30)
+    _out, err = process.communicate(timeout=30)
     assert process.returncode == 124, err  # the deadline, not "interrupted"
     assert read_json(run_dir / "run.json")["end_reason"] == "deadline"
 
@@ -170,7 +170,7 @@ def test_a_collector_failure_sends_sigterm_to_the_whole_tree(tmp_path: Path) -> 
 
 
 def test_a_command_deaf_to_sigterm_gets_sigkill_after_the_grace_period(tmp_path: Path) -> None:
-    script = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\ntime.sleep(60)"
+    script = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)"
     options = SessionOptions(
         data_dir=tmp_path,
         interval_s=0.05,
@@ -256,7 +256,9 @@ def test_unusable_data_dir_is_one_line_and_exit_2(
 
 @pytest.mark.parametrize("bad", [["--dataset", "EMPTY"], ["--dataset", "MISSING"], ["--preset", "huge"]])
 @pytest.mark.parametrize("entry", ["collect timed", "collect_cpu.sh", "collect_gpu.sh"])
-def test_unusable_dataset_or_preset_is_one_line_and_exit_2(tmp_path: Path, bad: list[str], entry: str) -> None:
+def test_unusable_dataset_or_preset_is_one_line_and_exit_2(
+    tmp_path: Path, bad: list[str], entry: str
+) -> None:
     (tmp_path / "empty").mkdir()
     value = {"EMPTY": str(tmp_path / "empty"), "MISSING": str(tmp_path / "missing")}.get(bad[1], bad[1])
     options = [bad[0], value, "--data-dir", str(tmp_path)]

@@ -72,7 +72,9 @@ def _started_training(data_dir: Path, collector: subprocess.Popen[str], steps: i
     return run_dir, int(read_json(run_dir / "training.json")["pid"])
 
 
-def test_kill_9_of_the_collector_stops_the_training_with_a_checkpoint(tmp_path: Path, tiny_dataset: Path) -> None:
+def test_kill_9_of_the_collector_stops_the_training_with_a_checkpoint(
+    tmp_path: Path, tiny_dataset: Path
+) -> None:
     collector = _timed_run(tmp_path, tiny_dataset)
     training_pid = None
     try:
@@ -95,7 +97,9 @@ def test_kill_9_of_the_collector_stops_the_training_with_a_checkpoint(tmp_path: 
     assert [(row["phase"], row["status"]) for row in _rows(run_dir / "phases.csv")] == [("train", "ok")]
 
 
-def test_kill_9_of_the_training_summary_takes_steps_from_training_csv(tmp_path: Path, tiny_dataset: Path) -> None:
+def test_kill_9_of_the_training_summary_takes_steps_from_training_csv(
+    tmp_path: Path, tiny_dataset: Path
+) -> None:
     collector = _timed_run(tmp_path, tiny_dataset)
     try:
         run_dir, training_pid = _started_training(tmp_path, collector, steps=5)

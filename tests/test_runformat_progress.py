@@ -1,0 +1,83 @@
+"""runformat.progress: steps from training.csv when training.json is stale (real files, real pids)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+from runformat import ENDED_UNRECORDED, training_progress
+
+HEADER = "time_unix,elapsed_s,step,loss_total\n"
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
+
+
+def _run_dir(
+    tmp_path: Path, *, status: str, steps: int, csv_steps: int, end_reason: str = "running", **extra: object
+) -> Path:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    start = 1000.0
+    training = {"status": status, "steps": steps, "global_step": steps, "start_unix": start, **extra}
+    (run_dir / "training.json").write_text(json.dumps(training))
+    (run_dir / "run.json").write_text(json.dumps({"end_reason": end_reason}))
+    lines = [HEADER, "990.0,0.5,1,2.0\n"]  # a row of an earlier session (before start_unix): not counted
+    lines += [f"{start + step:.1f},{step:.1f},{step + 1},1.5\n" for step in range(1, csv_steps + 1)]
+    lines.append("9999.0,9")  # a row still being written
+    (run_dir / "training.csv").write_text("".join(lines))
+    return run_dir
+
+
+def test_running_with_a_dead_pid_is_stale(tmp_path: Path) -> None:
+    run_dir = _run_dir(
+        tmp_path, status="running", steps=0, csv_steps=7, pid=_dead_pid(), host=socket.gethostname()
+    )
+    progress = training_progress(run_dir)
+    assert progress.stale and progress.status == ENDED_UNRECORDED
+    assert (progress.steps, progress.global_step) == (7, 8)
+    assert "training process is gone" in progress.note and "training.csv" in progress.note
+
+
+def test_running_while_the_collector_has_finished_is_stale(tmp_path: Path) -> None:
+    run_dir = _run_dir(tmp_path, status="running", steps=3, csv_steps=7, end_reason="failed")
+    progress = training_progress(run_dir)
+    assert progress.stale and progress.steps == 7
+
+
+def test_a_live_training_is_not_stale_and_counts_from_training_csv(tmp_path: Path) -> None:
+    run_dir = _run_dir(
+        tmp_path, status="running", steps=0, csv_steps=7, pid=os.getpid(), host=socket.gethostname()
+    )
+    progress = training_progress(run_dir)
+    assert not progress.stale and progress.status == "running"
+    assert progress.steps == 7 and progress.note == ""
+
+
+def test_another_hosts_training_cannot_be_judged(tmp_path: Path) -> None:
+    run_dir = _run_dir(tmp_path, status="running", steps=0, csv_steps=2, pid=_dead_pid(), host="elsewhere")
+    assert not training_progress(run_dir).stale
+
+
+def test_a_failed_training_that_recorded_too_few_steps_says_so(tmp_path: Path) -> None:
+    run_dir = _run_dir(tmp_path, status="failed", steps=0, csv_steps=5, end_reason="failed")
+    progress = training_progress(run_dir)
+    assert (progress.status, progress.steps, progress.stale) == ("failed", 5, False)
+    assert progress.note == "training.json records 0 steps, training.csv 5; steps from training.csv"
+
+
+def test_an_honest_training_json_is_taken_as_is(tmp_path: Path) -> None:
+    run_dir = _run_dir(tmp_path, status="deadline", steps=7, csv_steps=7, end_reason="deadline")
+    progress = training_progress(run_dir)
+    assert (progress.status, progress.steps, progress.global_step, progress.note) == ("deadline", 7, 7, "")
+
+
+def test_no_training_files(tmp_path: Path) -> None:
+    progress = training_progress(tmp_path)
+    assert (progress.steps, progress.status, progress.stale) == (None, "not started", False)

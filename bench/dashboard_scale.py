@@ -6,6 +6,7 @@ view. Reports the one-time CSV parse, then each view's median latency and respon
 warm. The baseline, measured in the same run, is the time-series callback without downsampling.
 
     .venv/bin/python bench/dashboard_scale.py [--hours 24] [--hz 10] [--repeats 5]
+    .venv/bin/python bench/dashboard_scale.py --quick     # 3 minutes of samples, once each: seconds
 
 Last line: `callback_ms=<slowest view's median> payload_bytes=<largest view's response>`.
 """
@@ -39,7 +40,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--hz", type=float, default=10.0)
     parser.add_argument("--repeats", type=int, default=5)
-    return parser.parse_args()
+    parser.add_argument("--quick", action="store_true", help="a 3-minute run, one repeat (the tests run it)")
+    args = parser.parse_args()
+    if args.quick:
+        args.hours, args.repeats = 0.05, 1
+    return args
 
 
 def post_callback(client: Any, app: Any, output: str, values: dict[str, Any], changed: list[str]) -> tuple:
@@ -172,7 +177,12 @@ def main() -> int:
             f"{sizing_view.field_id(name)}.value": default for name, _, default, *_ in sizing_view.FIELDS
         }
         sizing_ms, sizing_size = measure(
-            client, app, "sizing-result.children", base | sizing_form, ["run-picker.value"], args.repeats
+            client,
+            app,
+            "sizing-result.children",
+            base | sizing_form | {"tabs.value": sizing_view.TAB_VALUE},  # built only while visible
+            ["tabs.value"],
+            args.repeats,
         )
         print(f"  (Sizing page, dashboard/sizing_view.py: {sizing_ms:.1f} ms {sizing_size / 1e6:.3f} MB)")
         for name, (ms, size) in results.items():

@@ -12,6 +12,7 @@ Last line: cpu_ms_per_sample=<x> late_p99_ms_at_100ms=<y> ratio_vs_shell=<z>
 ratio_vs_shell = shell CPU per sampled second / collector CPU per tick at 1 s (everything included).
 
 Usage: python bench/sampler_overhead.py [--scale 1.0]   (--scale 0.2 for a quick look; ~75 s at 1.0)
+       python bench/sampler_overhead.py --quick         (--scale 0.05: seconds, what the tests run)
 """
 
 from __future__ import annotations
@@ -177,7 +178,9 @@ def busy_core() -> subprocess.Popen[bytes]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every phase's length (default 1)")
-    scale = parser.parse_args().scale
+    parser.add_argument("--quick", action="store_true", help="same as --scale 0.05 (what the tests run)")
+    args = parser.parse_args()
+    scale = 0.05 if args.quick else args.scale
     if not scale > 0:
         parser.error("--scale must be > 0")
     print(f"{os.cpu_count()} CPUs, load average at start: {os.getloadavg()[0]:.2f} (other work competes)")

@@ -11,6 +11,7 @@
 
     .venv/bin/python bench/train_throughput.py                  # ~4 min on 2 cores
     .venv/bin/python bench/train_throughput.py --preset standard --cli-steps 9 --no-baseline
+    .venv/bin/python bench/train_throughput.py --quick          # 6 CLI steps, 5 chunks of 3 steps a side
 
 Last line: `steps_per_s=<x> harness_ratio=<y>` (goal: ratio >= 0.98).
 """
@@ -44,7 +45,11 @@ def main() -> int:
     parser.add_argument("--no-baseline", action="store_true", help="only the CLI run")
     parser.add_argument("--interleaved-worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--dataset", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--chunk-steps", type=int, default=CHUNK, help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="a few steps only (what the tests run)")
     args = parser.parse_args()
+    if args.quick:
+        args.cli_steps, args.chunks, args.chunk_steps = 6, SKIPPED_CHUNKS + 3, 3
     if args.interleaved_worker:
         return _interleaved_worker(args)
     if args.cli_steps < 3 or args.chunks < SKIPPED_CHUNKS + 3:
@@ -62,7 +67,7 @@ def main() -> int:
                 "--out",
                 str(dataset),
                 "--train",
-                "64",
+                "16" if args.quick else "64",
                 "--val",
                 "2",
             ]
@@ -93,22 +98,25 @@ def main() -> int:
                 str(args.batch),
                 "--chunks",
                 str(args.chunks),
+                "--chunk-steps",
+                str(args.chunk_steps),
             ]
         )
         chunks = json.loads(out.read_text())
-    ours, theirs = (_rate(chunks[side][SKIPPED_CHUNKS:]) for side in ("ours", "theirs"))
+    ours, theirs = (_rate(chunks[side][SKIPPED_CHUNKS:], args.chunk_steps) for side in ("ours", "theirs"))
     for side, rate in (("ours", ours), ("theirs (run_experiment)", theirs)):
-        spread = ", ".join(f"{CHUNK / c:.3f}" for c in chunks[side.split()[0]][SKIPPED_CHUNKS:])
+        spread = ", ".join(f"{args.chunk_steps / c:.3f}" for c in chunks[side.split()[0]][SKIPPED_CHUNKS:])
         print(f"{side}: {rate:.4f} steps/s by chunk median; chunks: {spread}")
     print(
-        f"preset={args.preset} batch={args.batch} interleaved chunks={args.chunks} x {CHUNK} steps per side"
+        f"preset={args.preset} batch={args.batch} interleaved chunks={args.chunks} "
+        f"x {args.chunk_steps} steps per side"
     )
     print(f"steps_per_s={cli['steady_steps_per_s']:.4f} harness_ratio={ours / theirs:.4f}")
     return 0
 
 
-def _rate(chunk_seconds: list[float]) -> float:
-    return CHUNK / statistics.median(chunk_seconds)
+def _rate(chunk_seconds: list[float], chunk_steps: int) -> float:
+    return chunk_steps / statistics.median(chunk_seconds)
 
 
 def _cli_run(args: argparse.Namespace, dataset: Path, run_dir: Path) -> dict:
@@ -163,12 +171,12 @@ def _interleaved_worker(args: argparse.Namespace) -> int:
     params = build_config(
         preset=args.preset, dataset=args.dataset, batch_size=args.batch, precision="float32", seed=0
     )
-    steps = args.chunks * CHUNK
+    steps = args.chunks * args.chunk_steps
     params.override(
         {
             "trainer": {
                 "train_steps": steps,
-                "steps_per_loop": CHUNK,
+                "steps_per_loop": args.chunk_steps,
                 "summary_interval": steps,
                 "checkpoint_interval": steps,
             }
@@ -196,9 +204,8 @@ def _interleaved_worker(args: argparse.Namespace) -> int:
     def our_chunk(_their_output) -> None:
         started = time.time()
         chunks["theirs"].append(started - previous_action_end[0])
-        run_loop(
-            dataclasses.replace(options, max_steps=len(clock.ends) + CHUNK), session, clock, stop, log, state
-        )
+        chunk_options = dataclasses.replace(options, max_steps=len(clock.ends) + args.chunk_steps)
+        run_loop(chunk_options, session, clock, stop, log, state)
         chunks["ours"].append(time.time() - started)
         previous_action_end[0] = time.time()
 

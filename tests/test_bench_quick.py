@@ -1,0 +1,53 @@
+"""Benchmarks cannot rot: every bench/*.py runs here in its --quick mode, exits 0 and ends with the last
+line its docstring documents (`Last line: name=<...> name=<...>`). Full runs stay manual."""
+
+from __future__ import annotations
+
+import ast
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BENCHES = sorted((REPO / "bench").glob("*.py"))
+
+
+def documented_names(script: Path) -> list[str]:
+    """The names of the `name=<...>` pairs on the docstring's `Last line:` line."""
+    doc = ast.get_docstring(ast.parse(script.read_text())) or ""
+    lines = [line for line in doc.splitlines() if line.strip().startswith("Last line:")]
+    assert len(lines) == 1, f"{script.name}: its docstring must document one 'Last line:'"
+    names = re.findall(r"(\w+)=<", lines[0])
+    assert names, f"{script.name}: no name=<...> pairs on its 'Last line:'"
+    return names
+
+
+def test_every_benchmark_is_found() -> None:
+    assert {path.name for path in BENCHES} >= {
+        "dashboard_scale.py", "sampler_overhead.py", "soak.py", "train_throughput.py",
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", BENCHES, ids=[path.name for path in BENCHES])
+def test_benchmark_quick_mode(script: Path) -> None:
+    names = documented_names(script)
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    result = subprocess.run(
+        [sys.executable, str(script), "--quick"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    last = result.stdout.strip().splitlines()[-1]
+    pattern = " ".join(rf"{name}=(\S+)" for name in names)
+    match = re.fullmatch(pattern, last)
+    assert match, f"{script.name}: last line {last!r} is not {pattern!r}"
+    for name, text in zip(names, match.groups(), strict=True):
+        value = float(text)  # every value is a number (nan where the doc says so)
+        assert math.isnan(value) or value >= 0 or name.endswith("growth_kb"), f"{name}={text}"

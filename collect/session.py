@@ -479,12 +479,13 @@ class _Session:
         command = self.command
         if command is None:
             return
-        grace = self.options.stop_grace_s[1]
         if not command.has_exited():
-            command.stop_gracefully(grace)  # the collector itself failed
+            # The collector itself failed: as long as SIGINT-then-SIGTERM would have allowed, for a final
+            # checkpoint that may have to wait for a slow step.
+            command.stop_gracefully(sum(self.options.stop_grace_s))
         command.reap()
         if self.stopper.reason is not None and command.group_alive():
-            command.stop_gracefully(grace)  # stragglers of a command we were asked to stop
+            command.stop_gracefully(self.options.stop_grace_s[1])  # stragglers of a command we stopped
         command.finish()
 
     def _close(self) -> None:

@@ -8,6 +8,7 @@ it run to completion as separate phases. The collector's deadline is only a runa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import subprocess
 import sys
@@ -162,7 +163,8 @@ def main(argv: Sequence[str]) -> int:
 
     def on_start(run_dir: Path) -> None:
         progress.start(run_dir)
-        print(f"Recording into {run_dir} (Ctrl-C stops the run and keeps everything so far)", flush=True)
+        with contextlib.suppress(OSError, ValueError):  # a console already gone does not stop the run
+            print(f"Recording into {run_dir} (Ctrl-C stops the run and keeps everything so far)", flush=True)
 
     options = SessionOptions(
         data_dir=args.data_dir,
@@ -184,7 +186,8 @@ def main(argv: Sequence[str]) -> int:
     progress.finish()
     if result.exit_code not in (0, 130) and not args.verbose:
         _show_log_tail(result.run_dir)
-    print("\n".join(summary_lines(result, progress.peaks)), flush=True)
+    with contextlib.suppress(OSError, ValueError):  # the run is recorded; a closed console only loses this
+        print("\n".join(summary_lines(result, progress.peaks)), flush=True)
     return result.exit_code
 
 
@@ -194,6 +197,7 @@ def _show_log_tail(run_dir: Path, lines: int = 15) -> None:
         tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
     except OSError:
         return
-    print(f"The training failed; last lines of {log}:", file=sys.stderr)
-    for line in tail:
-        print(f"  {line}", file=sys.stderr)
+    with contextlib.suppress(OSError, ValueError):
+        print(f"The training failed; last lines of {log}:", file=sys.stderr)
+        for line in tail:
+            print(f"  {line}", file=sys.stderr)

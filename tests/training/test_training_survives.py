@@ -132,3 +132,30 @@ def test_a_closed_console_does_not_stop_the_training(tmp_path: Path, tiny_datase
     info = read_json(run_dir / "training.json")
     assert (info["status"], info["steps"]) == ("completed", 12)
     assert len(_rows(run_dir / "training.csv")) == 12
+
+
+def _limit_file_size() -> None:
+    import resource
+
+    # training.json (with its config, ~11 kB) fits; training.csv (~130 bytes a row) fills up after ~100 rows
+    resource.setrlimit(resource.RLIMIT_FSIZE, (14_000, 14_000))
+
+
+def test_a_failed_training_records_how_far_it_got(tmp_path: Path, tiny_dataset: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "training", "train", "--run-dir", str(run_dir), "--dataset",
+            str(tiny_dataset), "--no-export", "--duration", "5m", "--checkpoint-every", "1h",
+        ],
+        cwd=REPO, env=training_env(), capture_output=True, text=True, timeout=600,
+        preexec_fn=_limit_file_size,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    info = read_json(run_dir / "training.json")
+    rows = _rows(run_dir / "training.csv")
+    assert info["status"] == "failed" and "File too large" in info["error"]
+    assert info["steps"] >= len(rows) >= 50  # the step whose row could not be written counts as trained
+    assert info["global_step"] == info["steps"]
+    assert "last_checkpoint" in info and info["end_unix"] is not None
+    assert [(row["phase"], row["status"]) for row in _rows(run_dir / "phases.csv")] == [("train", "failed")]

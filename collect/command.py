@@ -112,6 +112,21 @@ def _end_with_the_collector(collector_pid: int, watchdog: Watchdog | None) -> Ca
     return arm
 
 
+def _group_has_live_member(group: int, proc: Path = Path("/proc")) -> bool:
+    try:
+        entries = [entry for entry in os.listdir(proc) if entry.isdigit()]
+    except OSError:
+        return True  # cannot tell: assume it runs
+    for entry in entries:
+        try:
+            fields = (proc / entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # gone meanwhile
+        if len(fields) > 2 and fields[2] == str(group) and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
 def exit_status(returncode: int) -> int:
     """A shell-style status: the code itself, or 128+N for death by signal N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -208,11 +223,13 @@ class RunningCommand:
             os.killpg(self.pid, signum)
 
     def group_alive(self) -> bool:
+        """True while a member of the group runs; zombies (in a container whose init never reaps) do not
+        count."""
         try:
             os.killpg(self.pid, 0)
         except (ProcessLookupError, PermissionError):
             return False
-        return True
+        return _group_has_live_member(self.pid)
 
     def reap(self) -> int:
         if self.returncode is None:

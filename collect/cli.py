@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
@@ -163,7 +164,9 @@ def main(argv: list[str]) -> int:
         stop_grace_s=grace,
     )
     try:
-        result = run_session(options, on_start=lambda d: _announce_start(d, args.interval, args.device))
+        result = run_session(
+            options, on_start=lambda run_dir: _announce(_announce_start, run_dir, args.interval, args.device)
+        )
     except ValueError as exc:
         print(f"python -m collect: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -176,5 +179,11 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("collect: interrupted while starting", file=sys.stderr)
         return EXIT_INTERRUPTED
-    _announce_end(result)
+    _announce(_announce_end, result)
     return result.exit_code
+
+
+def _announce(say, *args) -> None:  # type: ignore[no-untyped-def]
+    """Lines for the user; a closed or hung-up console loses them, never the run."""
+    with contextlib.suppress(OSError, ValueError):
+        say(*args)

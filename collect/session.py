@@ -96,6 +96,12 @@ def create_run_dir(data_dir: Path, device: str, start: datetime) -> Path:
     raise SessionError(f"too many runs named {base} in {runs}")
 
 
+def _say(line: str) -> None:
+    """One line on stderr; a closed or hung-up console loses the line, never the run."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
+
+
 def _utc(unix: float) -> str:
     return datetime.fromtimestamp(unix, timezone.utc).isoformat()
 
@@ -330,7 +336,7 @@ class _Session:
         """The collector cannot go on recording: say so once, stop the command gracefully."""
         if self.error is None:
             self.error = message
-            print(f"collect: {message}; stopping", file=sys.stderr, flush=True)
+            _say(f"collect: {message}; stopping")
         if self.writer is not None:
             self.writer.close()
             self.writer = None
@@ -459,7 +465,7 @@ class _Session:
         try:
             write_json_atomic(self.run_dir / RUN_JSON, self.final_record(end_reason))
         except OSError as exc:
-            print(f"collect: cannot write the final run.json: {exc}", file=sys.stderr, flush=True)
+            _say(f"collect: cannot write the final run.json: {exc}")
             exit_code = EXIT_COLLECTOR_FAILED
         return exit_code
 
@@ -469,7 +475,7 @@ class _Session:
         except OSError as exc:
             name = (self.options.command or ["?"])[0]
             self.error = f"cannot start {name!r}: {exc.strerror or exc}"
-            print(f"collect: {self.error}", file=sys.stderr, flush=True)
+            _say(f"collect: {self.error}")
             return
         self.stopper = _Stopper(self.command, self.options.stop_grace_s)
 

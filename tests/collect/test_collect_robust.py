@@ -281,3 +281,17 @@ def test_scripts_refuse_an_unwritable_data_dir_in_one_line(script: str) -> None:
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "--data-dir" in result.stderr
+
+
+def test_a_collector_whose_console_is_gone_records_the_whole_run(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody reads stdout or stderr: every line the collector prints fails
+    args = ["run", "--duration", "1s", "--interval", "50ms", "--", "sleep", "5"]
+    process = subprocess.Popen(
+        [PYTHON, "-m", "collect", args[0], "--data-dir", str(tmp_path), *args[1:]],
+        cwd=REPO, stdout=write_end, stderr=write_end, start_new_session=True,
+    )
+    os.close(write_end)
+    assert process.wait(timeout=30) == 124
+    record = read_json(the_run(tmp_path) / "run.json")
+    assert (record["end_reason"], record["samples"] >= 20) == ("deadline", True)

@@ -80,7 +80,7 @@ def nvml_gpus() -> list[tuple[str, str]]:
         import pynvml
 
         pynvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - no NVML: the UUIDs stay unknown, the training goes on
+    except Exception:  # no NVML: the UUIDs stay unknown, the training goes on
         return []
     try:
         found = []
@@ -89,7 +89,7 @@ def nvml_gpus() -> list[tuple[str, str]]:
             bus, uuid = pynvml.nvmlDeviceGetPciInfo(handle).busId, pynvml.nvmlDeviceGetUUID(handle)
             found.append((_text(bus), _text(uuid)))
         return found
-    except Exception:  # noqa: BLE001
+    except Exception:
         return []
     finally:
         pynvml.nvmlShutdown()

@@ -79,7 +79,8 @@ class CpuSource(Source):
     def columns(self) -> list[str]:
         util = list(self._columns_by_name.values())
         per_core_freq = [f"{name}_freq_mhz" for name in self._cpu_names[1:]] if self._freq_files else []
-        return [util[0], "cpu_iowait_pct", "cpu_steal_pct", *util[1:], "cpu_freq_mhz", *per_core_freq, "load1"]
+        totals = [util[0], "cpu_iowait_pct", "cpu_steal_pct"]
+        return [*totals, *util[1:], "cpu_freq_mhz", *per_core_freq, "load1"]
 
     def _read_counters(self) -> dict[str, tuple[int, int, int, int]]:
         counters = {}

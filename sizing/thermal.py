@@ -156,7 +156,8 @@ def cpu_frequency_drops(
     if found is None:
         return ThrottleSummary("cpu", "CPU frequency drop", True, 0, 0, 0, 0.0, NO_FREQUENCY)
     freq, _ = found
-    every = all_freq[np.isfinite(all_freq)] if all_freq is not None else freq[np.isfinite(freq)]
+    readings = [all_freq] + [values_of(telemetry, f"cpu{i}_freq_mhz") for i in core_indices(telemetry)]
+    every = np.concatenate([r[np.isfinite(r)] for r in readings if r is not None] or [np.array([])])
     if every.size and np.ptp(every) < 1.0:
         return ThrottleSummary("cpu", "CPU frequency drop", True, 0, 0, 0, 0.0, CONSTANT_FREQUENCY)
     busy = np.isfinite(freq)

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sizing.model import RunData
 from runformat import write_json_atomic
+from sizing.model import RunData
 
 CPU_TRAIN_START = 1_795_000_000.0
 GPU_TRAIN_START = CPU_TRAIN_START + 10_000.0

@@ -17,7 +17,9 @@ from sizing.analysis import RunAnalysis, analyse_run
 from sizing.model import Prices, Thresholds, count_events, train_windows
 from sizing.stats import ratio_ci95, spread, t95
 
-PRICES = Prices(tariff_per_kwh=0.15, cpu_price=1000.0, gpu_price=2000.0, amortise_years=3.0, value_per_hour=10.0)
+PRICES = Prices(
+    tariff_per_kwh=0.15, cpu_price=1000.0, gpu_price=2000.0, amortise_years=3.0, value_per_hour=10.0
+)
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +92,7 @@ def test_cost_per_1000_examples_by_hand(cpu: RunAnalysis, gpu: RunAnalysis) -> N
     assert cpu.energy_usd_per_1k_examples == pytest.approx(40_000 / 3.6e6 * 0.15)
     assert cpu.hardware_usd_per_1k_examples == pytest.approx(1000 / 26_280 * (1000 / 3600))
     assert gpu.hardware_usd_per_1k_examples == pytest.approx(3000 / 26_280 * (50 / 3600))
-    assert gpu.total_usd_per_1k_examples == pytest.approx(
-        17_500 / 3.6e6 * 0.15 + 3000 / 26_280 * (50 / 3600)
-    )
+    assert gpu.total_usd_per_1k_examples == pytest.approx(17_500 / 3.6e6 * 0.15 + 3000 / 26_280 * (50 / 3600))
 
 
 def test_no_price_is_unknown_not_zero() -> None:
@@ -141,7 +141,10 @@ def test_spread_and_t_interval_by_hand() -> None:
     low, high = ratio_ci95(gpu, base)
     # relative se² = (√2)² / (2 × 21²) + ~0; df = 1 → t 12.706
     half = 12.706 * math.sqrt(2 / (2 * 21**2))
-    assert (low, high) == (pytest.approx(21 * math.exp(-half), rel=1e-6), pytest.approx(21 * math.exp(half), rel=1e-6))
+    assert (low, high) == (
+        pytest.approx(21 * math.exp(-half), rel=1e-6),
+        pytest.approx(21 * math.exp(half), rel=1e-6),
+    )
     assert ratio_ci95(spread([20.0]), base) is None
 
 

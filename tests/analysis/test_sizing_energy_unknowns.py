@@ -54,7 +54,9 @@ def test_energy_says_what_it_covers_and_marks_estimates() -> None:
     estimated = analyse_run(no_rapl, Prices(cpu_tdp_by_host=(("craftbox", 100.0),)), Thresholds())
     assert estimated.energy_is_estimate
     assert estimated.j_per_1k_examples == pytest.approx(100 * (0.3 + 0.7 * 0.9) * 1000 / 1.0)
-    report = build_report([no_rapl, reference_gpu()], ReportSettings(Prices(cpu_tdp_w=100.0, gpu_price=2000.0)))
+    report = build_report(
+        [no_rapl, reference_gpu()], ReportSettings(Prices(cpu_tdp_w=100.0, gpu_price=2000.0))
+    )
     assert "ESTIMATE" in report.headline[0]  # the baseline's energy is an estimate
     assert "ESTIMATE" in report.headline[1]  # and so is the break-even that uses it
     comparison = next(s for s in report.sections if s.key == "comparison").tables[0]
@@ -74,7 +76,9 @@ def test_one_cpu_run_without_prices_is_never_zero_dollars() -> None:
 
 def test_no_step_log_uses_training_json_totals() -> None:
     run = replace(reference_cpu(), training=pd.DataFrame())
-    run = with_info(run, steady_steps_per_s=0.5, end_unix=run.training_info["start_unix"] + 68.0, first_step_s=10.0)
+    run = with_info(
+        run, steady_steps_per_s=0.5, end_unix=run.training_info["start_unix"] + 68.0, first_step_s=10.0
+    )
     result = analyse_run(run, Prices(), Thresholds())
     assert result.throughput.source == FROM_TOTALS
     assert result.throughput.examples_per_s == pytest.approx(1.0)

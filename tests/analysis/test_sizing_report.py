@@ -1,4 +1,4 @@
-"""`python -m sizing`: Markdown, HTML and JSON from run directories, figures checked by hand, bad input → 2."""
+"""`python -m sizing`: Markdown, HTML and JSON from run directories, figures by hand, bad input → 2."""
 
 from __future__ import annotations
 
@@ -193,7 +193,8 @@ def test_bad_input_is_one_line_and_exit_2(
 
 
 @pytest.mark.parametrize(
-    ("out", "message"), [("report.txt", "must end in .html, .md or .json"), ("missing/report.md", "does not exist")]
+    ("out", "message"),
+    [("report.txt", "must end in .html, .md or .json"), ("missing/report.md", "does not exist")],
 )
 def test_bad_out_is_exit_2(
     crafted_data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], out: str, message: str
@@ -264,7 +265,10 @@ def test_break_even_wording_without_prices_and_from_energy_alone() -> None:
 
 def test_json_output_has_the_documented_fields(crafted_data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    assert report.main(["ref-cpu", "ref-gpu", "--data-dir", str(crafted_data_dir), *PRICES, "--out", str(out)]) == 0
+    assert (
+        report.main(["ref-cpu", "ref-gpu", "--data-dir", str(crafted_data_dir), *PRICES, "--out", str(out)])
+        == 0
+    )
     data = json.loads(out.read_text(encoding="utf-8"))
     assert data["baseline"]["run_ids"] == ["ref-cpu"]
     run = {r["run_id"]: r for r in data["runs"]}["ref-gpu"]
@@ -278,5 +282,7 @@ def test_json_output_has_the_documented_fields(crafted_data_dir: Path, tmp_path:
     assert comparison["break_even_hours"] == pytest.approx(2000 / 190.0675)
     assert isinstance(data["warnings"], list)
     no_prices = tmp_path / "bare.json"
-    assert report.main(["ref-cpu", "ref-gpu", "--data-dir", str(crafted_data_dir), "--out", str(no_prices)]) == 0
+    assert (
+        report.main(["ref-cpu", "ref-gpu", "--data-dir", str(crafted_data_dir), "--out", str(no_prices)]) == 0
+    )
     assert json.loads(no_prices.read_text())["comparisons"][0]["break_even_hours"] is None

@@ -82,9 +82,14 @@ def test_thermal_label_only_from_thermal_bits() -> None:
 def test_thermal_label_flips_at_five_percent_of_samples() -> None:
     reasons = np.zeros(100)
     reasons[:5] = 0x40
-    assert b.THERMALLY_THROTTLED in judge("gpu", 100, gpu0_util_pct=90.0, gpu0_throttle_reasons=reasons).labels
+    assert (
+        b.THERMALLY_THROTTLED in judge("gpu", 100, gpu0_util_pct=90.0, gpu0_throttle_reasons=reasons).labels
+    )
     reasons[4] = 0
-    assert b.THERMALLY_THROTTLED not in judge("gpu", 100, gpu0_util_pct=90.0, gpu0_throttle_reasons=reasons).labels
+    assert (
+        b.THERMALLY_THROTTLED
+        not in judge("gpu", 100, gpu0_util_pct=90.0, gpu0_throttle_reasons=reasons).labels
+    )
 
 
 def test_idle_cores_are_not_a_frequency_drop() -> None:

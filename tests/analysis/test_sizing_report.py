@@ -286,3 +286,20 @@ def test_json_output_has_the_documented_fields(crafted_data_dir: Path, tmp_path:
         report.main(["ref-cpu", "ref-gpu", "--data-dir", str(crafted_data_dir), "--out", str(no_prices)]) == 0
     )
     assert json.loads(no_prices.read_text())["comparisons"][0]["break_even_hours"] is None
+
+
+def test_a_directory_written_by_another_tool(tmp_path: Path) -> None:
+    """Only telemetry.csv (elapsed_s, no run.json, no training files): a report still comes out."""
+    run_dir = tmp_path / "foreign"
+    run_dir.mkdir()
+    rows = ["elapsed_s,cpu_util_pct,cpu_temp_c,mem_used_bytes,disk_util_pct,gpu0_temp_c"]
+    rows += [f"{t},{97.0},{60 + t / 2},{1e9},{4.0},{66.0}" for t in range(60)]
+    (run_dir / "telemetry.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "r.md"
+    args = [str(run_dir), "--cpu-tdp", "foreign-host=65", "--out", str(out)]
+    assert report.main([*args, "--data-dir", str(tmp_path)]) == 0
+    tables = markdown_tables(out.read_text(encoding="utf-8"))
+    assert by_run(tables["Runs"])["foreign"]["Steady examples/s"] == "unknown (no work counter)"
+    assert by_run(tables["Bottleneck verdict"])["foreign"]["Verdict"] == "CPU-bound"
+    thermal = {(r["Run"], r["Sensor"]): r["Peak °C"] for r in tables["Thermal"]}
+    assert thermal == {("foreign", "cpu"): "89.5", ("foreign", "gpu0"): "66.0"}

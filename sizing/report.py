@@ -88,22 +88,17 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
 
 
 def _money(g: cmp.Group) -> str:
-    energy = marked(
-        fmt(g.j_per_1k_examples.mean, 0, " J", unknown=f"energy {NOT_MEASURED}"), g.energy_is_estimate
-    )
+    energy = fmt(g.j_per_1k_examples.mean, 0, " J", unknown=f"energy {NOT_MEASURED}")
     if g.total_usd_per_1k.mean is not None:
-        cost = marked(fmt_usd(g.total_usd_per_1k.mean), g.energy_is_estimate)
+        cost = fmt_usd(g.total_usd_per_1k.mean)
     elif g.energy_usd_per_1k.mean is not None:
-        cost = marked(
-            f"{fmt_usd(g.energy_usd_per_1k.mean)} of energy (hardware: {NO_PRICE})", g.energy_is_estimate
-        )
+        cost = f"{fmt_usd(g.energy_usd_per_1k.mean)} of energy (hardware: {NO_PRICE})"
+    elif g.hardware_usd_per_1k.mean is None:
+        cost = f"cost n/a ({NO_PRICE})"
     else:
-        cost = (
-            f"cost n/a ({NO_PRICE})"
-            if g.hardware_usd_per_1k.mean is None
-            else "cost n/a (energy not measured)"
-        )
-    return f"{energy} and {cost} per 1,000 examples"
+        cost = f"cost n/a (energy {NOT_MEASURED})"
+    text = f"{energy} and {cost} per 1,000 examples"
+    return marked(text, g.energy_is_estimate and g.j_per_1k_examples.mean is not None)
 
 
 def headline(ctx: ReportContext) -> list[str]:

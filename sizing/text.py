@@ -47,4 +47,5 @@ def fmt_spread(spread: Spread, digits: int = 2, unknown: str = "n/a") -> str:
 
 def marked(text: str, is_estimate: bool) -> str:
     """The figure with ESTIMATE beside it when an estimated number went into it."""
-    return f"{text} ({ESTIMATE})" if is_estimate and text not in ("n/a", NOT_MEASURED) else text
+    unknown = text.startswith("n/a") or text in (NOT_MEASURED, NO_PRICE)
+    return f"{text} ({ESTIMATE})" if is_estimate and not unknown else text

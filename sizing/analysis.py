@@ -18,7 +18,7 @@ from sizing.model import (
     train_windows,
 )
 from sizing.thermal import ThermalSummary, ThrottleSummary
-from sizing.throughput import Throughput, min_smoothed_loss, throughput
+from sizing.throughput import FROM_TOTALS, Throughput, min_smoothed_loss, throughput
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnal
     kind = signature.device_kind(meta, info, telemetry)
     warnings = list(run.warnings)
     rate = throughput(run.training, info)
-    if rate.source == "from totals":
+    if rate.source == FROM_TOTALS:
         warnings.append(f"{run.run_id}: no step log (training.csv); throughput from training.json's totals")
     elif rate.steps_per_s is None:
         warnings.append(

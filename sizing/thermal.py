@@ -140,7 +140,8 @@ def busy_core_frequency(telemetry: pd.DataFrame, thresholds: Thresholds) -> tupl
     if freq is None or util is None:
         return None
     nearly_all_busy = np.isfinite(util) & (util >= thresholds.core_saturated_pct)
-    return np.where(nearly_all_busy, freq, np.nan), "cpu_freq_mhz while ≥ 90 % of the CPU is busy"
+    source = f"cpu_freq_mhz while ≥ {thresholds.core_saturated_pct:g} % busy"
+    return np.where(nearly_all_busy, freq, np.nan), source
 
 
 def cpu_frequency_drops(

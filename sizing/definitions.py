@@ -96,8 +96,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "HW slowdown 0x8, sync boost 0x10, thermal SW 0x20, thermal HW 0x40, HW power brake 0x80; "
             "events = runs of consecutive samples. CPU: busy-core frequency (cores ≥ "
             f"{t.cpu_busy_pct:g} % busy, from `cpu<N>_freq_mhz`) ≥ {t.cpu_freq_drop_fraction:.0%} "
-            f"below its {t.cpu_freq_baseline_quantile:.0%} percentile; {CONSTANT_FREQUENCY} when it "
-            "never changes.",
+            f"below its {t.cpu_freq_baseline_quantile:.0%} percentile (recordings without per-core "
+            f"frequency: `cpu_freq_mhz` only while the CPU is ≥ {t.core_saturated_pct:g} % busy); "
+            f"{CONSTANT_FREQUENCY} when every frequency reading is the same.",
         ),
         ("Thermal", "peak temperature and time at or above the threshold (sum of the sample intervals)."),
         (

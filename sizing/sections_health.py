@@ -39,10 +39,12 @@ def throttle_section(ctx: ReportContext) -> Section:
                 shown = (f"{t.flagged_samples}/{t.samples}", fmt(percent, 1, " %"),
                          str(t.events), fmt_seconds(t.flagged_s))  # fmt: skip
             kind = "fault" if t.is_fault else "state"
-            rows.append((a.run_id, t.source, t.category, kind, *shown))
+            category = f"{t.category} ({t.basis})" if t.basis else t.category
+            rows.append((a.run_id, t.source, category, kind, *shown))
             data.append({"run_id": a.run_id, "source": t.source, "category": t.category,
                          "is_fault": t.is_fault,
-                         "status": t.status, "samples": t.samples, "flagged_samples": t.flagged_samples,
+                         "status": t.status, "basis": t.basis, "samples": t.samples,
+                         "flagged_samples": t.flagged_samples,
                          "events": t.events, "flagged_s": t.flagged_s})  # fmt: skip
     headers = ("Run", "Source", "Category", "Fault or state", "Samples", "Fraction", "Events", "Time")
     note = "" if rows else "No throttle reasons or CPU frequency readings in any run."

@@ -53,6 +53,7 @@ class ThrottleSummary:
     events: int
     flagged_s: float
     status: str = "measured"  # or CONSTANT_FREQUENCY / NO_FREQUENCY for the CPU
+    basis: str = ""  # what the CPU judgement rests on (per-core frequencies, or the all-core mean)
 
     @property
     def fraction(self) -> float | None:
@@ -156,14 +157,14 @@ def cpu_frequency_drops(
     all_freq = values_of(telemetry, "cpu_freq_mhz")
     if found is None:
         return ThrottleSummary("cpu", "CPU frequency drop", True, 0, 0, 0, 0.0, NO_FREQUENCY)
-    freq, _ = found
+    freq, basis = found
     readings = [all_freq] + [values_of(telemetry, f"cpu{i}_freq_mhz") for i in core_indices(telemetry)]
     every = np.concatenate([r[np.isfinite(r)] for r in readings if r is not None] or [np.array([])])
     if every.size and np.ptp(every) < 1.0:
-        return ThrottleSummary("cpu", "CPU frequency drop", True, 0, 0, 0, 0.0, CONSTANT_FREQUENCY)
+        return ThrottleSummary("cpu", "CPU frequency drop", True, 0, 0, 0, 0.0, CONSTANT_FREQUENCY, basis)
     busy = np.isfinite(freq)
     if not busy.any():
-        return ThrottleSummary("cpu", "CPU frequency drop", True, 0, 0, 0, 0.0)
+        return ThrottleSummary("cpu", "CPU frequency drop", True, 0, 0, 0, 0.0, basis=basis)
     if baseline_mhz is None:
         baseline_mhz = float(np.quantile(freq[busy], thresholds.cpu_freq_baseline_quantile))
     dropped = busy & (
@@ -178,6 +179,7 @@ def cpu_frequency_drops(
         int(dropped.sum()),
         count_events(dropped[busy]),
         float(intervals[dropped].sum()),
+        basis=basis,
     )
 
 

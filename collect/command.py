@@ -148,7 +148,7 @@ class RunningCommand:
                 argv,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                env=env,
+                env={**env, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},  # CUDA numbers GPUs as NVML does
                 start_new_session=True,
                 close_fds=True,
                 preexec_fn=_end_with_the_collector(os.getpid(), self.watchdog),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -30,6 +31,9 @@ from runformat import (
 from runformat.cli import USAGE_ERROR, OneLineParser
 
 NO_GPU = 1
+PRECISIONS = ("float32", "mixed")
+# What `--precision mixed` asks the training for: each device's native mixed precision.
+MIXED_DTYPE = {"gpu": "float16", "cpu": "bfloat16"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--label", default="", help="label shown in the dashboard")
     parser.add_argument("--preset", choices=PRESET_NAMES, default="small")
     parser.add_argument("--batch", type=int, help="global batch size (default: the preset's)")
+    parser.add_argument(
+        "--precision", choices=PRECISIONS, default="float32",
+        help="float32 (default, on both devices) or mixed (float16 on a GPU, bfloat16 on a CPU)",
+    )
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--dataset", type=Path, help="dataset to train on (default: DATA_DIR/datasets/waldo)")
     parser.add_argument("--no-export", action="store_true", help="skip export, evaluation and detections")
@@ -64,6 +72,7 @@ def training_command(args: argparse.Namespace) -> list[str]:
         "--device", args.device,
         "--duration", args.duration,
         "--preset", args.preset,
+        "--precision", MIXED_DTYPE[args.device] if args.precision == "mixed" else "float32",
         "--data-dir", str(args.data_dir),
     ]
     if args.batch is not None:
@@ -89,7 +98,23 @@ def check_gpu() -> str | None:
     return lines[-1] if lines else f"TensorFlow sees no GPU (exit code {probe.returncode})"
 
 
-def summary_lines(result: SessionResult, peaks: dict[str, float]) -> list[str]:
+def matching_command(args: argparse.Namespace) -> str:
+    """The script call that records the same workload on the other device (for a like-for-like pair)."""
+    other = "gpu" if args.device == "cpu" else "cpu"
+    parts = [f"./scripts/collect_{other}.sh", args.duration, "--preset", args.preset]
+    if args.batch is not None:
+        parts += ["--batch", str(args.batch)]
+    parts += ["--precision", args.precision]
+    if args.data_dir != Path("data"):
+        parts += ["--data-dir", str(args.data_dir)]
+    if args.max_steps is not None:
+        parts += ["--max-steps", str(args.max_steps)]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def summary_lines(
+    result: SessionResult, peaks: dict[str, float], matching: str | None = None
+) -> list[str]:
     """The end-of-run summary, from the run directory's files and the peaks seen while sampling."""
     run_dir = result.run_dir
     head = f"Run {run_dir.name}: {result.end_reason} (exit code {result.exit_code}), {result.samples} samples"
@@ -116,6 +141,8 @@ def summary_lines(result: SessionResult, peaks: dict[str, float]) -> list[str]:
     lines.append("  peaks: " + _peaks_text(peaks))
     lines.append(f"  run directory: {run_dir}")
     lines.append("  compare runs: ./scripts/dashboard.sh, then open http://127.0.0.1:8050")
+    if matching:
+        lines.append(f"  the same workload on the other device: {matching}")
     return lines
 
 
@@ -187,7 +214,7 @@ def main(argv: Sequence[str]) -> int:
     if result.exit_code not in (0, 130) and not args.verbose:
         _show_log_tail(result.run_dir)
     with contextlib.suppress(OSError, ValueError):  # the run is recorded; a closed console only loses this
-        print("\n".join(summary_lines(result, progress.peaks)), flush=True)
+        print("\n".join(summary_lines(result, progress.peaks, matching_command(args))), flush=True)
     return result.exit_code
 
 

@@ -1,5 +1,5 @@
 """`python -m dashboard [--data-dir data] [--host 127.0.0.1] [--port 8050]` serves the app;
-`python -m dashboard report ...` runs the sizing report (dashboard.report)."""
+`python -m dashboard report ...` is an alias of `python -m sizing ...` (the sizing report)."""
 
 from __future__ import annotations
 
@@ -31,9 +31,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
-        from dashboard.report import main as report_main
+        from sizing.cli import main as report_main
 
-        return report_main(argv[1:])
+        return report_main(argv[1:], prog="python -m dashboard report")
     args = parse_args(argv)
     from dashboard.app import create_app
 

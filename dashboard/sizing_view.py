@@ -1,9 +1,9 @@
 """The dashboard's "Sizing" page: is the GPU worth it, for the runs selected in the picker.
 
 `layout()` builds the form (tariff, prices, thresholds) and an empty result area; `register_callbacks`
-wires the form and the app's `run-picker` to `sizing_content`, which turns dashboard.report's tables and
-figures into Dash components. All figures come from dashboard.analysis via dashboard.report.build_report,
-exactly as in `python -m dashboard report`.
+wires the form and the app's `run-picker` to `sizing_content`, which turns the sizing package's report
+(tables, headline, figures) into Dash components. Every figure comes from `sizing.build_report`, exactly
+as in `python -m sizing`; this page only reads the runs (through dashboard.runs' caches) and lays it out.
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ import dash
 from dash import Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
-from dashboard import report
-from dashboard.report import Report, Table, UsageError
+from dashboard.runs import RunInfo, get_run, read_phases, read_telemetry, read_training, run_warnings
+from sizing import Report, ReportSettings, RunData, Table, UsageError, build_report
+from sizing.cli import settings_from_values
+from sizing.figures import report_figures
+from sizing.render import render_html, render_markdown
 
 PICKER_ID = "run-picker"
 TABS_ID = "tabs"  # the dashboard's dcc.Tabs, and the value of its Sizing tab
@@ -73,8 +76,8 @@ def layout() -> Any:
         [
             html.H2("Is the GPU worth it?"),
             html.P(
-                "Speedup, energy and cost per 1,000 steps, break-even and bottleneck verdicts for the runs "
-                "selected above. The first CPU run is the baseline.",
+                "Speedup, energy and cost per 1,000 examples, break-even and bottleneck verdicts for the "
+                "runs selected above, like-for-like where the workloads match (python -m sizing).",
                 className="hint",
             ),
             html.Div(inputs, className="sizing-form", style=FORM_STYLE),
@@ -110,10 +113,41 @@ def register_callbacks(app: dash.Dash, data_dir: Path) -> None:
         return download_payload(data_dir, run_ids, values, kind) or dash.no_update
 
 
-def settings_of(values: Sequence[float | None]) -> report.ReportSettings:
+def settings_of(values: Sequence[float | None]) -> ReportSettings:
     """The form's values (in FIELDS order) as report settings; UsageError when one is invalid."""
     named = {name.replace("-", "_"): value for (name, *_), value in zip(FIELDS, values, strict=True)}
-    return report.settings_from_values(**named)
+    return settings_from_values(**named)
+
+
+def run_data(info: RunInfo) -> RunData:
+    """One run's files, parsed through dashboard.runs' caches, as the sizing package takes them."""
+    warnings = tuple(f"{info.run_id}: {w}" for w in run_warnings(info))
+    return RunData(
+        info.run_id,
+        info.meta,
+        info.training,
+        info.evaluation,
+        read_telemetry(info),
+        read_training(info),
+        read_phases(info),
+        warnings,
+    )
+
+
+def load_selected(data_dir: Path, run_ids: Sequence[str] | None) -> tuple[list[RunData], list[str]]:
+    """The picker's runs (any run with telemetry or training files); unknown or unsafe ids become notes."""
+    runs, notes = [], []
+    for run_id in run_ids or []:
+        info = get_run(data_dir, run_id) if isinstance(run_id, str) else None
+        if info is None:
+            notes.append(f"{run_id!r}: no such run")
+            continue
+        data = run_data(info)
+        if data.telemetry.empty and data.training.empty and not data.training_info:
+            notes.append(f"run {run_id!r} has neither telemetry nor training files: nothing to size")
+            continue
+        runs.append(data)
+    return runs, notes
 
 
 def build(
@@ -124,10 +158,10 @@ def build(
         settings = settings_of(values)
     except UsageError as exc:
         return None, [str(exc)]
-    runs, notes = report.load_selected(data_dir, run_ids)
+    runs, notes = load_selected(data_dir, run_ids)
     if not runs:
-        return None, [*notes, "Select runs with training steps in the picker above."]
-    return report.build_report(runs, settings), notes
+        return None, [*notes, "Select runs in the picker above."]
+    return build_report(runs, settings), notes
 
 
 def sizing_content(
@@ -138,11 +172,11 @@ def sizing_content(
     parts: list[Any] = [html.P(note, className="hint") for note in notes]
     if built is None:
         return parts
-    parts.append(html.Ul([html.Li(line) for line in built.summary], className="sizing-summary"))
-    parts += [_table(t) for t in built.tables]
+    parts.append(html.Ul([html.Li(line) for line in built.headline], className="sizing-summary"))
+    parts += [_table(t) for section in built.sections for t in section.tables]
     parts += [
         dcc.Graph(figure=fig, id=f"sizing-graph-{i}", config=GRAPH_CONFIG, className="graph")
-        for i, fig in enumerate(report.report_figures(built))
+        for i, fig in enumerate(report_figures(built))
     ]
     parts.append(
         html.Details(
@@ -173,8 +207,8 @@ def download_payload(
         return None
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     if kind == "markdown":
-        return dcc.send_string(report.render_markdown(built), f"sizing-{stamp}.md")
-    return dcc.send_string(report.render_html(built), f"sizing-{stamp}.html")
+        return dcc.send_string(render_markdown(built), f"sizing-{stamp}.md")
+    return dcc.send_string(render_html(built), f"sizing-{stamp}.html")
 
 
 def _table(table: Table) -> Any:

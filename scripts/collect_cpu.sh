@@ -15,6 +15,7 @@ Options (passed through):
   --label TEXT            label shown in the dashboard
   --preset small|standard small: ResNet-18 at 256 px (default); standard: ResNet-50-FPN at 640 px
   --batch N               global batch size
+  --precision float32|mixed float32 (default) or each device's mixed precision (GPU float16, CPU bfloat16)
   --data-dir DIR          where runs and datasets live (default: data)
   --dataset DIR           train on this dataset (default: DATA_DIR/datasets/waldo)
   --no-export             skip export, evaluation and detections

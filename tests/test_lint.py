@@ -37,7 +37,12 @@ def _imports_of(source: Path, packages: tuple[str, ...]) -> list[str]:
 
 
 def test_training_never_imports_collect_and_dashboard_never_imports_either() -> None:
-    rules = {"training": ("collect",), "collect": ("training",), "dashboard": ("collect", "training")}
+    rules = {
+        "training": ("collect", "sizing"),
+        "collect": ("training", "sizing"),
+        "dashboard": ("collect", "training"),
+        "sizing": ("dashboard", "collect", "training", "dash", "plotly_resampler"),
+    }
     offenders = [
         f"{source.relative_to(REPO)}: {line}"
         for package, forbidden in rules.items()
@@ -45,6 +50,19 @@ def test_training_never_imports_collect_and_dashboard_never_imports_either() -> 
         for line in _imports_of(source, forbidden)
     ]
     assert not offenders, offenders
+
+
+def test_sizing_runs_without_dash() -> None:
+    """`python -m sizing` with the Dash packages made unimportable: the package must not need them."""
+    code = (
+        "import sys; sys.modules['dash'] = None; sys.modules['plotly_resampler'] = None\n"
+        "import sizing, sizing.cli, sizing.render, sizing.figures\n"
+        "assert not {'dashboard', 'collect', 'training'} & set(sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_the_layering_check_catches_a_forbidden_import(tmp_path: Path) -> None:

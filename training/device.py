@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 DRIVER_MARKERS = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/dxg")
@@ -21,6 +21,7 @@ class DeviceInfo:
     used: str  # "CPU" or the GPU name(s)
     gpu_names: list[str]
     tensorflow_devices: list[str]
+    gpu_uuids: list[str] = field(default_factory=list)  # the GPU(s) the training used, as NVML names them
 
 
 def quiet_tensorflow_environment() -> None:
@@ -69,7 +70,54 @@ def prepare_device(kind: str) -> DeviceInfo:
     names = [gpu_name(tf, gpu) for gpu in gpus]
     devices = [d.name for d in tf.config.list_physical_devices()]
     used = ", ".join(names[:1]) if kind == "gpu" else "CPU"
-    return DeviceInfo(kind=kind, used=used, gpu_names=names, tensorflow_devices=devices)
+    uuids = cuda_order_uuids(nvml_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))[:1] if kind == "gpu" else []
+    return DeviceInfo(kind=kind, used=used, gpu_names=names, tensorflow_devices=devices, gpu_uuids=uuids)
+
+
+def nvml_gpus() -> list[tuple[str, str]]:
+    """(PCI bus id, UUID) of every GPU NVML sees; empty when NVML is unavailable."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no NVML: the UUIDs stay unknown, the training goes on
+        return []
+    try:
+        found = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            bus, uuid = pynvml.nvmlDeviceGetPciInfo(handle).busId, pynvml.nvmlDeviceGetUUID(handle)
+            found.append((_text(bus), _text(uuid)))
+        return found
+    except Exception:
+        return []
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def cuda_order_uuids(gpus: list[tuple[str, str]], visible: str | None) -> list[str]:
+    """UUIDs in CUDA's device order under CUDA_DEVICE_ORDER=PCI_BUS_ID (set by the collector), after
+    CUDA_VISIBLE_DEVICES (indices or UUID prefixes); TensorFlow's GPU:0 is the first."""
+    ordered = [uuid for _, uuid in sorted(gpus, key=lambda g: g[0].lower())]
+    if visible is None or not visible.strip():
+        return ordered
+    chosen = []
+    for entry in (e.strip() for e in visible.split(",")):
+        if entry.lstrip("-").isdigit():
+            index = int(entry)
+            if index < 0 or index >= len(ordered):
+                break  # CUDA stops at the first invalid entry
+            chosen.append(ordered[index])
+        else:
+            matches = [u for u in ordered if u.startswith(entry)]
+            if len(matches) != 1:
+                break
+            chosen.append(matches[0])
+    return chosen
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def gpu_name(tf, gpu) -> str:

@@ -256,6 +256,7 @@ def _initial_state(options: TrainOptions, device: DeviceInfo) -> dict[str, Any]:
         "device_requested": options.device,
         "device_used": device.used,
         "gpu_names": device.gpu_names,
+        "gpu_uuids": device.gpu_uuids,
         "tensorflow_devices": device.tensorflow_devices,
         "tensorflow_version": tf.__version__,
         "preset": options.preset,

@@ -1,4 +1,8 @@
-"""CPU utilization (all and per logical CPU) from /proc/stat, frequency, 1-minute load.
+"""CPU utilization (all and per logical CPU), I/O wait and steal from /proc/stat, frequency, 1-minute load.
+
+`cpu_iowait_pct` and `cpu_steal_pct` have sysstat's meaning (share of all CPUs' time since the previous
+row); iowait is not counted as busy in `cpu_util_pct`. With cpufreq, every logical CPU's frequency is
+also recorded (`cpu<N>_freq_mhz`), so an idle core's low clock is not mistaken for throttling.
 
 The load average only changes every 5 s in the kernel, and a frequency taken from /proc/cpuinfo (where
 cpufreq is absent, e.g. in most VMs) is expensive to read: both are re-read at most once a second and
@@ -15,14 +19,16 @@ from collect.sources.base import Reading, Source, SourceUnavailable, ratio_pct
 SLOW_GAUGE_REFRESH_S = 1.0
 # /proc/stat: user nice system idle iowait irq softirq steal (guest and guest_nice are already in user/nice).
 _COUNTED_FIELDS = 8
-_IDLE, _IOWAIT = 3, 4
+_IDLE, _IOWAIT, _STEAL = 3, 4, 7
 
 
-def _busy_and_total(fields: list[bytes]) -> tuple[int, int]:
+def _counters(fields: list[bytes]) -> tuple[int, int, int, int]:
+    """(busy, total, iowait, steal) jiffies of one /proc/stat cpu line."""
     values = [int(v) for v in fields[1 : 1 + _COUNTED_FIELDS]]
     total = sum(values)
-    idle = values[_IDLE] + (values[_IOWAIT] if len(values) > _IOWAIT else 0)
-    return total - idle, total
+    iowait = values[_IOWAIT] if len(values) > _IOWAIT else 0
+    steal = values[_STEAL] if len(values) > _STEAL else 0
+    return total - values[_IDLE] - iowait, total, iowait, steal
 
 
 class CpuSource(Source):
@@ -42,7 +48,7 @@ class CpuSource(Source):
         self._cpu_names = cpu_names  # "cpu", "cpu0", "cpu1", ...
         self._columns_by_name = {n: f"{n}_util_pct" for n in cpu_names}
         self._head_size = 256 + 160 * len(cpu_names)
-        self._last: dict[str, tuple[int, int]] = {}
+        self._last: dict[str, tuple[int, int, int, int]] = {}
         self._freq_files = self._open_freq_files(sys_root, cpu_names[1:])
         self._cpuinfo = None if self._freq_files else self._open_cpuinfo(proc_root)
         self._slow_read_at = -SLOW_GAUGE_REFRESH_S
@@ -71,15 +77,18 @@ class CpuSource(Source):
         return cpuinfo
 
     def columns(self) -> list[str]:
-        return [*self._columns_by_name.values(), "cpu_freq_mhz", "load1"]
+        util = list(self._columns_by_name.values())
+        per_core_freq = [f"{name}_freq_mhz" for name in self._cpu_names[1:]] if self._freq_files else []
+        totals = [util[0], "cpu_iowait_pct", "cpu_steal_pct"]
+        return [*totals, *util[1:], "cpu_freq_mhz", *per_core_freq, "load1"]
 
-    def _read_counters(self) -> dict[str, tuple[int, int]]:
+    def _read_counters(self) -> dict[str, tuple[int, int, int, int]]:
         counters = {}
         for line in self._stat.read_head(self._head_size).split(b"\n"):
             if not line.startswith(b"cpu"):
                 break
             fields = line.split()
-            counters[fields[0].decode()] = _busy_and_total(fields)
+            counters[fields[0].decode()] = _counters(fields)
         return counters
 
     def prime(self, now: float) -> None:
@@ -94,18 +103,24 @@ class CpuSource(Source):
                 reading[column] = None
                 continue
             reading[column] = ratio_pct(after[0] - before[0], after[1] - before[1])
+        before, after = self._last.get("cpu"), current.get("cpu")
+        for column, field in (("cpu_iowait_pct", 2), ("cpu_steal_pct", 3)):
+            known = before is not None and after is not None
+            reading[column] = ratio_pct(after[field] - before[field], after[1] - before[1]) if known else None
         self._last = current
         if now - self._slow_read_at >= SLOW_GAUGE_REFRESH_S:
             self._slow_read_at = now
             self._load1 = float(self._loadavg.read().split(None, 1)[0])
             self._cpuinfo_mhz = self._cpuinfo_frequency_mhz()
-        reading["cpu_freq_mhz"] = self._sysfs_frequency_mhz() if self._freq_files else self._cpuinfo_mhz
+        if self._freq_files:
+            khz = [int(f.read()) for f in self._freq_files]
+            reading["cpu_freq_mhz"] = round(sum(khz) / len(khz) / 1000.0, 1)
+            for name, value in zip(self._cpu_names[1:], khz, strict=True):
+                reading[f"{name}_freq_mhz"] = round(value / 1000.0, 1)
+        else:
+            reading["cpu_freq_mhz"] = self._cpuinfo_mhz
         reading["load1"] = self._load1
         return reading
-
-    def _sysfs_frequency_mhz(self) -> float:
-        khz = [int(f.read()) for f in self._freq_files]
-        return round(sum(khz) / len(khz) / 1000.0, 1)
 
     def _cpuinfo_frequency_mhz(self) -> float | None:
         if self._cpuinfo is None:

@@ -2,19 +2,20 @@
 
 `reference_cpu()` and `reference_gpu()` describe one CPU and one (fake, NVML-shaped) GPU run; the comments
 give the figures they must produce. `write_run` writes any RunData as a run directory following
-docs/run-format.md, so the same data also goes through dashboard.runs and the report CLI.
+docs/run-format.md, so the same data also goes through sizing.load, dashboard.runs and the report CLI.
 """
 
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from dashboard.analysis import RunData
 from runformat import write_json_atomic
+from sizing.model import RunData
 
 CPU_TRAIN_START = 1_795_000_000.0
 GPU_TRAIN_START = CPU_TRAIN_START + 10_000.0
@@ -82,6 +83,8 @@ def meta(run_id: str, device: str, start_unix: float, gpus: int = 0, label: str 
         "system": {
             "cpu_model": CPU_MODEL,
             "cpu_cores_logical": 8,
+            "mem_total_bytes": 64 * 2**30,
+            "gpu_driver_version": "550.54" if gpus else None,
             "gpu_count": gpus,
             "gpus": [
                 {
@@ -113,6 +116,7 @@ def training_info(
         "device_requested": "cpu" if device_used == "CPU" else "gpu",
         "device_used": device_used,
         "gpu_names": [] if device_used == "CPU" else [GPU_NAME],
+        "gpu_uuids": [] if device_used == "CPU" else ["GPU-0"],
         "preset": "small",
         "backbone": "resnet18",
         "image_size": 256,
@@ -245,3 +249,20 @@ def write_run(parent: Path, run: RunData) -> Path:
     if run.evaluation:
         write_json_atomic(run_dir / "eval.json", run.evaluation)
     return run_dir
+
+
+def with_info(run: RunData, **changes: object) -> RunData:
+    """The run with training.json fields changed (None removes a field)."""
+    info = {**run.training_info, **changes}
+    info = {k: v for k, v in info.items() if v is not None}
+    return replace(run, training_info=info)
+
+
+def with_system(run: RunData, **changes: object) -> RunData:
+    """The run with run.json system fields changed."""
+    meta = {**run.meta, "system": {**run.meta["system"], **changes}}
+    return replace(run, meta=meta)
+
+
+def renamed(run: RunData, run_id: str) -> RunData:
+    return replace(run, run_id=run_id, meta={**run.meta, "run_id": run_id})

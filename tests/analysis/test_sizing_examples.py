@@ -1,7 +1,7 @@
 """The sizing analysis on the real recordings shipped in data/examples (CPU, and GPU when one is there).
 
 Each figure is recomputed here straight from the CSV text with the standard library, independently of
-dashboard.runs and dashboard.analysis, so a parsing or windowing slip shows up as a mismatch.
+sizing.load and sizing's analysis, so a parsing or windowing slip shows up as a mismatch.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -16,9 +17,11 @@ import numpy as np
 import pytest
 from sizingfixtures import reference_cpu, reference_gpu, write_run
 
-from dashboard import analysis, report
-from dashboard.analysis import Prices, RunData, Thresholds
-from dashboard.runs import open_run_dir
+from sizing import RunData, bottleneck, thermal
+from sizing.analysis import analyse_run
+from sizing.cli import main as sizing_main
+from sizing.load import load_run_dir
+from sizing.model import Prices, Thresholds, clip_window, train_windows
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
 EXAMPLE_RUNS = (
@@ -88,9 +91,32 @@ def test_the_raw_file_checks_on_crafted_run_dirs(tmp_path: Path) -> None:
         check_against_raw_files(write_run(tmp_path, run))
 
 
+def hand_verdict(kind: str, rows: list[dict[str, float]]) -> str:
+    """The first matching rule of docs/sizing.md, from the raw rows (GPU util, CPU, iowait, disk)."""
+
+    def mean(name: str) -> float:
+        values = [r.get(name, math.nan) for r in rows]
+        return float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
+
+    gpu_columns = sorted(
+        {k.split("_")[0] for r in rows[:1] for k in r if k.endswith("_util_pct") and k[:3] == "gpu"}
+    )
+    gpu = max((mean(f"{g}_util_pct") for g in gpu_columns), default=math.nan)
+    cpu, iowait, disk = mean("cpu_util_pct"), mean("cpu_iowait_pct"), mean("disk_util_pct")
+    if kind == "gpu" and gpu >= 80:
+        return bottleneck.GPU_BOUND
+    if kind == "cpu" and cpu >= 85:
+        return bottleneck.CPU_BOUND
+    if iowait >= 20 or disk >= 80:
+        return bottleneck.IO_BOUND
+    if kind == "gpu" and cpu >= 85:
+        return bottleneck.HOST_BOUND
+    return "not decided by the whole-host means"
+
+
 def check_against_raw_files(run_dir: Path) -> None:
-    data = report.load_run(open_run_dir(run_dir))
-    result = analysis.analyse_run(data, Prices(cpu_tdp_w=65.0), Thresholds())
+    data = load_run_dir(run_dir)
+    result = analyse_run(data, Prices(cpu_tdp_w=65.0), Thresholds())
     rate, start, end = hand_steady_rate(run_dir)
     assert len(read_rows(run_dir / "training.csv")) == result.throughput.steps_total
     assert result.throughput.steps_per_s == pytest.approx(rate, rel=1e-9)
@@ -106,43 +132,36 @@ def check_against_raw_files(run_dir: Path) -> None:
 
     telemetry = read_rows(run_dir / "telemetry.csv")
     times = np.array([r["time_unix"] for r in telemetry])
-    window = analysis.clip_window(
-        (start, end), analysis.train_windows(data.phases, data.telemetry), data.telemetry
-    )
+    window = clip_window((start, end), train_windows(data.phases, data.telemetry), data.telemetry)
     assert window is not None, "the steady state should be covered by telemetry"
     in_window = [r for r, t in zip(telemetry, times, strict=True) if window[0] <= t <= window[1]]
     cpu_util = np.nanmean([r["cpu_util_pct"] for r in in_window])
     assert result.verdict.numbers["cpu_util_pct"] == pytest.approx(cpu_util)
-    assert result.verdict.primary in {
-        analysis.CPU_BOUND,
-        analysis.GPU_BOUND,
-        analysis.INPUT_BOUND,
-        analysis.THERMALLY_THROTTLED,
-        analysis.UNDETERMINED,
-    }
     assert result.verdict.evidence
-    if result.kind == "cpu":
-        assert analysis.GPU_BOUND not in result.verdict.labels
-        expected = analysis.CPU_BOUND if cpu_util >= 85 else None
-        if expected:
-            assert result.verdict.primary == expected
+    assert result.verdict.primary == hand_verdict(result.kind, in_window)
+
+    freq = np.array([r.get("cpu_freq_mhz", math.nan) for r in telemetry])
+    cpu_throttle = next(t for t in result.throttling if t.source == "cpu")
+    if np.isfinite(freq).any() and np.ptp(freq[np.isfinite(freq)]) < 1.0:
+        assert cpu_throttle.status == thermal.CONSTANT_FREQUENCY  # "cannot tell", never "0 events"
 
     # CPU energy: RAPL if recorded, else the 65 W estimate, both recomputed by hand
     if "cpu_energy_j" in telemetry[0] and np.isfinite([r["cpu_energy_j"] for r in telemetry]).sum() >= 2:
         counter = np.array([r["cpu_energy_j"] for r in telemetry])
         ok = np.isfinite(counter)
         joules = np.interp(window[1], times[ok], counter[ok]) - np.interp(window[0], times[ok], counter[ok])
-        assert result.steady_energy.cpu_method == "RAPL"
+        assert result.steady_energy.cpu_covers == "CPU package (RAPL)"
     else:
         util = np.array([r["cpu_util_pct"] for r in telemetry])
         ok = np.isfinite(util)
-        watts = 65.0 * util[ok] / 100
+        watts = 65.0 * (0.3 + 0.7 * util[ok] / 100)
         cumulative = np.concatenate([[0.0], np.cumsum(np.diff(times[ok]) * (watts[1:] + watts[:-1]) / 2)])
         joules = np.interp(window[1], times[ok], cumulative) - np.interp(window[0], times[ok], cumulative)
         assert result.steady_energy.cpu_is_estimate
-    assert result.cpu_j_per_1000_steps == pytest.approx(
-        joules / (window[1] - window[0]) * 1000 / rate, rel=1e-6
-    )
+    if result.kind == "cpu":
+        assert result.j_per_1k_steps == pytest.approx(
+            joules / (window[1] - window[0]) * 1000 / rate, rel=1e-6
+        )
 
     train_start, train_end = hand_training_window(run_dir, times)
     for sensor in result.thermal:
@@ -171,10 +190,15 @@ def test_both_report_formats_from_the_recorded_runs_and_a_crafted_gpu_run(tmp_pa
         "--cpu-tdp-w",
         "65",
     ]
-    assert report.main([*ids, *common, "--out", str(tmp_path / "r.md")]) == 0
-    assert report.main([*ids, *common, "--out", str(tmp_path / "r.html")]) == 0
+    assert sizing_main([*ids, *common, "--out", str(tmp_path / "r.md")]) == 0
+    assert sizing_main([*ids, *common, "--out", str(tmp_path / "r.html")]) == 0
     markdown = (tmp_path / "r.md").read_text(encoding="utf-8")
     assert "(baseline)" in markdown and "crafted-gpu" in markdown
+    # the recorded CPU runs are repeats of one configuration: one baseline group, mean ± sd over them
+    assert f"n={len(EXAMPLE_RUNS)}" in markdown if len(EXAMPLE_RUNS) > 1 else True
+    assert "CPU-bound" in markdown and "cannot tell (constant frequency" in markdown
+    figures = markdown.split("## Definitions")[0]
+    assert re.search(r"\$0(?>\.0+)?(?![\d.])", figures) is None  # unknown is never $0
     for run_id in ids:
         assert f"| {run_id} |" in markdown
     assert "Plotly.newPlot" in (tmp_path / "r.html").read_text(encoding="utf-8")

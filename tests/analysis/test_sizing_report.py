@@ -1,7 +1,8 @@
-"""`python -m dashboard report`: both formats from run directories, figures checked by hand, bad input → 2."""
+"""`python -m sizing`: Markdown, HTML and JSON from run directories, figures by hand, bad input → 2."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 from sizingfixtures import reference_cpu, reference_gpu, write_run
 
-from dashboard import report
+from sizing import Prices, ReportSettings, build_report
+from sizing import cli as report
 
 PRICES = ["--tariff", "0.15", "--cpu-price", "1000", "--gpu-price", "2000", "--value-per-hour", "10"]
 
@@ -51,19 +53,22 @@ def test_markdown_report_figures_match_hand_computations(markdown: str) -> None:
     assert runs["ref-cpu"]["Steady steps/s"] == "0.500"  # 25 steps / 50 s
     assert runs["ref-cpu"]["Steady examples/s"] == "1.000"
     assert runs["ref-cpu"]["Steps within budget"] == "26 in 60.0 s"
-    assert runs["ref-cpu"]["Warm-up steps"] == "5"
+    assert runs["ref-cpu"]["Throughput from"] == "step log"
+    assert runs["ref-cpu"]["Workload"] == "tensorflow/small/resnet18/256px/batch 2/float32"
     assert runs["ref-gpu"]["Steady steps/s"] == "10.000"  # 180 steps / 18 s
     assert runs["ref-gpu"]["First step"] == "20.0 s"
 
     cpu_row, gpu_row = tables["Comparison"]
-    assert cpu_row["Configuration"].endswith("(baseline)")
+    assert cpu_row["Speedup"] == "1.00× (baseline)"
     assert gpu_row["Speedup"] == "20.00×"  # 20 / 1 examples/s
-    assert cpu_row["J per 1,000 steps"] == "80,000"  # 40 W × 2,000 s
-    assert gpu_row["J per 1,000 steps"] == "35,000"  # 350 W × 100 s
-    assert cpu_row["Energy $ per 1,000 steps"] == "$0.0033"  # 0.02222 kWh × $0.15
-    assert cpu_row["Hardware $ per 1,000 steps"] == "$0.0211"  # $1,000 / 26,280 h × 0.5556 h
-    assert cpu_row["Total $ per 1,000 steps"] == "$0.0245"
-    assert gpu_row["Total $ per 1,000 steps"] == "$0.0046"  # 0.001458 + $3,000 / 26,280 h × 0.02778 h
+    assert gpu_row["Like-for-like"] == "yes"
+    assert cpu_row["J per 1,000 examples"] == "40,000"  # 40 W × 1,000 s
+    assert gpu_row["J per 1,000 examples"] == "17,500"  # 350 W × 50 s
+    assert cpu_row["Energy $ per 1,000 examples"] == "$0.0017"  # 0.01111 kWh × $0.15
+    assert cpu_row["Hardware $ per 1,000 examples"] == "$0.0106"  # $1,000 / 26,280 h × 0.2778 h
+    assert cpu_row["Total $ per 1,000 examples"] == "$0.0122"
+    assert gpu_row["Total $ per 1,000 examples"] == "$0.0023"  # 0.000729 + $3,000 / 26,280 h × 0.01389 h
+    assert gpu_row["Per step (same batch only)"] == "10.000 steps/s, 35,000 J per 1,000 steps"
     assert gpu_row["Break-even (GPU hours)"] == "10.5"  # $2,000 / (19 × $10 + $0.0675)
 
     times = by_run(tables["Time to target"])
@@ -75,9 +80,8 @@ def test_markdown_report_figures_match_hand_computations(markdown: str) -> None:
     assert times["ref-gpu"]["Time to loss ≤ 1.9500"] == "31.1 s (step 112)"
 
     energy = by_run(tables["Energy and cost"])
-    assert energy["ref-cpu"]["CPU source"] == "RAPL"
-    assert energy["ref-gpu"]["GPU source"] == "NVML energy counter"
-    assert energy["ref-gpu"]["GPU J per 1,000 steps"] == "30,000"
+    assert energy["ref-cpu"]["What it covers"] == "CPU package (RAPL)"
+    assert energy["ref-gpu"]["What it covers"] == "GPU board (NVML energy counter) + CPU package (RAPL)"
     assert energy["ref-gpu"]["Mean power (W)"] == "350.0"
     assert energy["ref-gpu"]["Training energy (kWh)"] == "0.0039"  # 350 W × 40 s = 14,000 J
 
@@ -85,14 +89,16 @@ def test_markdown_report_figures_match_hand_computations(markdown: str) -> None:
     assert thermal[("ref-gpu", "gpu0")]["Peak °C"] == "85.0"
     assert thermal[("ref-gpu", "gpu0")]["Time ≥ 80 °C"] == "10.0 s"
     throttle = {(r["Run"], r["Source"]): r for r in tables["Throttling (training window)"]}
-    assert throttle[("ref-gpu", "gpu0")]["Throttled samples"] == "5/41"
+    assert throttle[("ref-gpu", "gpu0")]["Category"] == "thermal (SW)"
+    assert throttle[("ref-gpu", "gpu0")]["Samples"] == "5/41"
     assert throttle[("ref-gpu", "gpu0")]["Events"] == "2"
+    assert throttle[("ref-cpu", "cpu")]["Samples"] == "cannot tell (constant frequency: VM or no cpufreq)"
 
     verdicts = by_run(tables["Bottleneck verdict"])
     assert verdicts["ref-cpu"]["Verdict"] == "CPU-bound"
     assert "90.0 % ≥ 85 %" in verdicts["ref-cpu"]["Why"]
     assert verdicts["ref-gpu"]["Verdict"] == "GPU-bound + thermally throttled"
-    assert "5/18 samples" in verdicts["ref-gpu"]["Why"]
+    assert "thermal (SW) in 5/18 samples" in verdicts["ref-gpu"]["Why"]
 
     accuracy = by_run(tables["Accuracy bought"])
     assert (accuracy["ref-gpu"]["mAP@0.5"], accuracy["ref-gpu"]["Recall@0.5"]) == ("0.400", "0.700")
@@ -107,7 +113,7 @@ def test_markdown_report_has_the_decision_and_definitions(markdown: str) -> None
         in markdown
     )
     assert "## Definitions" in markdown
-    assert "**Steady state**" in markdown and "**Break-even**" in markdown
+    assert "**Steady state**" in markdown and "**Break-even**" in markdown and "**Like-for-like**" in markdown
 
 
 def test_html_report_is_self_contained(crafted_data_dir: Path, tmp_path: Path) -> None:
@@ -118,7 +124,7 @@ def test_html_report_is_self_contained(crafted_data_dir: Path, tmp_path: Path) -
     )
     text = out.read_text(encoding="utf-8")
     assert text.startswith("<!DOCTYPE html>")
-    assert "<td>20.00×</td>" in text and "<td>35,000</td>" in text
+    assert "<td>20.00×</td>" in text and "<td>17,500</td>" in text
     assert text.count("Plotly.newPlot") >= 3  # throughput, loss, temperature
     # plotly.js is inlined (the machines are offline): no script is loaded from anywhere
     assert re.search(r"<script[^>]*\bsrc=", text) is None
@@ -131,7 +137,7 @@ def test_run_directory_paths_and_an_explicit_baseline(crafted_data_dir: Path, tm
     args = ["ref-cpu", str(gpu_dir), "--data-dir", str(crafted_data_dir), "--baseline", str(gpu_dir)]
     assert report.main([*args, "--out", str(out)]) == 0
     comparison = markdown_tables(out.read_text(encoding="utf-8"))["Comparison"]
-    assert comparison[1]["Configuration"].endswith("(baseline)")
+    assert comparison[1]["Speedup"] == "1.00× (baseline)"
     assert comparison[0]["Speedup"] == "0.05×"  # 1 / 20
 
 
@@ -149,9 +155,11 @@ def test_cpu_tdp_estimate_is_marked(tmp_path: Path) -> None:
     write_run(tmp_path / "examples", run)
     out = tmp_path / "r.md"
     assert report.main(["no-rapl", "--data-dir", str(tmp_path), "--cpu-tdp-w", "100", "--out", str(out)]) == 0
-    energy = by_run(markdown_tables(out.read_text(encoding="utf-8"))["Energy and cost"])["no-rapl"]
-    assert energy["CPU source"] == "ESTIMATE: 100 W TDP × CPU util"
-    assert energy["CPU J per 1,000 steps"] == "180,000"  # 100 W × 90 % × 2,000 s
+    text = out.read_text(encoding="utf-8")
+    energy = by_run(markdown_tables(text)["Energy and cost"])["no-rapl"]
+    assert energy["What it covers"] == "ESTIMATE: CPU package from 100 W TDP, 30% idle floor, × CPU util"
+    assert energy["J per 1,000 examples"] == "93,000 (ESTIMATE)"  # 100 W × (0.3 + 0.7 × 0.9) × 1,000 s
+    assert "(ESTIMATE)" in text.split("## Settings")[0]  # in the headline too
 
 
 @pytest.mark.parametrize(
@@ -167,17 +175,15 @@ def test_cpu_tdp_estimate_is_marked(tmp_path: Path) -> None:
         (["ref-cpu", "--target-steps", "1.5"], "--target-steps"),
         (["ref-cpu", "--baseline", "ref-gpu"], "baseline"),
         (["ref-cpu", "ref-cpu"], "run given twice"),
-        (["no-training"], "no training.csv"),
+        (["no-files"], "nothing to size"),
+        (["ref-cpu", "--cpu-tdp", "box"], "--cpu-tdp"),
+        (["ref-cpu", "--idle-fraction", "1"], "--idle-fraction"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
     crafted_data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
-    bare = reference_cpu("no-training")
-    write_run(
-        crafted_data_dir / "runs",
-        type(bare)(bare.run_id, bare.meta, {}, {}, bare.telemetry, bare.training.iloc[0:0], bare.phases),
-    )
+    (crafted_data_dir / "runs" / "no-files").mkdir()
     out = tmp_path / "r.md"
     code = report.main([*args, "--data-dir", str(crafted_data_dir), "--out", str(out)])
     err = capsys.readouterr().err
@@ -187,7 +193,8 @@ def test_bad_input_is_one_line_and_exit_2(
 
 
 @pytest.mark.parametrize(
-    ("out", "message"), [("report.txt", "must end in .html or .md"), ("missing/report.md", "does not exist")]
+    ("out", "message"),
+    [("report.txt", "must end in .html, .md or .json"), ("missing/report.md", "does not exist")],
 )
 def test_bad_out_is_exit_2(
     crafted_data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], out: str, message: str
@@ -203,15 +210,15 @@ def test_missing_out_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_command_line_entry_point(crafted_data_dir: Path, tmp_path: Path) -> None:
-    """Through the interpreter, as `python -m dashboard report` (via dashboard/__main__.py)."""
-    out = tmp_path / "r.md"
+    """Through the interpreter, as `python -m sizing` and its alias `python -m dashboard report`."""
+    out = tmp_path / "r.json"
     done = subprocess.run(
         [
             sys.executable,
             "-m",
-            "dashboard",
-            "report",
+            "sizing",
             "ref-cpu",
+            "ref-gpu",
             "--data-dir",
             str(crafted_data_dir),
             "--out",
@@ -223,7 +230,7 @@ def test_command_line_entry_point(crafted_data_dir: Path, tmp_path: Path) -> Non
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert "wrote" in done.stdout and out.is_file()
+    assert "wrote" in done.stdout and json.loads(out.read_text())["baseline"]["run_ids"] == ["ref-cpu"]
     bad = subprocess.run(
         [
             sys.executable,
@@ -244,12 +251,55 @@ def test_command_line_entry_point(crafted_data_dir: Path, tmp_path: Path) -> Non
         timeout=60,
     )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+    assert bad.stderr.startswith("python -m dashboard report: error:")
 
 
 def test_break_even_wording_without_prices_and_from_energy_alone() -> None:
     runs = [reference_cpu(), reference_gpu()]
-    bare = report.build_report(runs, report.ReportSettings())
-    assert "break-even needs the GPU price (--gpu-price)" in bare.summary[1]
-    energy_only = report.build_report(runs, report.ReportSettings(prices=report.Prices(gpu_price=2000.0)))
+    bare = build_report(runs, ReportSettings())
+    assert "break-even: no price given for the GPU (--gpu-price)" in bare.headline[1]
+    energy_only = build_report(runs, ReportSettings(prices=Prices(gpu_price=2000.0)))
     # no value per hour: only the energy saved pays back, $0.0675 per GPU hour → 2,000 / 0.0675 hours
-    assert "after 29,629.6 GPU training hours" in energy_only.summary[1]
+    assert "after 29,629.6 GPU training hours" in energy_only.headline[1]
+
+
+def test_json_output_has_the_documented_fields(crafted_data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    assert (
+        report.main(["ref-cpu", "ref-gpu", "--data-dir", str(crafted_data_dir), *PRICES, "--out", str(out)])
+        == 0
+    )
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["baseline"]["run_ids"] == ["ref-cpu"]
+    run = {r["run_id"]: r for r in data["runs"]}["ref-gpu"]
+    assert run["workload"]["batch_size"] == 2 and run["hardware"]["gpus"] == ["Crafted H100"]
+    assert run["examples_per_s"] == pytest.approx(20.0) and run["steps_per_s"] == pytest.approx(10.0)
+    assert run["energy_j_per_1k_examples"] == pytest.approx(17_500.0) and run["energy_is_estimate"] is False
+    (comparison,) = data["comparisons"]
+    assert comparison["run_id"] == "ref-gpu" and comparison["baseline"] == ["ref-cpu"]
+    assert comparison["like_for_like"] is True and comparison["differences"] == []
+    assert comparison["speedup"] == pytest.approx(20.0) and comparison["speedup_ci95"] is None
+    assert comparison["break_even_hours"] == pytest.approx(2000 / 190.0675)
+    assert isinstance(data["warnings"], list)
+    no_prices = tmp_path / "bare.json"
+    assert (
+        report.main(["ref-cpu", "ref-gpu", "--data-dir", str(crafted_data_dir), "--out", str(no_prices)]) == 0
+    )
+    assert json.loads(no_prices.read_text())["comparisons"][0]["break_even_hours"] is None
+
+
+def test_a_directory_written_by_another_tool(tmp_path: Path) -> None:
+    """Only telemetry.csv (elapsed_s, no run.json, no training files): a report still comes out."""
+    run_dir = tmp_path / "foreign"
+    run_dir.mkdir()
+    rows = ["elapsed_s,cpu_util_pct,cpu_temp_c,mem_used_bytes,disk_util_pct,gpu0_temp_c"]
+    rows += [f"{t},{97.0},{60 + t / 2},{1e9},{4.0},{66.0}" for t in range(60)]
+    (run_dir / "telemetry.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "r.md"
+    args = [str(run_dir), "--cpu-tdp", "foreign-host=65", "--out", str(out)]
+    assert report.main([*args, "--data-dir", str(tmp_path)]) == 0
+    tables = markdown_tables(out.read_text(encoding="utf-8"))
+    assert by_run(tables["Runs"])["foreign"]["Steady examples/s"] == "unknown (no work counter)"
+    assert by_run(tables["Bottleneck verdict"])["foreign"]["Verdict"] == "CPU-bound"
+    thermal = {(r["Run"], r["Sensor"]): r["Peak °C"] for r in tables["Thermal"]}
+    assert thermal == {("foreign", "cpu"): "89.5", ("foreign", "gpu0"): "66.0"}

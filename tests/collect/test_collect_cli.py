@@ -130,6 +130,20 @@ def test_command_that_exits_early_keeps_its_exit_code(tmp_path: Path) -> None:
     assert record["samples"] == len(complete_rows(run_dir)) >= 1
 
 
+def test_the_command_numbers_gpus_as_nvml_does_and_iowait_is_recorded(tmp_path: Path) -> None:
+    """CUDA_DEVICE_ORDER=PCI_BUS_ID reaches the command (GPU indices then match NVML's); the telemetry
+    has sysstat's iowait and steal columns."""
+    show = "import os; print(os.environ.get('CUDA_DEVICE_ORDER'))"
+    args = ["run", "--duration", "30s", "--interval", "50ms", "--", PYTHON, "-c", show]
+    env = {**os.environ, "CUDA_DEVICE_ORDER": "FASTEST_FIRST"}  # the default order would differ from NVML's
+    code, _out, _err = finish(collector(args, tmp_path, env=env))
+    assert code == 0
+    run_dir = only_run(tmp_path)
+    assert (run_dir / "command.log").read_text() == "PCI_BUS_ID\n"
+    header = (run_dir / "telemetry.csv").read_text().splitlines()[0].split(",")
+    assert {"cpu_iowait_pct", "cpu_steal_pct"} <= set(header)
+
+
 def test_deadline_stops_the_command_with_sigint_and_exits_124(tmp_path: Path) -> None:
     code, _out, err = finish(
         collector(["run", "--duration", "1s", "--interval", "100ms", "--", PYTHON, "-c", GRACEFUL], tmp_path)

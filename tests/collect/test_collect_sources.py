@@ -52,13 +52,18 @@ def test_cpu_utilization_from_proc_stat_deltas(tmp_path: Path) -> None:
     proc = write_tree(tmp_path / "proc", {"stat": STAT_BEFORE, "loadavg": "1.25 0.5 0.1 1/100 42\n"})
     proc.joinpath("cpuinfo").write_text("processor : 0\ncpu MHz : 2000.0\nprocessor : 1\ncpu MHz : 3000.0\n")
     source = CpuSource(proc, tmp_path / "sys")
-    assert source.columns() == ["cpu_util_pct", "cpu0_util_pct", "cpu1_util_pct", "cpu_freq_mhz", "load1"]
+    assert source.columns() == [
+        "cpu_util_pct", "cpu_iowait_pct", "cpu_steal_pct",
+        "cpu0_util_pct", "cpu1_util_pct", "cpu_freq_mhz", "load1",
+    ]
     source.prime(0.0)
     (proc / "stat").write_text(STAT_AFTER)
     reading = source.sample(1.0)
     assert reading["cpu0_util_pct"] == 30.0
     assert reading["cpu1_util_pct"] == 90.0  # iowait counts as idle, like psutil
     assert reading["cpu_util_pct"] == 60.0  # 120 busy of 200
+    assert reading["cpu_iowait_pct"] == 5.0  # sysstat's %iowait: 10 of 200, not busy
+    assert reading["cpu_steal_pct"] == 0.0
     assert reading["cpu_freq_mhz"] == 2500.0
     assert reading["load1"] == 1.25
     assert source.sample(2.0)["cpu_util_pct"] is None  # no time passed in the counters: unknown, not 0
@@ -74,13 +79,30 @@ def test_cpu_frequency_prefers_cpufreq(tmp_path: Path) -> None:
         },
     )
     source = CpuSource(proc, sys_root)
+    assert "cpu0_freq_mhz" in source.columns() and "cpu1_freq_mhz" in source.columns()
     source.prime(0.0)
-    assert source.sample(1.0)["cpu_freq_mhz"] == 2400.0
+    reading = source.sample(1.0)
+    assert reading["cpu_freq_mhz"] == 2400.0
+    # an idle core's low clock stays visible, apart from the busy one's
+    assert (reading["cpu0_freq_mhz"], reading["cpu1_freq_mhz"]) == (1200.0, 3600.0)
+
+
+def test_cpu_steal_and_iowait_have_sysstat_meaning(tmp_path: Path) -> None:
+    before = "cpu  100 0 100 700 50 0 0 50 0 0\ncpu0 100 0 100 700 50 0 0 50 0 0\n"
+    after = "cpu  160 0 100 720 90 0 0 80 0 0\ncpu0 160 0 100 720 90 0 0 80 0 0\n"  # +150 jiffies
+    proc = write_tree(tmp_path / "proc", {"stat": before, "loadavg": "0 0 0 1/1 1\n", "cpuinfo": ""})
+    source = CpuSource(proc, tmp_path / "sys")
+    source.prime(0.0)
+    (proc / "stat").write_text(after)
+    reading = source.sample(1.0)
+    assert reading["cpu_iowait_pct"] == pytest.approx(100 * 40 / 150, abs=0.01)
+    assert reading["cpu_steal_pct"] == pytest.approx(100 * 30 / 150, abs=0.01)
+    assert reading["cpu_util_pct"] == pytest.approx(100 * 90 / 150, abs=0.01)  # user + steal, not iowait
 
 
 def test_cpu_source_on_this_machine_has_a_column_per_logical_cpu() -> None:
     source = CpuSource(Path("/proc"), Path("/sys"))
-    per_cpu = [c for c in source.columns() if c.startswith("cpu") and c[3].isdigit()]
+    per_cpu = [c for c in source.columns() if c[:3] == "cpu" and c[3].isdigit() and c.endswith("_util_pct")]
     assert len(per_cpu) == psutil.cpu_count(logical=True)
     source.prime(time.monotonic())
     sum(range(2_000_000))

@@ -323,7 +323,7 @@ def test_every_view_survives_broken_empty_and_odd_runs(app, data_dir: Path, run_
 
 def test_report_subcommand_is_dispatched_lazily(monkeypatch) -> None:
     seen: list[list[str]] = []
-    monkeypatch.setattr("dashboard.report.main", lambda argv: seen.append(argv) or 7)
+    monkeypatch.setattr("sizing.cli.main", lambda argv, prog: seen.append(argv) or 7)
     assert cli.main(["report", "--tariff", "0.2"]) == 7
     assert seen == [["--tariff", "0.2"]]
 

@@ -110,3 +110,44 @@ def test_collect_cpu_short_run_end_to_end(tmp_path: Path) -> None:
 
     assert "Run " in result.stdout and str(run_dir) in result.stdout
     assert "steps/s" in result.stdout and "mAP@0.5" in result.stdout
+
+
+def test_precision_reaches_the_training_and_the_other_device_command_matches() -> None:
+    from collect.timed import build_parser, matching_command, training_command
+
+    args = build_parser().parse_args(["10m", "--device", "gpu", "--preset", "standard", "--batch", "8",
+                                      "--precision", "mixed"])  # fmt: skip
+    command = training_command(args)
+    assert command[command.index("--precision") + 1] == "float16"  # the GPU's mixed precision
+    expected = "./scripts/collect_cpu.sh 10m --preset standard --batch 8 --precision mixed"
+    assert matching_command(args) == expected
+    cpu = build_parser().parse_args(["10m", "--precision", "mixed"])
+    assert training_command(cpu)[training_command(cpu).index("--precision") + 1] == "bfloat16"
+    default = build_parser().parse_args(["90s"])
+    assert training_command(default)[training_command(default).index("--precision") + 1] == "float32"
+    assert matching_command(default) == "./scripts/collect_gpu.sh 90s --preset small --precision float32"
+
+
+def test_bad_precision_is_a_usage_error() -> None:
+    result = run_script("collect_cpu.sh", "10s", "--precision", "float16")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--precision" in result.stderr
+    assert "--precision float32|mixed" in run_script("collect_gpu.sh", "--help").stdout
+
+
+@pytest.mark.slow
+def test_a_short_real_run_prints_the_matching_gpu_command(tmp_path: Path) -> None:
+    result = run_script(
+        "collect_cpu.sh", "20s", "--data-dir", str(tmp_path), "--no-export", "--max-steps", "3",
+        "--precision", "float32", timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    training = json.loads((run_dir / "training.json").read_text())
+    assert training["precision"] == "float32" and training["gpu_uuids"] == []
+    expected = (
+        "the same workload on the other device: ./scripts/collect_gpu.sh 20s --preset small "
+        f"--precision float32 --data-dir {tmp_path} --max-steps 3"
+    )
+    assert expected in result.stdout
+    header = (run_dir / "telemetry.csv").read_text().splitlines()[0].split(",")
+    assert "cpu_iowait_pct" in header

@@ -1,0 +1,145 @@
+"""The bottleneck verdict of one run, with the numbers behind it (rules in sizing.definitions)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from sizing.model import Thresholds, core_indices, gpu_indices, mean_of
+from sizing.thermal import ThrottleSummary
+
+GPU_BOUND = "GPU-bound"
+CPU_BOUND = "CPU-bound"
+HOST_BOUND = "host-bound"
+IO_BOUND = "I/O-bound"
+GPU_UNDERUSED = "GPU underused"
+THERMALLY_THROTTLED = "thermally throttled"
+HW_SLOWDOWN = "HW slowdown"
+UNDETERMINED = "undetermined"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    primary: str
+    labels: tuple[str, ...]
+    evidence: tuple[str, ...]
+    numbers: dict[str, float | None] = field(default_factory=dict)
+
+
+def _fmt(value: float | None, unit: str = " %") -> str:
+    return "n/a" if value is None else f"{value:.1f}{unit}"
+
+
+def core_counts(samples: pd.DataFrame, thresholds: Thresholds) -> tuple[float | None, float | None, int]:
+    """Per sample, how many logical CPUs were saturated and how many idle; means over samples; and n."""
+    cores = core_indices(samples)
+    if not cores or samples.empty:
+        return None, None, len(cores)
+    util = np.column_stack(
+        [pd.to_numeric(samples[f"cpu{i}_util_pct"], errors="coerce").to_numpy(dtype=float) for i in cores]
+    )
+    rows = np.isfinite(util).any(axis=1)
+    if not rows.any():
+        return None, None, len(cores)
+    util = util[rows]
+    saturated = (util >= thresholds.core_saturated_pct).sum(axis=1)
+    idle = (util < thresholds.core_idle_pct).sum(axis=1)
+    return float(saturated.mean()), float(idle.mean()), len(cores)
+
+
+def utilization_numbers(samples: pd.DataFrame, gpus: Sequence[int], thresholds: Thresholds) -> dict:
+    """Means over the samples: the busiest charged GPU, CPU, iowait, steal, disk, the training's tree."""
+    per_gpu = [
+        m for i in (gpus or gpu_indices(samples)) if (m := mean_of(samples, f"gpu{i}_util_pct")) is not None
+    ]
+    saturated, idle, cores = core_counts(samples, thresholds)
+    return {
+        "gpu_util_pct": max(per_gpu) if per_gpu else None,
+        "cpu_util_pct": mean_of(samples, "cpu_util_pct"),
+        "cpu_iowait_pct": mean_of(samples, "cpu_iowait_pct"),
+        "cpu_steal_pct": mean_of(samples, "cpu_steal_pct"),
+        "disk_util_pct": mean_of(samples, "disk_util_pct"),
+        "proc_cpu_pct": mean_of(samples, "proc_cpu_pct"),
+        "saturated_cores": saturated,
+        "idle_cores": idle,
+        "logical_cpus": float(cores) if cores else None,
+    }
+
+
+def _io_bound(n: dict, t: Thresholds) -> str | None:
+    found = []
+    if n["cpu_iowait_pct"] is not None and n["cpu_iowait_pct"] >= t.iowait_pct:
+        found.append(f"mean iowait {_fmt(n['cpu_iowait_pct'])} ≥ {t.iowait_pct:g} %")
+    if n["disk_util_pct"] is not None and n["disk_util_pct"] >= t.disk_saturated_pct:
+        found.append(f"mean disk busy {_fmt(n['disk_util_pct'])} ≥ {t.disk_saturated_pct:g} %")
+    return " and ".join(found) or None
+
+
+def _some_cores_saturated(n: dict, t: Thresholds) -> str | None:
+    saturated, idle, proc = n["saturated_cores"], n["idle_cores"], n["proc_cpu_pct"]
+    if saturated is None or idle is None or saturated < 1 or idle < 1:
+        return None
+    if proc is not None and proc < 0.8 * 100 * saturated:
+        return None  # the saturated cores are not the training's
+    tree = f", the training's processes use {proc / 100:.1f} cores (proc_cpu_pct)" if proc is not None else ""
+    return (
+        f"{saturated:.1f} of {n['logical_cpus']:.0f} logical CPUs ≥ {t.core_saturated_pct:g} % busy while "
+        f"{idle:.1f} are < {t.core_idle_pct:g} %{tree}"
+    )
+
+
+def verdict(
+    kind: str, samples: pd.DataFrame, gpus: Sequence[int], throttles: Sequence[ThrottleSummary], t: Thresholds
+) -> Verdict:
+    n = utilization_numbers(samples, gpus, t)
+    gpu, cpu = n["gpu_util_pct"], n["cpu_util_pct"]
+    io, some_cores = _io_bound(n, t), _some_cores_saturated(n, t)
+    main, why = UNDETERMINED, ""
+    if kind == "gpu" and gpu is not None and gpu >= t.gpu_bound_util_pct:
+        main, why = GPU_BOUND, f"mean GPU util {_fmt(gpu)} ≥ {t.gpu_bound_util_pct:g} %"
+    elif kind == "cpu" and cpu is not None and cpu >= t.cpu_saturated_pct:
+        main, why = CPU_BOUND, f"CPU run, mean CPU util {_fmt(cpu)} ≥ {t.cpu_saturated_pct:g} %"
+    elif io:
+        main, why = IO_BOUND, io
+    elif kind == "gpu" and cpu is not None and cpu >= t.cpu_saturated_pct:
+        main, why = HOST_BOUND, f"mean CPU util {_fmt(cpu)} ≥ {t.cpu_saturated_pct:g} % feeding the GPU"
+    elif some_cores:
+        main, why = HOST_BOUND, some_cores
+    elif kind == "gpu" and gpu is not None and gpu < t.gpu_underused_util_pct:
+        main, why = (
+            GPU_UNDERUSED,
+            f"mean GPU util {_fmt(gpu)} < {t.gpu_underused_util_pct:g} % with no host or I/O cause",
+        )
+    if main != GPU_BOUND and kind == "gpu" and gpu is not None:
+        why = f"mean GPU util {_fmt(gpu)}; " + why if why else ""
+    evidence = [why] if why else []
+    if main == UNDETERMINED:
+        evidence.append(
+            f"GPU {_fmt(gpu)}, CPU {_fmt(cpu)}, iowait {_fmt(n['cpu_iowait_pct'])}, "
+            f"disk {_fmt(n['disk_util_pct'])}: no bottleneck rule matched"
+            if samples is not None and not samples.empty
+            else "no telemetry samples in the measurement window"
+        )
+    labels = [main] if main != UNDETERMINED else []
+    for s in throttles:
+        fraction = s.fraction
+        if fraction is None:
+            continue
+        n[f"{s.source} {s.category} fraction"] = fraction
+        if s.is_fault and fraction >= t.throttled_sample_fraction:
+            label = THERMALLY_THROTTLED if s.is_thermal else HW_SLOWDOWN
+            if label not in labels:
+                labels.append(label)
+            evidence.append(
+                f"{s.source} {s.category} in {s.flagged_samples}/{s.samples} samples "
+                f"({fraction:.1%} ≥ {t.throttled_sample_fraction:.0%}), {s.events} events"
+            )
+        elif not s.is_fault and s.category.startswith("at power limit") and fraction > 0:
+            evidence.append(
+                f"{s.source} at its power limit in {fraction:.0%} of samples (a state, not a fault)"
+            )
+    labels = labels or [UNDETERMINED]
+    return Verdict(labels[0], tuple(labels), tuple(evidence), n)

@@ -1,0 +1,137 @@
+"""Repeats grouped (same workload, device kind and hardware) and compared with a baseline group.
+
+Everything is per 1,000 examples (images); steps only where the batch sizes match. A comparison across
+workload signatures is kept but marked not like-for-like, with the differences listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sizing import energy as en
+from sizing import signature
+from sizing.analysis import RunAnalysis
+from sizing.model import Prices
+from sizing.stats import Spread, ratio_ci95, spread
+
+
+@dataclass(frozen=True)
+class Group:
+    """Repeats of one configuration."""
+
+    analyses: tuple[RunAnalysis, ...]
+    examples_per_s: Spread
+    steps_per_s: Spread
+    j_per_1k_examples: Spread
+    energy_usd_per_1k: Spread
+    hardware_usd_per_1k: Spread
+    total_usd_per_1k: Spread
+
+    @property
+    def first(self) -> RunAnalysis:
+        return self.analyses[0]
+
+    @property
+    def kind(self) -> str:
+        return self.first.kind
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        return tuple(a.run_id for a in self.analyses)
+
+    @property
+    def energy_is_estimate(self) -> bool:
+        return any(a.energy_is_estimate for a in self.analyses)
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind.upper()} {self.first.hardware_name} · {self.first.workload_name}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    group: Group
+    is_baseline: bool
+    like_for_like: bool
+    differences: tuple[str, ...]
+    batches_match: bool
+    speedup: float | None
+    speedup_ci95: tuple[float, float] | None
+    energy_saving_per_gpu_hour: float | None
+    break_even_hours: float | None
+    break_even_is_estimate: bool
+
+
+def group_key(a: RunAnalysis) -> tuple:
+    return (signature.workload_key(a.workload), signature.hardware_key(a.kind, a.hardware))
+
+
+def make_group(analyses: Sequence[RunAnalysis]) -> Group:
+    return Group(
+        tuple(analyses),
+        spread(a.throughput.examples_per_s for a in analyses),
+        spread(a.throughput.steps_per_s for a in analyses),
+        spread(a.j_per_1k_examples for a in analyses),
+        spread(a.energy_usd_per_1k_examples for a in analyses),
+        spread(a.hardware_usd_per_1k_examples for a in analyses),
+        spread(a.total_usd_per_1k_examples for a in analyses),
+    )
+
+
+def group_runs(analyses: Sequence[RunAnalysis]) -> list[Group]:
+    """Repeats together, in first-seen order."""
+    found: dict[tuple, list[RunAnalysis]] = {}
+    for a in analyses:
+        found.setdefault(group_key(a), []).append(a)
+    return [make_group(g) for g in found.values()]
+
+
+def pick_baseline(groups: Sequence[Group], baseline_run_id: str | None = None) -> Group | None:
+    """The named run's group; else the CPU group sharing its workload with the most GPU groups (a
+    like-for-like pair), else the first CPU group, else the first group."""
+    if not groups:
+        return None
+    if baseline_run_id is not None:
+        return next((g for g in groups if baseline_run_id in g.run_ids), None)
+    cpu = [g for g in groups if g.kind == "cpu"]
+    if not cpu:
+        return groups[0]
+    gpu_workloads = [signature.workload_key(g.first.workload) for g in groups if g.kind == "gpu"]
+    return max(cpu, key=lambda g: gpu_workloads.count(signature.workload_key(g.first.workload)))
+
+
+def compare(groups: Sequence[Group], baseline: Group | None, prices: Prices) -> list[Comparison]:
+    found = []
+    for g in groups:
+        if baseline is None:
+            found.append(Comparison(g, False, False, (), False, None, None, None, None, False))
+            continue
+        is_base = g is baseline
+        diffs = tuple(signature.differences(g.first.workload, baseline.first.workload))
+        batch, base_batch = g.first.workload.get("batch_size"), baseline.first.workload.get("batch_size")
+        factor = None
+        if g.examples_per_s.mean and baseline.examples_per_s.mean:
+            factor = g.examples_per_s.mean / baseline.examples_per_s.mean
+        saving, even = None, None
+        if g.kind == "gpu" and not is_base:
+            saving = en.energy_saving_per_gpu_hour(
+                g.examples_per_s.mean, g.energy_usd_per_1k.mean, baseline.energy_usd_per_1k.mean
+            )
+            even = en.break_even_hours(factor, prices.gpu_price, prices.value_per_hour, saving)
+        found.append(
+            Comparison(
+                group=g,
+                is_baseline=is_base,
+                like_for_like=not diffs,
+                differences=diffs,
+                batches_match=batch is not None and batch == base_batch,
+                speedup=factor,
+                speedup_ci95=None if is_base else ratio_ci95(g.examples_per_s, baseline.examples_per_s),
+                energy_saving_per_gpu_hour=saving,
+                break_even_hours=even,
+                break_even_is_estimate=saving is not None
+                and (g.energy_is_estimate or baseline.energy_is_estimate),
+            )
+        )
+    return found

@@ -1,0 +1,35 @@
+"""What every report section gets: the settings, the runs, their analyses and the comparisons.
+
+A section is a function `section(ctx: ReportContext) -> Section` (sizing.model.Section: a dict for the
+JSON output and tables for Markdown and HTML); sizing.report.SECTIONS lists them in report order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sizing.analysis import RunAnalysis
+from sizing.compare import Comparison, Group
+from sizing.model import Prices, RunData, Thresholds
+
+DEFAULT_TARGET_STEPS = 1000
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    prices: Prices = field(default_factory=Prices)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    target_steps: int = DEFAULT_TARGET_STEPS
+    target_loss: float | None = None
+    baseline: str | None = None
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    settings: ReportSettings
+    runs: tuple[RunData, ...]
+    analyses: tuple[RunAnalysis, ...]
+    groups: tuple[Group, ...]
+    baseline: Group | None
+    comparisons: tuple[Comparison, ...]
+    target_loss: float | None

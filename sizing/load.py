@@ -1,0 +1,129 @@
+"""Reading run directories (docs/run-format.md) into RunData: reading only, every problem a warning.
+
+Accepts runs written by other tools too: any file may be missing; telemetry without `time_unix` but
+with `elapsed_s` is placed at run.json's `start_unix` (or 0).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from runformat import (
+    EVAL_JSON,
+    PHASES_CSV,
+    RUN_JSON,
+    TELEMETRY_CSV,
+    TRAINING_CSV,
+    TRAINING_JSON,
+    is_valid_run_id,
+    resolve_run_dir,
+    training_progress,
+)
+from sizing.model import RunData, UsageError, number
+
+
+def read_json_file(path: Path) -> tuple[dict, str | None]:
+    if not path.is_file():
+        return {}, None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return {}, f"{path.name} unreadable ({type(exc).__name__})"
+    return (data, None) if isinstance(data, dict) else ({}, f"{path.name} is not a JSON object")
+
+
+def read_csv_file(path: Path, numeric: bool = True) -> tuple[pd.DataFrame, str | None]:
+    """The complete rows of a CSV; a truncated last line is dropped (and said)."""
+    if not path.is_file():
+        return pd.DataFrame(), None
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return pd.DataFrame(), f"{path.name} unreadable ({exc.strerror or exc})"
+    note = None
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+        note = f"{path.name}: truncated last line ignored"
+    if not text.strip():
+        return pd.DataFrame(), note
+    try:
+        frame = pd.read_csv(io.StringIO(text), on_bad_lines="skip")
+    except (ValueError, pd.errors.ParserError) as exc:
+        return pd.DataFrame(), f"{path.name} unparseable ({exc})".splitlines()[0]
+    if numeric:
+        frame = frame.apply(pd.to_numeric, errors="coerce")
+    return frame, note
+
+
+def load_run_dir(path: Path) -> RunData:
+    run_id = path.resolve().name
+    warnings = []
+    meta, note = read_json_file(path / RUN_JSON)
+    notes = [note]
+    info, note = read_json_file(path / TRAINING_JSON)
+    notes.append(note)
+    info, note = _with_progress(path, info)
+    notes.append(note)
+    evaluation, note = read_json_file(path / EVAL_JSON)
+    notes.append(note)
+    telemetry, note = read_csv_file(path / TELEMETRY_CSV)
+    notes.append(note)
+    training, note = read_csv_file(path / TRAINING_CSV)
+    notes.append(note)
+    phases, note = read_csv_file(path / PHASES_CSV, numeric=False)
+    notes.append(note)
+    warnings += [f"{run_id}: {n}" for n in notes if n]
+    if not meta:
+        warnings.append(f"{run_id}: no {RUN_JSON}: device and hardware unknown, inferred from telemetry")
+    if not telemetry.empty and "time_unix" not in telemetry and "elapsed_s" in telemetry:
+        start = number(meta.get("start_unix")) or 0.0
+        telemetry = telemetry.assign(time_unix=telemetry["elapsed_s"] + start)
+    if not phases.empty:
+        for column in ("start_unix", "end_unix"):
+            if column in phases:
+                phases[column] = pd.to_numeric(phases[column], errors="coerce")
+    if telemetry.empty and training.empty and not info:
+        raise UsageError(f"run {run_id!r} has neither {TELEMETRY_CSV} nor training files: nothing to size")
+    return RunData(run_id, meta, info, evaluation, telemetry, training, phases, tuple(warnings))
+
+
+def _with_progress(path: Path, info: dict) -> tuple[dict, str | None]:
+    """training.json with steps, global_step and status from training.csv where it is stale, and why."""
+    if not info:
+        return info, None
+    progress = training_progress(path)
+    if not progress.note:
+        return info, None
+    corrected = {**info, "steps": progress.steps, "global_step": progress.global_step, "status": progress.status}
+    return corrected, progress.note
+
+
+def resolve_run(data_dir: Path, spec: str) -> Path:
+    """A run id under data_dir/runs or data_dir/examples, else a run directory path."""
+    if is_valid_run_id(spec):
+        found = resolve_run_dir(data_dir, spec)
+        if found is not None:
+            return found
+    path = Path(spec)
+    if path.is_dir():
+        return path
+    raise UsageError(
+        f"unknown run {spec!r}: not a run id under {data_dir}/runs or {data_dir}/examples, "
+        "nor a run directory"
+    )
+
+
+def load_runs(data_dir: Path, specs: Sequence[str]) -> list[RunData]:
+    if not specs:
+        raise UsageError("no runs given")
+    runs = [load_run_dir(resolve_run(data_dir, spec)) for spec in specs]
+    ids = [r.run_id for r in runs]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise UsageError(f"run given twice: {', '.join(duplicates)}")
+    return runs

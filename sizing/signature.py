@@ -1,0 +1,145 @@
+"""What a run did (workload signature) and on what (hardware signature): repeats share both.
+
+Two runs are like-for-like when their workload signatures are equal; they are repeats of one
+configuration when, in addition, their device kind and hardware signature are equal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pandas as pd
+
+from sizing.model import gpu_indices, number, values_of
+
+DEFAULT_FRAMEWORK = "tensorflow"
+MIXED_DTYPES = {"float16", "bfloat16", "mixed", "mixed_float16", "mixed_bfloat16"}
+WORKLOAD_FIELDS = ("framework", "preset", "backbone", "image_size", "batch_size", "precision", "dataset")
+HARDWARE_FIELDS = ("cpu_model", "cpu_cores_logical", "mem_gib", "gpus", "gpu_driver")
+
+
+def device_kind(meta: dict, training_info: dict, telemetry: pd.DataFrame | None = None) -> str:
+    """'gpu' when training ran on a GPU, else 'cpu'; training.json's device_used wins over run.json, and a
+    run that says neither (another tool's recording) is a GPU run when it has GPU utilization samples."""
+    used = training_info.get("device_used")
+    if isinstance(used, str) and used.strip():
+        return "cpu" if used.strip().upper() == "CPU" else "gpu"
+    device = meta.get("device") or training_info.get("device_requested")
+    if isinstance(device, str) and device.strip():
+        return "gpu" if device.lower().startswith(("gpu", "cuda")) else "cpu"
+    if telemetry is not None:
+        busy = [values_of(telemetry, f"gpu{i}_util_pct") for i in gpu_indices(telemetry)]
+        if any(v is not None and (v[v == v] > 0).any() for v in busy):
+            return "gpu"
+    return "cpu"
+
+
+def precision_class(precision: object) -> str | None:
+    """float32, or mixed (each device's native mixed precision: float16 on a GPU, bfloat16 on a CPU)."""
+    if not isinstance(precision, str) or not precision:
+        return None
+    return "mixed" if precision.lower() in MIXED_DTYPES else precision.lower()
+
+
+def dataset_fingerprint(training_info: dict) -> str | None:
+    """A short hash of training.json's dataset_info (generator, seed, sizes), else the dataset's name."""
+    info = training_info.get("dataset_info")
+    if isinstance(info, dict) and info:
+        canonical = json.dumps(info, sort_keys=True, default=str)
+        kind = str(info.get("kind") or "dataset")
+        return f"{kind}:{hashlib.sha1(canonical.encode()).hexdigest()[:10]}"
+    name = training_info.get("dataset")
+    return str(name).rstrip("/").rsplit("/", 1)[-1] if name else None
+
+
+def workload(training_info: dict) -> dict:
+    """framework, preset, backbone, image size, batch, precision class and dataset fingerprint."""
+    has_training = bool(training_info)
+    framework = training_info.get("framework") or (DEFAULT_FRAMEWORK if has_training else None)
+    batch = number(training_info.get("batch_size"))
+    return {
+        "framework": str(framework) if framework else None,
+        "preset": training_info.get("preset"),
+        "backbone": training_info.get("backbone"),
+        "image_size": training_info.get("image_size"),
+        "batch_size": int(batch) if batch is not None else None,
+        "precision": precision_class(training_info.get("precision")),
+        "dataset": dataset_fingerprint(training_info),
+    }
+
+
+def used_gpus(meta: dict, training_info: dict) -> tuple[list[dict], str]:
+    """The run.json GPU entries the training used, and how that was decided.
+
+    training.json's `gpu_uuids` name them; without it a single-GPU host's GPU is the one; with several
+    GPUs and no UUIDs every GPU is taken (and the report says so).
+    """
+    gpus = [g for g in (meta.get("system") or {}).get("gpus") or [] if isinstance(g, dict)]
+    uuids = training_info.get("gpu_uuids")
+    if isinstance(uuids, list) and uuids:
+        chosen = [g for g in gpus if g.get("uuid") in uuids]
+        if chosen:
+            return chosen, "gpu_uuids in training.json"
+    if len(gpus) <= 1:
+        return gpus, "the host's only GPU" if gpus else "no GPU"
+    return gpus, f"all {len(gpus)} GPUs (training.json names none)"
+
+
+def hardware(meta: dict, training_info: dict, kind: str) -> dict:
+    system = meta.get("system") or {}
+    mem = number(system.get("mem_total_bytes"))
+    gpus, _ = used_gpus(meta, training_info) if kind == "gpu" else ([], "")
+    names = [str(g.get("name")) for g in gpus if g.get("name")]
+    if kind == "gpu" and not names:
+        names = [str(n) for n in training_info.get("gpu_names") or [] if n][:1]
+    cores = number(system.get("cpu_cores_logical"))
+    return {
+        "host": meta.get("host"),
+        "cpu_model": system.get("cpu_model"),
+        "cpu_cores_logical": int(cores) if cores is not None else None,
+        "mem_gib": round(mem / 2**30) if mem is not None else None,
+        "gpus": names,
+        "gpu_uuids": [g.get("uuid") for g in gpus if g.get("uuid")],
+        "gpu_driver": system.get("gpu_driver_version") if kind == "gpu" else None,
+    }
+
+
+def hardware_name(hw: dict, kind: str) -> str:
+    if kind == "gpu":
+        return " + ".join(hw["gpus"]) or "GPU"
+    cores = f", {hw['cpu_cores_logical']} logical CPUs" if hw.get("cpu_cores_logical") else ""
+    return f"{hw.get('cpu_model') or 'CPU'}{cores}"
+
+
+def workload_name(wl: dict) -> str:
+    parts = [
+        wl.get("framework"),
+        wl.get("preset"),
+        wl.get("backbone"),
+        f"{wl['image_size']}px" if wl.get("image_size") else None,
+        f"batch {wl['batch_size']}" if wl.get("batch_size") else None,
+        wl.get("precision"),
+    ]
+    return "/".join(str(p) for p in parts if p) or "unknown workload"
+
+
+def workload_key(wl: dict) -> tuple:
+    return tuple(wl.get(f) for f in WORKLOAD_FIELDS)
+
+
+def hardware_key(kind: str, hw: dict) -> tuple:
+    return (kind, *(tuple(hw[f]) if isinstance(hw.get(f), list) else hw.get(f) for f in HARDWARE_FIELDS))
+
+
+def differences(wl: dict, baseline: dict) -> list[str]:
+    """What differs between two workloads, one phrase per field ("batch_size 16 vs 2")."""
+    return [
+        f"{name} {_shown(wl.get(name))} vs {_shown(baseline.get(name))}"
+        for name in WORKLOAD_FIELDS
+        if wl.get(name) != baseline.get(name)
+    ]
+
+
+def _shown(value: object) -> str:
+    return "unknown" if value is None else str(value)

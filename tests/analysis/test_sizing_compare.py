@@ -1,0 +1,94 @@
+"""Like-for-like: workload and hardware signatures, repeats, units, intervals, the headline's warning."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sizingfixtures import reference_cpu, reference_gpu, renamed, with_info, with_system
+
+from sizing import ReportSettings, build_report, signature, to_json
+from sizing import compare as cmp
+from sizing.analysis import analyse_run
+from sizing.model import Prices, Thresholds
+
+
+def analyse(run, prices: Prices | None = None):
+    return analyse_run(run, prices or Prices(), Thresholds())
+
+
+def test_workload_signature_fields_and_defaults() -> None:
+    info = reference_gpu().training_info
+    wl = signature.workload({**info, "precision": "float16", "dataset_info": {"seed": 0}})
+    assert wl["framework"] == "tensorflow"  # absent → tensorflow
+    assert wl["precision"] == "mixed"  # float16 on a GPU and bfloat16 on a CPU are one class
+    assert signature.workload({**info, "precision": "bfloat16"})["precision"] == "mixed"
+    assert signature.workload({**info, "framework": "torch"})["framework"] == "torch"
+    assert wl["dataset"].startswith("dataset:")
+    assert signature.workload({**info, "dataset_info": {"seed": 1}})["dataset"] != wl["dataset"]
+
+
+def test_mismatched_workloads_are_compared_but_marked() -> None:
+    """The issue's case: a CPU small/batch-2 baseline against a GPU standard/640 px/batch-16 run."""
+    gpu = with_info(reference_gpu(), preset="standard", backbone="resnet50", image_size=640, batch_size=16,
+                    precision="float16")  # fmt: skip
+    report = build_report([reference_cpu(), gpu], ReportSettings())
+    data = to_json(report)
+    (comparison,) = data["comparisons"]
+    assert comparison["like_for_like"] is False
+    assert "batch_size 16 vs 2" in comparison["differences"]
+    assert "image_size 640 vs 256" in comparison["differences"]
+    assert "precision mixed vs float32" in comparison["differences"]
+    assert "NOT like-for-like" in report.headline[1] and "preset standard vs small" in report.headline[1]
+    assert any("NOT like-for-like" in w for w in report.warnings)
+    comparison_table = next(s for s in report.sections if s.key == "comparison").tables[0]
+    gpu_row = comparison_table.rows[1]
+    assert gpu_row[-2] == "n/a (batch differs)"  # no per-step figures across batch sizes
+
+
+def test_like_for_like_pair_is_preferred_as_baseline() -> None:
+    other_cpu = renamed(with_info(reference_cpu(), preset="standard", image_size=640), "cpu-standard")
+    groups = cmp.group_runs([analyse(other_cpu), analyse(reference_cpu()), analyse(reference_gpu())])
+    assert cmp.pick_baseline(groups).run_ids == ("ref-cpu",)  # its workload matches the GPU run's
+    assert cmp.pick_baseline(groups, "cpu-standard").run_ids == ("cpu-standard",)
+
+
+def test_repeats_need_the_same_hardware_not_only_the_cpu_model() -> None:
+    small_vm = reference_cpu("vm-2")
+    big_vm = with_system(reference_cpu("vm-64"), cpu_cores_logical=64)
+    again = reference_cpu("vm-2-again")
+    groups = cmp.group_runs([analyse(r) for r in (small_vm, big_vm, again)])
+    assert [g.run_ids for g in groups] == [("vm-2", "vm-2-again"), ("vm-64",)]
+
+
+def _slower(run, run_id: str, factor: float):
+    training = run.training.copy()
+    start = training["time_unix"].iloc[0] - training["elapsed_s"].iloc[0]
+    training["elapsed_s"] = training["elapsed_s"] * factor
+    training["time_unix"] = start + training["elapsed_s"]
+    training["step_time_s"] *= factor
+    return renamed(type(run)(**{**run.__dict__, "training": training}), run_id)
+
+
+def test_repeats_give_mean_sd_and_a_t_interval_for_the_speedup() -> None:
+    runs = [
+        reference_cpu("c1"), _slower(reference_cpu(), "c2", 1.25),
+        reference_gpu("g1"), _slower(reference_gpu(), "g2", 1.1),
+    ]  # fmt: skip
+    report = build_report(runs, ReportSettings())
+    data = to_json(report)
+    cpu_rates = np.array([1.0, 1.0 / 1.25])
+    gpu_rates = np.array([20.0, 20.0 / 1.1])
+    speedup = gpu_rates.mean() / cpu_rates.mean()
+    first = data["comparisons"][0]
+    assert first["speedup"] == pytest.approx(speedup)
+    low, high = first["speedup_ci95"]
+    assert low < speedup < high
+    a = gpu_rates.std(ddof=1) ** 2 / (2 * gpu_rates.mean() ** 2)
+    b = cpu_rates.std(ddof=1) ** 2 / (2 * cpu_rates.mean() ** 2)
+    df = (a + b) ** 2 / (a**2 + b**2)  # n − 1 = 1 on both sides
+    assert 1 <= df < 2  # → t = 12.706
+    assert high == pytest.approx(speedup * np.exp(12.706 * np.sqrt(a + b)), rel=1e-6)
+    assert "95 % CI" in report.headline[1]
+    assert [c["run_id"] for c in data["comparisons"]] == ["g1", "g2"]
+    comparison_table = next(s for s in report.sections if s.key == "comparison").tables[0]
+    assert "± " in comparison_table.rows[0][2] and "n=2" in comparison_table.rows[0][2]

@@ -1,0 +1,118 @@
+"""One crafted case per verdict rule, and the change that flips it: the rules can fail."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sizingfixtures import telemetry_frame
+
+from sizing import bottleneck as b
+from sizing import thermal
+from sizing.model import Thresholds
+
+T = Thresholds()
+
+
+def cores(n: int, busy: dict[int, float], rest: float = 2.0) -> dict[str, float]:
+    return {f"cpu{i}_util_pct": busy.get(i, rest) for i in range(n)}
+
+
+def judge(kind: str, samples: int = 20, **columns: object) -> b.Verdict:
+    telemetry = telemetry_frame(0.0, samples, **columns)
+    throttles = [*thermal.gpu_throttling(telemetry, 1.0), thermal.cpu_frequency_drops(telemetry, T, 1.0)]
+    return b.verdict(kind, telemetry, [], throttles, T)
+
+
+@pytest.mark.parametrize(("gpu_util", "expected"), [(85.0, b.GPU_BOUND), (75.0, b.UNDETERMINED)])
+def test_gpu_bound_flips_at_the_threshold(gpu_util: float, expected: str) -> None:
+    assert judge("gpu", gpu0_util_pct=gpu_util, cpu_util_pct=20.0).primary == expected
+
+
+@pytest.mark.parametrize(("cpu_util", "expected"), [(90.0, b.CPU_BOUND), (80.0, b.UNDETERMINED)])
+def test_cpu_bound_flips_at_the_threshold(cpu_util: float, expected: str) -> None:
+    assert judge("cpu", cpu_util_pct=cpu_util, **cores(2, {}, rest=cpu_util)).primary == expected
+
+
+@pytest.mark.parametrize(("iowait", "expected"), [(25.0, b.IO_BOUND), (10.0, b.GPU_UNDERUSED)])
+def test_io_bound_from_iowait(iowait: float, expected: str) -> None:
+    verdict = judge("gpu", gpu0_util_pct=30.0, cpu_util_pct=40.0, cpu_iowait_pct=iowait, disk_util_pct=20.0)
+    assert verdict.primary == expected
+    if expected == b.IO_BOUND:
+        assert "iowait 25.0 %" in verdict.evidence[0]
+
+
+def test_io_bound_from_a_busy_disk_on_a_cpu_run() -> None:
+    assert judge("cpu", cpu_util_pct=50.0, disk_util_pct=95.0).primary == b.IO_BOUND
+    assert judge("cpu", cpu_util_pct=50.0, disk_util_pct=30.0).primary == b.UNDETERMINED
+
+
+def test_one_saturated_input_thread_on_a_64_core_host_is_host_bound() -> None:
+    """The whole-host mean (≈ 3.5 %) hides it; per-core utilization and proc_cpu_pct show it."""
+    columns = cores(64, {7: 100.0})
+    verdict = judge("gpu", gpu0_util_pct=35.0, cpu_util_pct=3.5, proc_cpu_pct=101.0, **columns)
+    assert verdict.primary == b.HOST_BOUND
+    assert "1.0 of 64 logical CPUs" in verdict.evidence[0] and "1.0 cores" in verdict.evidence[0]
+    # the same saturated core, but the training's processes use a tenth of a core: not the training's
+    other = judge("gpu", gpu0_util_pct=35.0, cpu_util_pct=3.5, proc_cpu_pct=10.0, **columns)
+    assert other.primary == b.GPU_UNDERUSED
+
+
+def test_a_cpu_run_with_few_threads_is_host_bound_not_cpu_bound() -> None:
+    columns = cores(8, {0: 99.0, 1: 99.0})
+    assert judge("cpu", cpu_util_pct=26.0, proc_cpu_pct=198.0, **columns).primary == b.HOST_BOUND
+    busy = cores(8, {}, rest=95.0)
+    assert judge("cpu", cpu_util_pct=95.0, proc_cpu_pct=760.0, **busy).primary == b.CPU_BOUND
+
+
+def test_gpu_run_with_every_core_busy_is_host_bound() -> None:
+    assert judge("gpu", gpu0_util_pct=40.0, cpu_util_pct=92.0).primary == b.HOST_BOUND
+    assert judge("gpu", gpu0_util_pct=40.0, cpu_util_pct=60.0).primary == b.GPU_UNDERUSED
+
+
+def test_thermal_label_only_from_thermal_bits() -> None:
+    thermal_bits = judge("gpu", gpu0_util_pct=90.0, gpu0_throttle_reasons=float(0x20))
+    assert thermal_bits.labels == (b.GPU_BOUND, b.THERMALLY_THROTTLED)
+    power_cap = judge("gpu", gpu0_util_pct=90.0, gpu0_throttle_reasons=float(0x4))
+    assert power_cap.labels == (b.GPU_BOUND,)  # at the power limit is a state, not a fault
+    assert any("power limit" in e and "not a fault" in e for e in power_cap.evidence)
+    slowdown = judge("gpu", gpu0_util_pct=90.0, gpu0_throttle_reasons=float(0x8))
+    assert slowdown.labels == (b.GPU_BOUND, b.HW_SLOWDOWN)
+
+
+def test_thermal_label_flips_at_five_percent_of_samples() -> None:
+    reasons = np.zeros(100)
+    reasons[:5] = 0x40
+    assert (
+        b.THERMALLY_THROTTLED in judge("gpu", 100, gpu0_util_pct=90.0, gpu0_throttle_reasons=reasons).labels
+    )
+    reasons[4] = 0
+    assert (
+        b.THERMALLY_THROTTLED
+        not in judge("gpu", 100, gpu0_util_pct=90.0, gpu0_throttle_reasons=reasons).labels
+    )
+
+
+def test_idle_cores_are_not_a_frequency_drop() -> None:
+    """The false alarm of the all-core mean: one busy core at full clock, seven idle at 1.2 GHz."""
+    columns = {**cores(8, {0: 100.0}), **{f"cpu{i}_freq_mhz": 1200.0 for i in range(1, 8)}}
+    mean = (3600.0 + 7 * 1200.0) / 8
+    freq0 = np.full(40, 3600.0)
+    telemetry = telemetry_frame(0.0, 40, cpu_util_pct=12.5, cpu_freq_mhz=mean, cpu0_freq_mhz=freq0, **columns)
+    drops = thermal.cpu_frequency_drops(telemetry, T, 1.0)
+    assert drops.status == "measured" and drops.flagged_samples == 0
+    freq0[10:20] = 2400.0  # the busy core itself slows down: that is a drop
+    telemetry = telemetry_frame(0.0, 40, cpu_util_pct=12.5, cpu_freq_mhz=mean, cpu0_freq_mhz=freq0, **columns)
+    drops = thermal.cpu_frequency_drops(telemetry, T, 1.0)
+    assert (drops.flagged_samples, drops.events) == (10, 1)
+    verdict = b.verdict("cpu", telemetry, [], [drops], T)
+    assert b.THERMALLY_THROTTLED in verdict.labels
+
+
+def test_constant_frequency_is_cannot_tell_not_zero_events() -> None:
+    telemetry = telemetry_frame(0.0, 30, cpu_util_pct=95.0, cpu_freq_mhz=2596.1)
+    drops = thermal.cpu_frequency_drops(telemetry, T, 1.0)
+    assert drops.status == thermal.CONSTANT_FREQUENCY
+    assert drops.fraction is None
+    assert thermal.cpu_frequency_drops(telemetry_frame(0.0, 3, cpu_util_pct=95.0), T, 1.0).status == (
+        thermal.NO_FREQUENCY
+    )

@@ -99,8 +99,8 @@ def _with_progress(path: Path, info: dict) -> tuple[dict, str | None]:
     progress = training_progress(path)
     if not progress.note:
         return info, None
-    corrected = {**info, "steps": progress.steps, "global_step": progress.global_step, "status": progress.status}
-    return corrected, progress.note
+    corrected = {**info, "steps": progress.steps, "global_step": progress.global_step}
+    return {**corrected, "status": progress.status}, progress.note
 
 
 def resolve_run(data_dir: Path, spec: str) -> Path:

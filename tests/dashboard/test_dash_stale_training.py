@@ -7,7 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
-from dashboard import report, runs
+from dashboard import runs
+from sizing.load import load_runs
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "data" / "examples" / "20261121T141926Z-cpu-vm"
@@ -38,6 +39,6 @@ def test_dashboard_shows_steps_from_training_csv_and_says_why(tmp_path: Path) ->
 def test_sizing_report_carries_the_note(tmp_path: Path) -> None:
     run_id, rows = _killed_copy(tmp_path)
     runs.clear_caches()
-    (loaded,) = report.load_runs(tmp_path, [run_id])
+    (loaded,) = load_runs(tmp_path, [run_id])
     assert loaded.training_info["steps"] == rows
     assert any("training process is gone" in w for w in loaded.warnings)

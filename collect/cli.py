@@ -49,6 +49,12 @@ def _add_common(parser: argparse.ArgumentParser, what_duration: str) -> None:
     parser.add_argument(
         "--device", choices=("cpu", "gpu"), default="cpu", help="what the run is about (default cpu)"
     )
+    parser.add_argument(
+        "--prometheus",
+        metavar="HOST:PORT",
+        help="also serve each sample at http://HOST:PORT/metrics (node_exporter and DCGM names; "
+        "PORT alone binds 127.0.0.1)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -148,6 +154,15 @@ def main(argv: list[str]) -> int:
         if problem:
             parser.exit(EXIT_USAGE, f"python -m collect run: error: {problem}\n")
         grace = (args.sigint_grace, args.sigterm_grace)
+    exposition = None
+    if args.prometheus is not None:
+        from collect.exposition import ExpositionError, PrometheusExposition
+
+        try:
+            exposition = PrometheusExposition(args.prometheus)
+        except ExpositionError as exc:
+            parser.exit(EXIT_USAGE, f"python -m collect {args.subcommand}: error: {exc}\n")
+        print(f"collect: serving Prometheus metrics at {exposition.url}", file=sys.stderr, flush=True)
     options = SessionOptions(
         data_dir=args.data_dir,
         device=args.device,
@@ -157,6 +172,7 @@ def main(argv: list[str]) -> int:
         command=command,
         echo_output=not getattr(args, "no_echo", False),
         stop_grace_s=grace,
+        tick_sink=exposition,
     )
     try:
         result = run_session(options, on_start=lambda d: _announce_start(d, args.interval, args.device))
@@ -169,5 +185,8 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("collect: interrupted while starting", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        if exposition is not None:
+            exposition.close()
     _announce_end(result)
     return result.exit_code

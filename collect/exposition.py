@@ -46,7 +46,9 @@ def parse_listen_address(text: str) -> tuple[str, int]:
     elif ":" in host:
         raise ExpositionError(f"--prometheus {text!r}: write an IPv6 host in brackets, e.g. [::1]:9101")
     if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-        raise ExpositionError(f"--prometheus {text!r}: expected HOST:PORT or PORT, with a port from 1 to 65535")
+        raise ExpositionError(
+            f"--prometheus {text!r}: expected HOST:PORT or PORT, with a port from 1 to 65535"
+        )
     return host or DEFAULT_HOST, int(port_text)
 
 
@@ -71,7 +73,9 @@ class PrometheusExposition:
             self._server, self._thread = start_http_server(self.port, addr=self.host, registry=self.registry)
         except (OSError, UnicodeError) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)
-            raise ExpositionError(f"--prometheus: cannot listen on {self.url_host}:{self.port}: {reason}") from exc
+            raise ExpositionError(
+                f"--prometheus: cannot listen on {self.url_host}:{self.port}: {reason}"
+            ) from exc
 
     @property
     def url_host(self) -> str:
@@ -134,12 +138,16 @@ class PrometheusExposition:
         yield info
         if row.get("late_ms") is not None:
             yield GaugeMetricFamily(
-                "workbench_late_ms", "How late the last sampling tick started (ms).", value=float(row["late_ms"])
+                "workbench_late_ms",
+                "How late the last sampling tick started (ms).",
+                value=float(row["late_ms"]),
             )
         training = self._follow_training()
         step, rate = _float(training.get("step")), _float(training.get("examples_per_s"))
         if step is not None:
-            yield GaugeMetricFamily("workbench_training_step", "Global step after the last training step.", value=step)
+            yield GaugeMetricFamily(
+                "workbench_training_step", "Global step after the last training step.", value=step
+            )
         if rate is not None:
             yield GaugeMetricFamily(
                 "workbench_examples_per_second", "Examples per second of the last training step.", value=rate

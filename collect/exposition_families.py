@@ -96,13 +96,17 @@ _MEMINFO_GAUGES = (
 def _memory(values: dict[bytes, int] | None) -> Iterator[Metric]:
     for key, name in _MEMINFO_GAUGES:
         if values and key in values:
-            yield GaugeMetricFamily(name, f"Memory information field {key.decode()[:-1]}_bytes.", value=values[key])
+            yield GaugeMetricFamily(
+                name, f"Memory information field {key.decode()[:-1]}_bytes.", value=values[key]
+            )
 
 
 def _disk(counters: dict[bytes, tuple[int, int, int]] | None) -> Iterator[Metric]:
     if counters is None:
         return
-    read = CounterMetricFamily("node_disk_read_bytes_total", "The total number of bytes read.", labels=["device"])
+    read = CounterMetricFamily(
+        "node_disk_read_bytes_total", "The total number of bytes read.", labels=["device"]
+    )
     written = CounterMetricFamily(
         "node_disk_written_bytes_total", "The total number of bytes written.", labels=["device"]
     )
@@ -139,12 +143,16 @@ def _temperatures(readings: list[int | None] | None, sensors: list[Any]) -> Iter
         "node_hwmon_temp_celsius", "Hardware monitor for temperature (input).", labels=["chip", "sensor"]
     )
     chip_names = GaugeMetricFamily(
-        "node_hwmon_chip_names", "Annotation metric for human-readable chip names.", labels=["chip", "chip_name"]
+        "node_hwmon_chip_names",
+        "Annotation metric for human-readable chip names.",
+        labels=["chip", "chip_name"],
     )
     labels = GaugeMetricFamily(
         "node_hwmon_sensor_label", "Label for given chip and sensor.", labels=["chip", "sensor", "label"]
     )
-    zones = GaugeMetricFamily("node_thermal_zone_temp", "Zone temperature in Celsius.", labels=["type", "zone"])
+    zones = GaugeMetricFamily(
+        "node_thermal_zone_temp", "Zone temperature in Celsius.", labels=["type", "zone"]
+    )
     seen_chips: set[str] = set()
     for sensor, millidegrees in zip(sensors, readings, strict=False):
         if millidegrees is None:
@@ -196,9 +204,12 @@ def dcgm_families(
     if not gpus:
         return
     families = {
-        name: GaugeMetricFamily(name, text, labels=DCGM_LABELS) for name, _suffix, _factor, text in DCGM_GAUGES
+        name: GaugeMetricFamily(name, text, labels=DCGM_LABELS)
+        for name, _suffix, _factor, text in DCGM_GAUGES
     }
-    fb_free = GaugeMetricFamily("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", labels=DCGM_LABELS)
+    fb_free = GaugeMetricFamily(
+        "DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", labels=DCGM_LABELS
+    )
     # dcgm-exporter types it a counter but, as a DCGM field id, without a _total suffix: a gauge here, so
     # both exposition formats stay valid; rate() and increase() work on it all the same.
     energy = GaugeMetricFamily(

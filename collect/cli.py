@@ -63,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Record system telemetry into data/runs/<run_id>/ while a command runs, or on its own.",
         epilog=EPILOG,
     )
-    commands = parser.add_subparsers(dest="subcommand", required=True, metavar="{run,sample,timed}")
+    commands = parser.add_subparsers(
+        dest="subcommand", required=True, metavar="{run,sample,timed,import-prometheus}"
+    )
     run = commands.add_parser("run", help="sample while COMMAND runs", epilog=EPILOG)
     _add_common(run, "stop the command after this long (90s, 75m, 2h, 1h30m); default: until it ends")
     run.add_argument(
@@ -79,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     sample = commands.add_parser("sample", help="sample only, no command", epilog=EPILOG)
     _add_common(sample, "how long to sample; default: until Ctrl-C")
     commands.add_parser("timed", help="a timed training run (see python -m collect timed --help)")
+    commands.add_parser(
+        "import-prometheus", help="rebuild a run from a Prometheus server's history (see its --help)"
+    )
     return parser
 
 

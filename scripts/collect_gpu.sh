@@ -20,6 +20,8 @@ Options (passed through):
   --data-dir DIR          where runs and datasets live (default: data)
   --no-export             skip export, evaluation and detections
   --verbose               show the training's own output instead of the live progress line
+  --prometheus HOST:PORT  also serve the samples at http://HOST:PORT/metrics under node_exporter's and
+                          dcgm-exporter's names (PORT alone binds 127.0.0.1; see docs/fleet.md)
 Exit codes: the training's own (0 ok), 124 hard time limit hit, 130 interrupted, 2 usage error,
 1 no usable GPU.
 USAGE
@@ -41,6 +43,7 @@ main() {
   # shellcheck source=scripts/lib.sh
   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
   check_duration "$1"
+  check_prometheus "$@"
   have_nvidia_driver \
     || die "no NVIDIA driver found (no /proc/driver/nvidia, nvidia-smi failed): use ./scripts/collect_cpu.sh on this machine"
   ensure_venv "train,gpu,dashboard"

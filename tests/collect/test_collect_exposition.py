@@ -215,3 +215,30 @@ def test_training_progress_is_served_while_the_command_runs(tmp_path: Path) -> N
         _out, err = process.communicate(timeout=30)
     assert process.returncode == 130, err
     assert f"serving Prometheus metrics at http://127.0.0.1:{port}/metrics" in err
+
+
+@pytest.mark.parametrize("script", ["collect_cpu.sh", "collect_gpu.sh"])
+@pytest.mark.parametrize("value", ["99999", "host:0", "nonsense", "--verbose"])
+def test_scripts_refuse_bad_prometheus_values_first(tmp_path: Path, script: str, value: str) -> None:
+    result = subprocess.run(
+        [str(REPO / "scripts" / script), "10s", "--data-dir", str(tmp_path), "--prometheus", value],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "--prometheus" in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_cpu_script_refuses_a_port_in_use(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [str(REPO / "scripts/collect_cpu.sh"), "10s", "--data-dir", str(tmp_path),
+             "--prometheus", str(port)],
+            cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith("Address already in use") and result.stderr.count("\n") == 1
+    assert not (tmp_path / "runs").exists()

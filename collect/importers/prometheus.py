@@ -34,6 +34,7 @@ from collect.importers.promcolumns import (
     physical_disks,
     rate,
 )
+from collect.importers.promtraining import TRAINING_COLUMNS, busiest, training_rows
 from collect.session import MIN_INTERVAL_S
 from collect.writer import TelemetryWriter
 from runformat import (
@@ -41,6 +42,7 @@ from runformat import (
     RUN_JSON,
     RUNS_SUBDIR,
     TELEMETRY_CSV,
+    TRAINING_CSV,
     new_run_id,
     parse_duration,
     write_json_atomic,
@@ -48,6 +50,7 @@ from runformat import (
 from runformat.cli import USAGE_ERROR, OneLineParser
 
 FAILED = 1
+PROG = "python -m collect import-prometheus"
 MAX_ROWS = 5_000_000
 HISTORY_BEFORE_S = 300.0  # fetched before --start, so the first row has a rate (Prometheus's lookback)
 NODE_FAMILIES = (
@@ -102,7 +105,7 @@ def _step_type(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
-        prog="python -m collect import-prometheus",
+        prog=PROG,
         description="Rebuild a run directory from a Prometheus server that scrapes node_exporter "
         "(and dcgm-exporter), for one host and time range.",
     )
@@ -118,6 +121,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--data-dir", type=Path, default=Path("data"), help="runs/<run_id>/ goes here")
     parser.add_argument("--label", default="", help="label shown in the dashboard")
+    parser.add_argument(
+        "--steps-metric",
+        metavar="SELECTOR",
+        help="the job's training-step counter, e.g. 'trainer_step{job=\"detector\"}' "
+        "(default: workbench_training_step of --instance); gives training.csv",
+    )
+    parser.add_argument(
+        "--examples-metric",
+        metavar="SELECTOR",
+        help="its examples/s gauge (default: workbench_examples_per_second)",
+    )
     return parser
 
 
@@ -157,7 +171,17 @@ def import_run(client: PrometheusClient, args: argparse.Namespace) -> tuple[Path
         raise ImportProblem(f"node_exporter data for {args.instance} has no two scrapes in that time range")
     grid = Grid(grid.times[keep[0] : keep[-1] + 1], step, grid.lookback_s)  # only while the host was scraped
     gpu = _families(client, DCGM_FAMILIES, gpu_matcher, fetch_from, args.end)
-    return _write_run(args, client.base_url, node, gpu, grid, scrape_s)
+    steps_selector = args.steps_metric or f"workbench_training_step{{{node_matcher}}}"
+    examples_selector = args.examples_metric or f"workbench_examples_per_second{{{node_matcher}}}"
+    steps = busiest(client.raw_series(steps_selector, fetch_from, args.end))
+    examples = busiest(client.raw_series(examples_selector, fetch_from, args.end)) if steps else None
+    training = training_rows(steps, examples, grid.times[0], grid.times[-1], grid.lookback_s) if steps else []
+    if args.steps_metric and not training:
+        print(
+            f"{PROG}: warning: no steps of {args.steps_metric} in that time range: no training.csv",
+            file=sys.stderr,
+        )
+    return _write_run(args, client.base_url, node, gpu, grid, scrape_s, training, steps_selector)
 
 
 def _build_columns(
@@ -251,7 +275,14 @@ def _label(node: dict[str, list[Series]], family: str, label: str) -> str | None
 
 
 def _write_run(
-    args: argparse.Namespace, url: str, node: dict, gpu: dict, grid: Grid, scrape_s: float
+    args: argparse.Namespace,
+    url: str,
+    node: dict,
+    gpu: dict,
+    grid: Grid,
+    scrape_s: float,
+    training: list[dict[str, float | int | None]],
+    steps_selector: str,
 ) -> tuple[Path, int]:
     where = f"for instance {args.instance} in Prometheus"
     columns, sources = _build_columns(node, grid, where)
@@ -269,6 +300,11 @@ def _write_run(
         for index in range(len(grid.times)):
             writer.write({name: column[index] for name, column in zip(columns, values, strict=True)})
         writer.close()
+        if training:
+            steps_writer = TelemetryWriter(run_dir / TRAINING_CSV, TRAINING_COLUMNS)
+            for step_row in training:
+                steps_writer.write(step_row)
+            steps_writer.close()
         mem_total = node.get("node_memory_MemTotal_bytes", [])
         swap_total = node.get("node_memory_SwapTotal_bytes", [])
         record = {
@@ -318,6 +354,7 @@ def _write_run(
                 "query_end_unix": args.end,
                 "step_s": grid.step_s,
                 "scrape_interval_s": round(scrape_s, 3),
+                "training_steps_from": steps_selector if training else None,
             },
         }
         write_json_atomic(run_dir / RUN_JSON, record)
@@ -344,7 +381,7 @@ def _new_run_dir(data_dir: Path, device: str, start: float, host: str) -> Path:
 def main(argv: Sequence[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(list(argv))
-    prog = parser.prog
+    prog = PROG
     if not args.end > args.start:
         parser.error("--end must be after --start")
     try:

@@ -30,13 +30,21 @@ from collect.sources import Hardware
 
 REPO = Path(__file__).resolve().parents[2]
 PROMETHEUS = shutil.which("prometheus")
-BUSY_HALF_THE_TIME = """
-import time
-while True:
-    started = time.monotonic()
-    while time.monotonic() - started < 0.05:
-        pass
-    time.sleep(0.05)
+# A stand-in training: one core half busy, a "step" every 0.1 s written to training.csv like the real one.
+TRAINING_STAND_IN = """
+import os, time
+with open(os.path.join(os.environ["WORKBENCH_RUN_DIR"], "training.csv"), "w") as out:
+    out.write("time_unix,elapsed_s,step,loss_total,learning_rate,step_time_s,examples_per_s\\n")
+    start, step = time.time(), 0
+    while True:
+        began = time.monotonic()
+        while time.monotonic() - began < 0.05:
+            pass
+        time.sleep(0.05)
+        step += 1
+        now = time.time()
+        out.write(f"{now},{now - start},{step},1.0,0.01,0.1,20.0\\n")
+        out.flush()
 """
 NODE_NAMES = (
     "node_uname_info",
@@ -136,7 +144,7 @@ def _cli_run(data_dir: Path, port: int) -> Path:
     result = subprocess.run(
         [sys.executable, "-m", "collect", "run", "--prometheus", f"127.0.0.1:{port}", "--interval", "0.5s",
          "--duration", "12s", "--data-dir", str(data_dir), "--no-echo", "--sigint-grace", "1s",
-         "--", sys.executable, "-c", BUSY_HALF_THE_TIME],
+         "--", sys.executable, "-c", TRAINING_STAND_IN],
         cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert result.returncode == 124, result.stderr
@@ -165,8 +173,8 @@ def _fake_gpu_run(data_dir: Path, port: int) -> Path:
     return result.run_dir
 
 
-def _rows(run_dir: Path) -> list[dict[str, str]]:
-    with open(run_dir / "telemetry.csv", newline="") as handle:
+def _rows(run_dir: Path, name: str = "telemetry.csv") -> list[dict[str, str]]:
+    with open(run_dir / name, newline="") as handle:
         return list(csv.DictReader(handle))
 
 
@@ -268,9 +276,19 @@ def test_import_rebuilds_the_cpu_run(recorded: Recorded, tmp_path: Path) -> None
     assert abs(ours - theirs) <= 3.0
     assert all(r["late_ms"] != "" for r in rows)  # workbench_late_ms came along
     assert all(r["proc_cpu_pct"] == "" for r in rows)  # not measured, never 0
-    from dashboard.runs import open_run_dir, run_warnings
+    from dashboard.analysis import throughput
+    from dashboard.runs import open_run_dir, read_training, run_warnings
 
     assert run_warnings(open_run_dir(imported)) == []
+    steps = _rows(imported, "training.csv")
+    original_steps = _rows(recorded.cpu_run, "training.csv")
+    assert [int(r["step"]) for r in steps] == sorted({int(r["step"]) for r in steps}) and len(steps) >= 4
+    assert int(steps[-1]["step"]) <= int(original_steps[-1]["step"])
+    assert {r["examples_per_s"] for r in steps} == {"20.0"} and {r["loss_total"] for r in steps} == {""}
+    imported_rate = throughput(read_training(open_run_dir(imported)), {}).steps_per_s
+    recorded_rate = throughput(read_training(open_run_dir(recorded.cpu_run)), {}).steps_per_s
+    print(f"steady steps/s: imported {imported_rate:.2f}, recorded {recorded_rate:.2f}")
+    assert imported_rate == pytest.approx(recorded_rate, rel=0.25)
 
 
 def test_import_rebuilds_gpu_columns_from_dcgm_names(recorded: Recorded, tmp_path: Path) -> None:

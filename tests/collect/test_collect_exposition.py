@@ -242,3 +242,35 @@ def test_cpu_script_refuses_a_port_in_use(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.strip().endswith("Address already in use") and result.stderr.count("\n") == 1
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_timed_training_serves_its_steps_to_prometheus(tmp_path: Path) -> None:
+    """A real (short) TensorFlow training under `collect timed --prometheus`: its steps reach /metrics."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "collect", "timed", "60s", "--max-steps", "40", "--no-export",
+         "--interval", "0.5s", "--data-dir", str(tmp_path), "--prometheus", str(port)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    seen: list[float] = []
+    info: dict[str, str] = {}
+    try:
+        deadline = time.monotonic() + 600
+        while process.poll() is None and time.monotonic() < deadline and len(set(seen)) < 2:
+            try:
+                samples, _ = scrape(f"http://127.0.0.1:{port}/metrics")
+            except OSError:
+                time.sleep(0.5)
+                continue
+            seen += [value for _, value in samples.get("workbench_training_step", [])]
+            info = next((labels for labels, _ in samples.get("workbench_run_info", [])), info)
+            time.sleep(0.5)
+    finally:
+        out, err = process.communicate(timeout=600)
+    assert process.returncode == 0, out[-2000:] + err[-2000:]
+    assert len(set(seen)) >= 2 and seen == sorted(seen) and seen[0] >= 1, seen
+    assert info["framework"] == "tensorflow" and info["device"] == "cpu"
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert info["run_id"] == run_dir.name
+    assert f"Serving Prometheus metrics at http://127.0.0.1:{port}/metrics" in out

@@ -142,15 +142,22 @@ def instance_matcher(instance: str) -> str:
     return f"instance=~{json.dumps(re.escape(instance) + '(:[0-9]+)?')}"
 
 
-def _families(client: PrometheusClient, names: str, matcher: str, start: float, end: float) -> dict:
-    return group(client.raw_series(f'{{__name__=~"{names}",{matcher}}}', start, end), "__name__")
+def _families(
+    client: PrometheusClient, names: str, matcher: str, start: float, end: float, option: str
+) -> dict[str, list[Series]]:
+    """The series of one target by metric name; a HOST that matches several targets is a usage error."""
+    series = client.raw_series(f'{{__name__=~"{names}",{matcher}}}', start, end)
+    instances = sorted(group(series, "instance"))
+    if len(instances) > 1:
+        raise ValueError(f"{option} matches several targets ({', '.join(instances)}): give HOST:PORT")
+    return group(series, "__name__")
 
 
 def import_run(client: PrometheusClient, args: argparse.Namespace) -> tuple[Path, int]:
     node_matcher = instance_matcher(args.instance)
     gpu_matcher = instance_matcher(args.gpu_instance or args.instance.split(":")[0])
     fetch_from = args.start - HISTORY_BEFORE_S
-    node = _families(client, NODE_FAMILIES, node_matcher, fetch_from, args.end)
+    node = _families(client, NODE_FAMILIES, node_matcher, fetch_from, args.end, "--instance")
     if not node.get("node_cpu_seconds_total"):
         seen = client.label_values("instance", "node_cpu_seconds_total", args.start, args.end)
         raise ImportProblem(
@@ -170,7 +177,7 @@ def import_run(client: PrometheusClient, args: argparse.Namespace) -> tuple[Path
     if not keep:
         raise ImportProblem(f"node_exporter data for {args.instance} has no two scrapes in that time range")
     grid = Grid(grid.times[keep[0] : keep[-1] + 1], step, grid.lookback_s)  # only while the host was scraped
-    gpu = _families(client, DCGM_FAMILIES, gpu_matcher, fetch_from, args.end)
+    gpu = _families(client, DCGM_FAMILIES, gpu_matcher, fetch_from, args.end, "--gpu-instance")
     steps_selector = args.steps_metric or f"workbench_training_step{{{node_matcher}}}"
     examples_selector = args.examples_metric or f"workbench_examples_per_second{{{node_matcher}}}"
     steps = busiest(client.raw_series(steps_selector, fetch_from, args.end))
@@ -251,11 +258,11 @@ def _gpus(gpu: dict[str, list[Series]], grid: Grid) -> tuple[dict[str, Column], 
         mine = {name: [s for s in series if s.labels.get("gpu") == index] for name, series in gpu.items()}
         columns.update(gpu_columns(position, mine, grid))
         labels = next(series[0].labels for series in mine.values() if series)
-        used, free = (mine.get(f"DCGM_FI_DEV_FB_{kind}", [None])[0] for kind in ("USED", "FREE"))
+        used, free = ((mine.get(f"DCGM_FI_DEV_FB_{kind}") or [None])[0] for kind in ("USED", "FREE"))
         total = None
         if used is not None and free is not None and used.values and free.values:
             total = round((used.values[0] + free.values[0]) * MIB)
-        limit = mine.get("DCGM_FI_DEV_POWER_MGMT_LIMIT", [None])[0]
+        limit = (mine.get("DCGM_FI_DEV_POWER_MGMT_LIMIT") or [None])[0]
         described.append(
             {
                 "index": position,

@@ -328,6 +328,11 @@ def test_import_errors_are_one_line(recorded: Recorded, tmp_path: Path) -> None:
     )  # fmt: skip
     assert closed.returncode == 1 and "cannot reach" in closed.stderr
     assert len(closed.stderr.strip().splitlines()) == 1
+    both = _import(
+        recorded, tmp_path, "127.0.0.1", recorded.cpu_run, "--end", str(_meta(recorded.gpu_run)["end_unix"])
+    )
+    assert both.returncode == 2 and recorded.cpu_target in both.stderr and recorded.gpu_target in both.stderr
+    assert len(both.stderr.strip().splitlines()) == 1 and "HOST:PORT" in both.stderr
     bad_time = _import(recorded, tmp_path, recorded.cpu_target, recorded.cpu_run, "--start", "yesterday-ish")
     assert bad_time.returncode == 2 and "Traceback" not in bad_time.stderr
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

@@ -56,6 +56,7 @@ def node_families(row: dict[str, Any], raw: dict[str, Any], static: StaticInfo) 
     uname.add_metric([], static.uname)
     yield uname
     yield from _cpu(raw.get("cpu"))
+    yield from _frequencies(row)
     load1 = _number(row.get("load1"))
     if load1 is not None:
         yield GaugeMetricFamily("node_load1", "1m load average.", value=load1)
@@ -82,6 +83,20 @@ def _cpu(stat_head: bytes | None) -> Iterator[Metric]:
         for mode, ticks in zip(CPU_MODES, fields[1 : 1 + len(CPU_MODES)], strict=False):
             seconds.add_metric([name[3:], mode], int(ticks) / _USER_HZ)
     yield seconds
+
+
+def _frequencies(row: dict[str, Any]) -> Iterator[Metric]:
+    """node_cpu_scaling_frequency_hertz{cpu} from per-CPU `cpu<N>_freq_mhz` columns, where rows have them."""
+    hertz = GaugeMetricFamily(
+        "node_cpu_scaling_frequency_hertz", "Current scaled CPU thread frequency in hertz.", labels=["cpu"]
+    )
+    for column, value in row.items():
+        if value is not None and column.startswith("cpu") and column.endswith("_freq_mhz"):
+            number = column[3 : -len("_freq_mhz")]
+            if number.isdigit():
+                hertz.add_metric([number], float(value) * 1e6)
+    if hertz.samples:
+        yield hertz
 
 
 _MEMINFO_GAUGES = (

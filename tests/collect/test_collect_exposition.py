@@ -114,6 +114,14 @@ def test_thermal_zones_and_missing_readings() -> None:
     assert families["node_thermal_zone_temp"].samples[0].labels == {"type": "x86_pkg_temp", "zone": "2"}
     assert families["node_thermal_zone_temp"].samples[0].value == 55.5
     assert "node_load1" not in families and "node_cpu_seconds" not in families
+    assert "node_cpu_scaling_frequency_hertz" not in families  # no per-CPU frequency column in this row
+
+
+def test_per_cpu_frequency_columns_become_node_cpu_scaling_frequency_hertz() -> None:
+    row = {"cpu_freq_mhz": 2000.0, "cpu0_freq_mhz": 1800.5, "cpu1_freq_mhz": None, "cpu12_freq_mhz": 3000.0}
+    families = {family.name: family for family in node_families(row, {}, StaticInfo(uname={}))}
+    samples = {s.labels["cpu"]: s.value for s in families["node_cpu_scaling_frequency_hertz"].samples}
+    assert samples == {"0": 1_800_500_000.0, "12": 3_000_000_000.0}
 
 
 def _collector(args: list[str], data_dir: Path) -> subprocess.CompletedProcess[str]:

@@ -5,10 +5,12 @@
 2. Real sessions (collect.session.run_session) at 1 s, 0.1 s (with one other core kept busy) and 0.01 s:
    lateness p50/p99 from telemetry.csv, CPU per tick from the collector's own process time, and at
    0.01 s whether any deadline was missed.
-3. The old approach: spawn `mpstat -P ALL 1 1`, `iostat -x 1 1`, `free -m`, `sensors` every second
+3. `--prometheus`: what handing each row to the exposition adds to a tick (it keeps references only), and
+   what building one /metrics answer costs (in the HTTP server's thread, once per scrape, not per tick).
+4. The old approach: spawn `mpstat -P ALL 1 1`, `iostat -x 1 1`, `free -m`, `sensors` every second
    (those installed), CPU of those children per sampled second.
 
-Last line: cpu_ms_per_sample=<x> late_p99_ms_at_100ms=<y> ratio_vs_shell=<z>
+Last line: cpu_ms_per_sample=<x> late_p99_ms_at_100ms=<y> ratio_vs_shell=<z> prometheus_ms_per_tick=<p>
 ratio_vs_shell = shell CPU per sampled second / collector CPU per tick at 1 s (everything included).
 
 Usage: python bench/sampler_overhead.py [--scale 1.0]   (--scale 0.2 for a quick look; ~75 s at 1.0)
@@ -26,6 +28,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -124,6 +127,39 @@ def psutil_sample_ms(samples: int, workdir: Path) -> float:
     return cost
 
 
+def prometheus_costs(samples: int, workdir: Path) -> tuple[float, float, int]:
+    """(ms the exposition adds per tick, ms per /metrics answer, its bytes), with this machine's sources."""
+    from prometheus_client import generate_latest
+
+    from collect.exposition import PrometheusExposition
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sources = build_sources(Hardware(), follow_command=False)
+    exposition = PrometheusExposition(f"127.0.0.1:{port}")
+    record = {"run_id": "bench", "host": socket.gethostname(), "device": "cpu", "label": "", "command": None}
+    try:
+        exposition.start(workdir, record, sources)
+        sources.prime(time.monotonic())
+        in_tick_ns = 0
+        for _ in range(samples):
+            row: dict[str, float | None] = {"time_unix": time.time(), "elapsed_s": 0.0, "late_ms": 0.0}
+            sources.sample_into(row, time.monotonic())
+            started = time.perf_counter_ns()
+            exposition.tick(row)
+            in_tick_ns += time.perf_counter_ns() - started
+        scrapes = max(20, samples // 20)
+        started_cpu = time.process_time()
+        for _ in range(scrapes):
+            answer = generate_latest(exposition.registry)
+        scrape_ms = (time.process_time() - started_cpu) / scrapes * 1000.0
+    finally:
+        exposition.close()
+        sources.close()
+    return in_tick_ns / samples / 1e6, scrape_ms, len(answer)
+
+
 def session_run(interval_s: float, duration_s: float, workdir: Path) -> dict[str, float]:
     """A real recording of a 4-process command; lateness from the CSV, CPU from our own process time."""
     cpu_at_row: list[float] = []
@@ -196,6 +232,11 @@ def main() -> int:
         processes = sum(len(children) for children in parent_map(Path("/proc")).values())
         print(f"  the same columns with psutil: {psutil_ms:.3f} ms CPU")
         print(f"  one full process-tree rescan: {rescan_ms:.2f} ms ({processes} processes in /proc)")
+        prometheus_tick_ms, scrape_ms, scrape_bytes = prometheus_costs(samples, workdir)
+        print(
+            f"--prometheus: {prometheus_tick_ms * 1000:.2f} µs added per tick; one /metrics answer "
+            f"{scrape_ms:.3f} ms CPU ({scrape_bytes} bytes), built once per scrape in the server's thread"
+        )
 
         at_1s = session_run(1.0, max(2.0, round(10 * scale)), workdir)
         hog = busy_core()
@@ -224,7 +265,7 @@ def main() -> int:
         ratio = shell_ms / at_1s["cpu_per_tick_ms"] if tools else math.nan
         print(
             f"cpu_ms_per_sample={per_sample_ms:.3f} late_p99_ms_at_100ms={at_100ms['late_p99_ms']:.3f} "
-            f"ratio_vs_shell={ratio:.1f}"
+            f"ratio_vs_shell={ratio:.1f} prometheus_ms_per_tick={prometheus_tick_ms:.4f}"
         )
     return 0
 

@@ -7,6 +7,10 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "import-prometheus":
+        from collect.importers.prometheus import main as import_main
+
+        return import_main(args[1:])
     if args and args[0] == "timed":
         try:
             from collect.timed import main as timed_main

@@ -51,6 +51,12 @@ def _add_common(parser: argparse.ArgumentParser, what_duration: str) -> None:
     parser.add_argument(
         "--device", choices=("cpu", "gpu"), default="cpu", help="what the run is about (default cpu)"
     )
+    parser.add_argument(
+        "--prometheus",
+        metavar="HOST:PORT",
+        help="also serve each sample at http://HOST:PORT/metrics (node_exporter and DCGM names; "
+        "PORT alone binds 127.0.0.1)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Record system telemetry into data/runs/<run_id>/ while a command runs, or on its own.",
         epilog=EPILOG,
     )
-    commands = parser.add_subparsers(dest="subcommand", required=True, metavar="{run,sample,timed}")
+    commands = parser.add_subparsers(
+        dest="subcommand", required=True, metavar="{run,sample,timed,import-prometheus}"
+    )
     run = commands.add_parser("run", help="sample while COMMAND runs", epilog=EPILOG)
     _add_common(run, "stop the command after this long (90s, 75m, 2h, 1h30m); default: until it ends")
     run.add_argument(
@@ -75,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     sample = commands.add_parser("sample", help="sample only, no command", epilog=EPILOG)
     _add_common(sample, "how long to sample; default: until Ctrl-C")
     commands.add_parser("timed", help="a timed training run (see python -m collect timed --help)")
+    commands.add_parser(
+        "import-prometheus", help="rebuild a run from a Prometheus server's history (see its --help)"
+    )
     return parser
 
 
@@ -153,6 +164,15 @@ def main(argv: list[str]) -> int:
     problem = data_dir_problem(args.data_dir)
     if problem:
         parser.exit(EXIT_USAGE, f"python -m collect {args.subcommand}: error: {problem}\n")
+    exposition = None
+    if args.prometheus is not None:
+        from collect.exposition import ExpositionError, PrometheusExposition
+
+        try:
+            exposition = PrometheusExposition(args.prometheus)
+        except ExpositionError as exc:
+            parser.exit(EXIT_USAGE, f"python -m collect {args.subcommand}: error: {exc}\n")
+        print(f"collect: serving Prometheus metrics at {exposition.url}", file=sys.stderr, flush=True)
     options = SessionOptions(
         data_dir=args.data_dir,
         device=args.device,
@@ -162,6 +182,7 @@ def main(argv: list[str]) -> int:
         command=command,
         echo_output=not getattr(args, "no_echo", False),
         stop_grace_s=grace,
+        tick_sink=exposition,
     )
     try:
         result = run_session(
@@ -179,6 +200,9 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("collect: interrupted while starting", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        if exposition is not None:
+            exposition.close()
     _announce(_announce_end, result)
     return result.exit_code
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from collect.command import RunningCommand, exit_status
 from collect.priority import PriorityChange, raise_priority
@@ -50,6 +50,14 @@ _POLL_WITHOUT_PIDFD_S = 0.05
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+class TickSink(Protocol):
+    """Something fed from the sampling tick itself (e.g. collect.exposition's Prometheus endpoint)."""
+
+    def start(self, run_dir: Path, record: dict[str, Any], sources: SourceSet) -> None: ...
+
+    def tick(self, row: dict[str, Any]) -> None: ...
+
+
 @dataclass
 class SessionOptions:
     data_dir: Path
@@ -62,6 +70,7 @@ class SessionOptions:
     stop_grace_s: tuple[float, float] = (20.0, 10.0)  # SIGINT -> wait -> SIGTERM -> wait -> SIGKILL
     hardware: Hardware = field(default_factory=Hardware)  # tests pass fake roots / a fake NVML here
     raise_priority: bool = True
+    tick_sink: TickSink | None = None  # gets each row right after it is written
 
 
 @dataclass
@@ -202,6 +211,8 @@ class _Session:
             self.writer = TelemetryWriter(self.run_dir / TELEMETRY_CSV, TIME_COLUMNS + self.sources.columns())
             self.record = self._initial_record(start)
             write_json_atomic(self.run_dir / RUN_JSON, self.record)
+            if options.tick_sink is not None:
+                options.tick_sink.start(self.run_dir, self.record, self.sources)
         except (TelemetryWriteError, OSError) as exc:
             self.sources.close()
             if self.writer is not None:
@@ -320,6 +331,8 @@ class _Session:
                 self.samples += 1
             except TelemetryWriteError as exc:
                 self._fail(str(exc), now)
+        if self.options.tick_sink is not None:
+            self.options.tick_sink.tick(row)
         self.skipped_ticks += skipped
         self.late_ms.add(late_s * 1000.0)
         if late_s > self.late_threshold_s:

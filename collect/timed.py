@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from collect.progress import ProgressReporter
 from collect.session import SessionError, SessionOptions, SessionResult, run_session
@@ -57,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-steps", type=int, help="also stop after this many steps (for quick checks)")
     parser.add_argument(
         "--verbose", action="store_true", help="show the training's output, not a progress line"
+    )
+    parser.add_argument(
+        "--prometheus",
+        metavar="HOST:PORT",
+        help="also serve each sample at http://HOST:PORT/metrics (PORT alone binds 127.0.0.1)",
     )
     return parser
 
@@ -181,6 +187,33 @@ def main(argv: Sequence[str]) -> int:
     if problem:
         print(f"python -m collect timed: error: {problem}", file=sys.stderr)
         return USAGE_ERROR
+    exposition = _open_exposition(args.prometheus)
+    if exposition is False:
+        return USAGE_ERROR
+    try:
+        return _run(args, budget_s, interval_s, exposition or None)
+    finally:
+        if exposition:
+            exposition.close()
+
+
+def _open_exposition(address: str | None) -> Any:
+    """None without --prometheus, the listening endpoint, or False after a one-line usage error."""
+    if address is None:
+        return None
+    from collect.exposition import ExpositionError, PrometheusExposition
+
+    try:
+        exposition = PrometheusExposition(address, framework="tensorflow")
+    except ExpositionError as exc:
+        print(f"python -m collect timed: error: {exc}", file=sys.stderr)
+        return False
+    with contextlib.suppress(OSError, ValueError):
+        print(f"Serving Prometheus metrics at {exposition.url}", flush=True)
+    return exposition
+
+
+def _run(args: argparse.Namespace, budget_s: float, interval_s: float, exposition: Any) -> int:
     if args.device == "gpu" and (reason := check_gpu()) is not None:
         print(f"python -m collect timed: error: {reason}", file=sys.stderr)
         return NO_GPU
@@ -201,6 +234,7 @@ def main(argv: Sequence[str]) -> int:
         label=args.label or f"{args.device} {args.preset} {format_duration(budget_s)}",
         command=training_command(args),
         echo_output=args.verbose,
+        tick_sink=exposition,
     )
     try:
         result = run_session(options, on_start=on_start, on_sample=progress.on_sample)

@@ -20,6 +20,8 @@ Options (passed through):
   --dataset DIR           train on this dataset (default: DATA_DIR/datasets/waldo)
   --no-export             skip export, evaluation and detections
   --verbose               show the training's own output instead of the live progress line
+  --prometheus HOST:PORT  also serve the samples at http://HOST:PORT/metrics under node_exporter's and
+                          dcgm-exporter's names (PORT alone binds 127.0.0.1; see docs/fleet.md)
 Exit codes: the training's own (0 ok), 124 hard time limit hit, 130 interrupted, 2 usage error.
 USAGE
 }
@@ -37,6 +39,7 @@ main() {
   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
   check_duration "$1"
   check_options "${@:2}"
+  check_prometheus "$@"
   ensure_venv "train,dashboard"
   exec "$PY" -m collect timed --device cpu "$@"
 }

@@ -76,3 +76,29 @@ ensure_debian_packages() {
     log "missing Debian packages (tests that need them are skipped): ${missing[*]}"
   fi
 }
+
+# check_prometheus ARGS...: exit 2 with one line if a --prometheus value is not [HOST:]PORT with a port
+# from 1 to 65535; needs nothing installed yet (the collector itself refuses a port in use, also with 2).
+check_prometheus() {
+  local expect_value=0 arg value port
+  for arg in "$@"; do
+    if ((expect_value)); then
+      value="$arg"
+      expect_value=0
+    elif [[ "$arg" == "--prometheus" ]]; then
+      expect_value=1
+      continue
+    elif [[ "$arg" == --prometheus=* ]]; then
+      value="${arg#--prometheus=}"
+    else
+      continue
+    fi
+    port="${value##*:}"
+    if [[ ! "$port" =~ ^[0-9]{1,5}$ ]] || ((10#$port < 1 || 10#$port > 65535)); then
+      EXIT_CODE=2 die "--prometheus '$value': expected HOST:PORT or PORT, with a port from 1 to 65535 (see --help)"
+    fi
+  done
+  if ((expect_value)); then
+    EXIT_CODE=2 die "--prometheus needs HOST:PORT (see --help)"
+  fi
+}

@@ -23,6 +23,9 @@ class Source:
     """
 
     name = "source"
+    # The raw kernel counters behind the last reading, replaced (never mutated) each time the source reads
+    # them, for exporters that publish counters as counters (collect/exposition.py); None if not kept.
+    last_raw: Any = None
 
     def __init__(self) -> None:
         self._notes: list[str] = []

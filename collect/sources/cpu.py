@@ -84,7 +84,9 @@ class CpuSource(Source):
 
     def _read_counters(self) -> dict[str, tuple[int, int, int, int]]:
         counters = {}
-        for line in self._stat.read_head(self._head_size).split(b"\n"):
+        head = self._stat.read_head(self._head_size)
+        self.last_raw = head
+        for line in head.split(b"\n"):
             if not line.startswith(b"cpu"):
                 break
             fields = line.split()

@@ -56,6 +56,7 @@ class DiskSource(Source):
 
     def prime(self, now: float) -> None:
         self._last, self._last_time = self._read_counters(), now
+        self.last_raw = self._last
 
     def sample(self, now: float) -> Reading:
         current = self._read_counters()
@@ -70,6 +71,7 @@ class DiskSource(Source):
             written_sectors += max(0, writes - before[1])
             busiest_ms = max(busiest_ms, ticks - before[2])
         self._last, self._last_time = current, now
+        self.last_raw = current
         if elapsed <= 0:
             return dict.fromkeys(self.columns())
         return {

@@ -40,6 +40,7 @@ class MemorySource(Source):
 
     def sample(self, now: float) -> Reading:
         values = parse_meminfo(self._meminfo.read())
+        self.last_raw = values
         total = values[b"MemTotal:"]
         available = values.get(b"MemAvailable:") or values.get(b"MemFree:", 0)
         available = min(max(available, 0), total)

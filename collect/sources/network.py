@@ -42,6 +42,7 @@ class NetworkSource(Source):
 
     def prime(self, now: float) -> None:
         self._last, self._last_time = parse_net_dev(self._net_dev.read()), now
+        self.last_raw = self._last
 
     def sample(self, now: float) -> Reading:
         current = parse_net_dev(self._net_dev.read())
@@ -53,6 +54,7 @@ class NetworkSource(Source):
                 received += max(0, rx - before[0])
                 sent += max(0, tx - before[1])
         self._last, self._last_time = current, now
+        self.last_raw = current
         if elapsed <= 0:
             return dict.fromkeys(self.columns())
         return {"net_rx_bps": round(received / elapsed, 1), "net_tx_bps": round(sent / elapsed, 1)}

@@ -180,6 +180,11 @@ class NvmlSource(Source):
             ("total energy", energy),
         ]
 
+    def energy_base_mj(self) -> list[int | None]:
+        """Per GPU, the NVML total-energy counter (mJ since the driver loaded) at the first row: with
+        gpu<i>_energy_j it gives back the counter itself (None until read, or where unsupported)."""
+        return [gpu.energy_base_mj for gpu in self._gpus]
+
     def columns(self) -> list[str]:
         return [f"gpu{gpu.position}_{suffix}" for gpu in self._gpus for suffix in GPU_COLUMN_SUFFIXES]
 

@@ -17,6 +17,7 @@ def describe_os_error(path: Path, exc: OSError) -> str:
 
 @dataclass
 class _Domain:
+    zone: Path
     counter: KernelFile
     wrap_uj: int
     last_uj: int = 0
@@ -55,15 +56,21 @@ class RaplSource(Source):
                 raise SourceUnavailable(describe_os_error(energy_path, exc)) from exc
             except ValueError as exc:
                 raise SourceUnavailable(f"{energy_path}: unreadable counter ({exc})") from exc
-            self._domains.append(_Domain(counter, wrap_uj))
+            self._domains.append(_Domain(zone, counter, wrap_uj))
         self._total_uj: int | None = None
 
     def columns(self) -> list[str]:
         return ["cpu_energy_j"]
 
+    @property
+    def zones(self) -> list[Path]:
+        """The package zones, in the order of last_raw (their energy_uj counters, µJ)."""
+        return [domain.zone for domain in self._domains]
+
     def prime(self, now: float) -> None:
         for domain in self._domains:
             domain.last_uj = int(domain.counter.read())
+        self.last_raw = tuple(domain.last_uj for domain in self._domains)
 
     def sample(self, now: float) -> Reading:
         step_uj = 0
@@ -75,6 +82,7 @@ class RaplSource(Source):
         except (OSError, ValueError) as exc:
             self.note_once(f"RAPL read failed: {exc}")
             return {"cpu_energy_j": None}
+        self.last_raw = tuple(domain.last_uj for domain in self._domains)
         # The contract counts from the first row: the first row holds 0.
         self._total_uj = 0 if self._total_uj is None else self._total_uj + step_uj
         return {"cpu_energy_j": round(self._total_uj / 1e6, 3)}

@@ -79,6 +79,7 @@ class ThermalSource(Source):
         super().__init__()
         sensors, how = choose_cpu_sensors(hwmon_sensors(sys_root), thermal_zone_sensors(sys_root))
         self._files: list[KernelFile] = []
+        self.sensors: list[Sensor] = []  # the ones read, in the order of last_raw
         for sensor in sensors:
             try:
                 kernel_file = KernelFile(sensor.path, 64)
@@ -86,6 +87,7 @@ class ThermalSource(Source):
             except (OSError, ValueError):
                 continue
             self._files.append(kernel_file)
+            self.sensors.append(sensor)
         if not self._files:
             raise SourceUnavailable(
                 f"no readable CPU temperature sensor in {sys_root}/class/hwmon or {sys_root}/class/thermal"
@@ -97,12 +99,16 @@ class ThermalSource(Source):
 
     def sample(self, now: float) -> Reading:
         hottest = None
+        readings: list[int | None] = []
         for kernel_file in self._files:
             try:
                 millidegrees = int(kernel_file.read())
             except (OSError, ValueError):
+                readings.append(None)
                 continue
+            readings.append(millidegrees)
             hottest = millidegrees if hottest is None else max(hottest, millidegrees)
+        self.last_raw = readings
         return {"cpu_temp_c": None if hottest is None else round(hottest / 1000.0, 1)}
 
     def close(self) -> None:

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-LAST_LINE = re.compile(r"^cpu_ms_per_sample=(\S+) late_p99_ms_at_100ms=(\S+) ratio_vs_shell=(\S+)$")
+LAST_LINE = re.compile(
+    r"^cpu_ms_per_sample=(\S+) late_p99_ms_at_100ms=(\S+) ratio_vs_shell=(\S+) prometheus_ms_per_tick=(\S+)$"
+)
 
 
 @pytest.mark.slow
@@ -35,6 +37,6 @@ def test_benchmark_runs_without_mpstat_iostat_free_or_sensors(tmp_path: Path) ->
     assert "shell tools (none installed)" in result.stdout
     match = LAST_LINE.match(lines[-1])
     assert match, lines[-1]
-    cpu_ms, late_p99, ratio = (float(value) for value in match.groups())
-    assert 0 < cpu_ms < 50 and late_p99 >= 0
+    cpu_ms, late_p99, ratio, prometheus_ms = (float(value) for value in match.groups())
+    assert 0 < cpu_ms < 50 and late_p99 >= 0 and 0 < prometheus_ms < cpu_ms
     assert ratio != ratio  # nan: nothing to compare against

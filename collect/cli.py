@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Record system telemetry into data/runs/<run_id>/ while a command runs, or on its own.",
         epilog=EPILOG,
     )
-    commands = parser.add_subparsers(dest="subcommand", required=True, metavar="{run,sample,timed}")
+    commands = parser.add_subparsers(dest="subcommand", required=True, metavar="{run,sample,timed,import-sysstat}")
     run = commands.add_parser("run", help="sample while COMMAND runs", epilog=EPILOG)
     _add_common(run, "stop the command after this long (90s, 75m, 2h, 1h30m); default: until it ends")
     run.add_argument(
@@ -73,6 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     sample = commands.add_parser("sample", help="sample only, no command", epilog=EPILOG)
     _add_common(sample, "how long to sample; default: until Ctrl-C")
     commands.add_parser("timed", help="a timed training run (see python -m collect timed --help)")
+    sysstat = commands.add_parser(
+        "import-sysstat", help="a sysstat recording (sa file from sadc/sar -o, or sadf -d text) as a run"
+    )
+    sysstat.add_argument("file", type=Path, help="e.g. /var/log/sysstat/sa21, or the output of sadf -d")
+    sysstat.add_argument("--data-dir", type=Path, default=Path("data"), help="where runs/<run_id>/ goes")
+    sysstat.add_argument("--label", default="", help="free text stored in run.json (default: sysstat HOST)")
     return parser
 
 
@@ -140,6 +146,10 @@ def _attach_values(argv: list[str]) -> list[str]:
 def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(_attach_values(argv))
+    if args.subcommand == "import-sysstat":
+        from collect.importers import sysstat
+
+        return sysstat.main(args.file, args.data_dir, args.label)
     command: list[str] | None = None
     grace = (20.0, 10.0)
     if args.subcommand == "run":

@@ -57,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Record system telemetry into data/runs/<run_id>/ while a command runs, or on its own.",
         epilog=EPILOG,
     )
-    commands = parser.add_subparsers(dest="subcommand", required=True, metavar="{run,sample,timed,import-sysstat}")
+    commands = parser.add_subparsers(
+        dest="subcommand", required=True, metavar="{run,sample,timed,import-sysstat}"
+    )
     run = commands.add_parser("run", help="sample while COMMAND runs", epilog=EPILOG)
     _add_common(run, "stop the command after this long (90s, 75m, 2h, 1h30m); default: until it ends")
     run.add_argument(

@@ -8,6 +8,7 @@ contract's column names (docs/run-format.md) with sysstat's own definitions behi
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import statistics
@@ -107,7 +108,9 @@ def parse_sadf(lines: Iterable[str]) -> Recording:
             continue
         cells = line.split(";")
         if header is None:
-            raise SysstatImportError(f"line {number}: data before any `sadf -d` header (is this sadf -d output?)")
+            raise SysstatImportError(
+                f"line {number}: data before any `sadf -d` header (is this sadf -d output?)"
+            )
         if len(cells) >= 4 and ("RESTART" in cells[3] or cells[1].strip() == "-1"):
             recording.restarts += 1
             continue
@@ -169,7 +172,9 @@ def _add_row(recording: Recording, kind: str, values: dict[str, str], time_unix:
 def _disk_bytes_per_s(values: dict[str, str], number: int) -> tuple[float, float]:
     if "rkB/s" in values:
         return _number(values["rkB/s"], number) * KIB, _number(values["wkB/s"], number) * KIB
-    return _number(values["rd_sec/s"], number) * 512, _number(values["wr_sec/s"], number) * 512  # sysstat < 11.5
+    return _number(values["rd_sec/s"], number) * 512, _number(
+        values["wr_sec/s"], number
+    ) * 512  # sysstat < 11.5
 
 
 def _timestamp(text: str, number: int) -> float:
@@ -223,9 +228,7 @@ COLUMN_ORDER = [
 
 def telemetry_columns(recording: Recording) -> list[str]:
     present = {column for row in recording.rows.values() for column in row}
-    cores = sorted(
-        int(m.group(1)) for column in present if (m := re.fullmatch(r"cpu(\d+)_util_pct", column))
-    )
+    cores = sorted(int(m.group(1)) for column in present if (m := re.fullmatch(r"cpu(\d+)_util_pct", column)))
     columns = ["time_unix", "elapsed_s"]
     for column in COLUMN_ORDER:
         if column in present or column == "cpu_temp_c":
@@ -246,9 +249,7 @@ def import_recording(
             try:
                 text = source.read_text(encoding="utf-8")
             except UnicodeDecodeError as exc:
-                raise SysstatImportError(
-                    f"{source}: neither a sysstat data file nor `sadf -d` text"
-                ) from exc
+                raise SysstatImportError(f"{source}: neither a sysstat data file nor `sadf -d` text") from exc
             info = {}
     try:
         recording = parse_sadf(text.splitlines())
@@ -264,7 +265,9 @@ def import_recording(
     run_dir = _stage_and_publish(
         Path(data_dir),
         new_run_id("cpu", datetime.fromtimestamp(start, timezone.utc), host),
-        lambda staged, run_id: _write_run(staged, run_id, source, recording, info, host, label, interval, start, end),
+        lambda staged, run_id: _write_run(
+            staged, run_id, source, recording, info, host, label, interval, start, end
+        ),
     )
     return run_dir
 
@@ -286,9 +289,12 @@ def _write_run(
     with open(run_dir / TELEMETRY_CSV, "w", encoding="ascii", newline="") as handle:
         handle.write(",".join(columns) + "\n")
         for time_unix in times:
-            row = recording.rows[time_unix] | {"time_unix": time_unix, "elapsed_s": round(time_unix - start, 6)}
+            row = recording.rows[time_unix] | {
+                "time_unix": time_unix,
+                "elapsed_s": round(time_unix - start, 6),
+            }
             handle.write(",".join(_cell(row.get(column)) for column in columns) + "\n")
-    gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
     skipped = sum(max(round(gap / interval) - 1, 0) for gap in gaps if gap > 1.5 * interval)
     notes = [
         f"imported from {source.name} with `python -m collect import-sysstat`; the figures are sysstat's "

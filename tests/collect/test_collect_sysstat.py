@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -55,7 +56,8 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real 4-sample, 1 s sadc recording taken while this test burns a CPU and writes to disk."""
     sadc, _ = _sysstat_or_skip()
     path = tmp_path_factory.mktemp("sysstat") / "sa-test"
-    scratch = path.parent / "scratch.bin"
+    scratch_dir = tempfile.mkdtemp(prefix=".sysstat-test-", dir=REPO)  # a real disk, even if /tmp is tmpfs
+    scratch = Path(scratch_dir) / "scratch.bin"
     load = subprocess.Popen(
         [
             PYTHON,
@@ -70,7 +72,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
         subprocess.run([sadc, "-S", "XALL", "1", "5", str(path)], check=True, timeout=30)
     finally:
         load.wait(timeout=30)
-        scratch.unlink(missing_ok=True)
+        shutil.rmtree(scratch_dir, ignore_errors=True)
     return path
 
 

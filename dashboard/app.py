@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import dash
-from dash import Input, Output, State, ctx, dcc, html
+from dash import MATCH, Input, Output, State, ctx, dcc, html
 from dash.exceptions import PreventUpdate
 from flask import abort, send_file
 
@@ -200,6 +200,27 @@ def register_callbacks(app: dash.Dash, data_dir: Path, max_points: int = figures
 
     for name in views.COMPONENT_TABS:
         _register_component_tab(app, data_dir, name)
+
+    zoomable = {"type": views.ZOOMABLE, "view": MATCH, "panel": MATCH}
+
+    @app.callback(
+        Output(zoomable, "figure"),
+        Input(zoomable, "relayoutData"),
+        State(zoomable, "id"),
+        State("x-mode", "value"),
+        State("window", "value"),
+        State("run-picker", "value"),
+        prevent_initial_call=True,
+    )
+    def zoom(
+        relayout: dict | None, graph: dict, x_mode: str, window: list[float], run_ids: list[str] | None
+    ) -> Any:
+        """Every time-series panel refines itself server-side to the zoomed x range (full detail)."""
+        if not relayout or not views.changes_x_range(relayout):
+            raise PreventUpdate
+        return views.zoomed_panel(
+            data_dir, run_ids, graph["view"], graph["panel"], x_mode, window, relayout, max_points
+        )
 
     @app.callback(
         Output("tab-summary", "children"),

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 from tsdownsample import MinMaxLTTBDownsampler
 
+from dashboard.colors import colors_for
 from dashboard.runs import RunInfo, read_telemetry, read_training
 
 MAX_POINTS = 2000
@@ -27,7 +27,6 @@ HEATMAP_BINS = 300
 X_SECONDS = "seconds"
 X_PERCENT = "percent"
 FULL_WINDOW = (0.0, 100.0)
-PALETTE = qualitative.Plotly
 PERCENT_RANGE = (0, 105)
 _DOWNSAMPLER = MinMaxLTTBDownsampler()
 _PER_CORE = re.compile(r"cpu(\d+)_util_pct")
@@ -236,7 +235,8 @@ def display_names(runs: Sequence[RunInfo]) -> dict[str, str]:
 
 
 def run_colors(runs: Sequence[RunInfo]) -> dict[str, str]:
-    return {run.run_id: PALETTE[i % len(PALETTE)] for i, run in enumerate(runs)}
+    """Stable per run across tabs and selections (dashboard.colors): CPU runs blues, GPU runs oranges."""
+    return colors_for((run.run_id, run.device) for run in runs)
 
 
 def metric_figure(
@@ -265,6 +265,7 @@ def metric_figure(
                     y=y,
                     mode="lines",
                     name=f"{names[run.run_id]}{suffix}",
+                    legendgroup=run.run_id,
                     line={"color": colors[run.run_id], "dash": dashes[position % len(dashes)], "width": 1.5},
                 )
             )
@@ -274,28 +275,47 @@ def metric_figure(
     return figure
 
 
-def heatmap_figure(
-    run: RunInfo, x_mode: str = X_SECONDS, window: tuple[float, float] = FULL_WINDOW, bins: int = HEATMAP_BINS
-) -> go.Figure:
-    """Per-core utilization of one run: mean per time bin, one row per logical CPU."""
+def per_core_columns(run: RunInfo) -> list[tuple[int, str]]:
+    """(core number, column) of the run's per-core utilization columns, in core order."""
     frame = read_telemetry(run)
-    cores = sorted((int(m.group(1)), name) for name in frame.columns if (m := _PER_CORE.fullmatch(name)))
-    figure = go.Figure()
-    title = f"Per-core utilization · {run.label}"
-    if clock_of(run, frame) is None or not cores or not len(clock_of(run, frame).seconds):
-        _style_time_figure(figure, title, "core", x_mode, None)
-        _add_note(figure, "no per-core readings")
-        return figure
+    return sorted((int(m.group(1)), name) for name in frame.columns if (m := _PER_CORE.fullmatch(name)))
+
+
+def has_per_core(run: RunInfo) -> bool:
+    frame = read_telemetry(run)
     clock = clock_of(run, frame)
+    if clock is None or not len(clock.seconds):
+        return False
+    return any(np.isfinite(clock.values(frame, name)).any() for _, name in per_core_columns(run))
+
+
+def heatmap_figure(
+    run: RunInfo,
+    x_mode: str = X_SECONDS,
+    window: tuple[float, float] = FULL_WINDOW,
+    bins: int = HEATMAP_BINS,
+    x_range: tuple[float, float] | None = None,
+) -> go.Figure | None:
+    """Per-core utilization of one run: mean per time bin, one row per logical CPU; None without cores."""
+    frame = read_telemetry(run)
+    cores = per_core_columns(run)
+    clock = clock_of(run, frame)
+    if clock is None or not cores or not len(clock.seconds):
+        return None
     base, seconds = clock.base, clock.seconds
     low_s, high_s = base.window_s(window)
+    if x_range is not None:
+        scale = base.span_s / 100.0 if x_mode == X_PERCENT else 1.0
+        low_s, high_s = max(low_s, x_range[0] * scale), min(high_s, x_range[1] * scale)
     low_s, high_s = max(low_s, float(seconds[0])), min(high_s, float(seconds[-1]))
+    if high_s <= low_s:
+        return None
     edges = np.linspace(low_s, high_s, bins + 1)
     boundaries = np.searchsorted(seconds, edges, side="left")
     boundaries[-1] = np.searchsorted(seconds, high_s, side="right")
     z = np.vstack([_bin_means(clock.values(frame, name), boundaries) for _, name in cores])
     centers = (edges[:-1] + edges[1:]) / 2
-    figure.add_trace(
+    figure = go.Figure(
         go.Heatmap(
             x=base.x(centers + base.origin_unix, x_mode),
             y=[f"cpu{n}" for n, _ in cores],
@@ -307,16 +327,22 @@ def heatmap_figure(
             hovertemplate="%{y} at %{x:.4~g}: %{z:.0f} %<extra></extra>",
         )
     )
-    _style_time_figure(figure, title, "", x_mode, None)
-    figure.update_layout(height=max(220, 60 + 22 * len(cores)))
+    _style_time_figure(figure, f"Per-core utilization · {run.label}", "", x_mode, x_range)
+    figure.update_layout(height=max(220, 60 + 22 * len(cores)), showlegend=False)
     return figure
 
 
-def summary_figure(runs: Sequence[RunInfo], window: tuple[float, float] = FULL_WINDOW) -> go.Figure:
-    """Mean (solid) and peak (hatched) per component per run, over the chosen window of each run."""
+def summary_figure(runs: Sequence[RunInfo], window: tuple[float, float] = FULL_WINDOW) -> go.Figure | None:
+    """Mean (solid) and peak (hatched) per component per run, over the chosen window of each run.
+
+    Only components some selected run recorded get a category; a run that lacks one gets an "n/a"
+    label there instead of a bar (never a zero). None when no run recorded any component.
+    """
     all_stats = {run.run_id: component_stats(run, window) for run in runs}
-    measured = {unit for stats in all_stats.values() for unit, _ in stats}
-    units = [unit for unit in dict.fromkeys(unit for unit, _ in SUMMARY_METRICS) if unit in measured] or ["%"]
+    measured = [key for key in summary_keys() if any(key in stats for stats in all_stats.values())]
+    units = list(dict.fromkeys(unit for unit, _ in measured))
+    if not units:
+        return None
     widths = {"%": 0.6, "°C": 0.25, "W": 0.15}
     figure = make_subplots(
         rows=1,
@@ -329,24 +355,31 @@ def summary_figure(runs: Sequence[RunInfo], window: tuple[float, float] = FULL_W
     for run in runs:
         stats = all_stats[run.run_id]
         for col, unit in enumerate(units, start=1):
-            labels = [metric.title for u, metric in SUMMARY_METRICS if u == unit]
-            means = [stats.get((unit, label), (None, None))[0] for label in labels]
-            peaks = [stats.get((unit, label), (None, None))[1] for label in labels]
-            for kind, values in (("mean", means), ("peak", peaks)):
+            labels = [label for u, label in measured if u == unit]
+            for position, kind in enumerate(("mean", "peak")):
+                values = [
+                    stats[(unit, label)][position] if (unit, label) in stats else None for label in labels
+                ]
                 figure.add_trace(
                     go.Bar(
                         x=labels,
-                        y=values,
+                        y=[0.0 if v is None else v for v in values],
+                        text=["n/a" if v is None else "" for v in values],
+                        textposition="outside",
+                        cliponaxis=False,
+                        customdata=["not recorded" if v is None else f"{v:.1f} {unit}" for v in values],
                         name=f"{names[run.run_id]} {kind}",
                         legendgroup=run.run_id,
                         showlegend=col == 1,
                         offsetgroup=f"{run.run_id}-{kind}",
                         marker={
-                            "color": colors[run.run_id],
+                            "color": [
+                                colors[run.run_id] if v is not None else "rgba(0,0,0,0)" for v in values
+                            ],
                             "pattern": {"shape": "/" if kind == "peak" else ""},
                             "opacity": 0.55 if kind == "peak" else 1.0,
                         },
-                        hovertemplate=f"{names[run.run_id]} {kind} %{{x}}: %{{y:.1f}} {unit}<extra></extra>",
+                        hovertemplate=f"{names[run.run_id]} {kind} %{{x}}: %{{customdata}}<extra></extra>",
                     ),
                     row=1,
                     col=col,
@@ -357,10 +390,14 @@ def summary_figure(runs: Sequence[RunInfo], window: tuple[float, float] = FULL_W
         height=420,
         margin={"t": 70, "l": 50, "r": 20, "b": 40},
         legend={"orientation": "h", "y": -0.15},
+        showlegend=True,
     )
-    if not runs:
-        _add_note(figure, "select runs to compare")
     return figure
+
+
+def summary_keys() -> list[tuple[str, str]]:
+    """(unit, component) of every Mean & peak category, in display order."""
+    return [(unit, metric.title) for unit, metric in SUMMARY_METRICS]
 
 
 def component_stats(run: RunInfo, window: tuple[float, float] = FULL_WINDOW) -> dict[tuple[str, str], tuple]:
@@ -384,61 +421,63 @@ def component_stats(run: RunInfo, window: tuple[float, float] = FULL_WINDOW) -> 
     return stats
 
 
+TRAINING_ROWS = (("step", "global step"), ("loss_total", "total loss"), ("examples_per_s", "examples/s"))
+
+
 def training_figure(
     runs: Sequence[RunInfo],
     x_mode: str = X_SECONDS,
     window: tuple[float, float] = FULL_WINDOW,
     max_points: int = MAX_POINTS,
-) -> go.Figure:
-    """Steps, loss and examples/s over time, above the CPU and GPU utilization on the same clock."""
-    rows = [
-        ("step", "global step"),
-        ("loss_total", "total loss"),
-        ("examples_per_s", "examples/s"),
-        ("utilization", "utilization %"),
-    ]
+    x_range: tuple[float, float] | None = None,
+) -> go.Figure | None:
+    """Steps, loss and examples/s over time, above the CPU and GPU utilization on the same clock.
+
+    Only the training rows some run has data for are drawn; None when no selected run has training.csv.
+    """
+    names, colors = display_names(runs), run_colors(runs)
+    training_series = {
+        (run.run_id, column): series_xy(run, read_training(run), column, x_mode, window, x_range, max_points)
+        for run in runs
+        for column, _ in TRAINING_ROWS
+    }
+    if not any(len(x) for x, _ in training_series.values()):
+        return None
+    rows = [(c, t) for c, t in TRAINING_ROWS if any(len(training_series[(r.run_id, c)][0]) for r in runs)]
+    rows.append(("utilization", "utilization %"))
     figure = make_subplots(
         rows=len(rows),
         cols=1,
         shared_xaxes=True,
-        vertical_spacing=0.04,
+        vertical_spacing=0.06,
         subplot_titles=[title for _, title in rows],
     )
-    names, colors = display_names(runs), run_colors(runs)
-    has_training = False
     for run in runs:
-        training = read_training(run)
-        for row, (column, _) in enumerate(rows[:3], start=1):
-            x, y = series_xy(run, training, column, x_mode, window, None, max_points)
+        for row, (column, _) in enumerate(rows[:-1], start=1):
+            x, y = training_series[(run.run_id, column)]
             if len(x):
-                has_training = True
-                figure.add_trace(
-                    _line(x, y, names[run.run_id], colors[run.run_id], row == 1, run.run_id), row=row, col=1
-                )
+                trace = _line(x, y, names[run.run_id], colors[run.run_id], row == 1, run.run_id)
+                figure.add_trace(trace, row=row, col=1)
         telemetry = read_telemetry(run, ["time_unix", "cpu_util_pct", "gpu0_util_pct"])
         for column, dash in (("cpu_util_pct", "solid"), ("gpu0_util_pct", "dot")):
-            x, y = series_xy(run, telemetry, column, x_mode, window, None, max_points)
+            x, y = series_xy(run, telemetry, column, x_mode, window, x_range, max_points)
             if len(x):
-                trace = _line(
-                    x,
-                    y,
-                    f"{names[run.run_id]} · {column.split('_')[0]}",
-                    colors[run.run_id],
-                    False,
-                    run.run_id,
-                )
+                name = f"{names[run.run_id]} · {column.split('_')[0]} utilization"
+                trace = _line(x, y, name, colors[run.run_id], True, run.run_id)
                 trace.line.dash = dash
                 figure.add_trace(trace, row=len(rows), col=1)
     figure.update_layout(
-        height=820,
+        height=170 + 170 * len(rows),
         title="Training progress, aligned with telemetry",
         margin={"t": 70, "l": 60, "r": 20, "b": 40},
-        uirevision="training",
+        uirevision=f"training-{x_mode}",
+        legend={"orientation": "h", "y": -0.08},
+        showlegend=True,
     )
     figure.update_xaxes(title_text=_x_title(x_mode), row=len(rows), col=1)
+    if x_range is not None:
+        figure.update_xaxes(range=list(x_range))
     figure.update_yaxes(range=PERCENT_RANGE, row=len(rows), col=1)
-    if not has_training:
-        _add_note(figure, "no training.csv in the selected runs")
     return figure
 
 

@@ -373,7 +373,7 @@ def test_phase_durations_from_phases_csv(data_dir: Path, run_ids: dict[str, str]
         handle.write("evaluate,1795093500.0,1795093502.0,failed\n")
     assert views.phase_durations(cpu)[2] == "5 (failed)"
     (cpu.path / "phases.csv").unlink()
-    assert views.phase_durations(cpu) == ["—"] * 4
+    assert views.phase_durations(cpu) == ["n/a"] * 4
 
 
 def test_an_empty_data_dir_shows_hints_not_errors(tmp_path: Path) -> None:

@@ -159,7 +159,7 @@ def register_callbacks(app: dash.Dash, data_dir: Path, max_points: int = figures
         return options, (dash.no_update if latest == version else latest)
 
     @app.callback(
-        Output("run-warnings", "children"), Input("data-version", "data"), State("run-picker", "value")
+        Output("run-warnings", "children"), Input("data-version", "data"), Input("run-picker", "value")
     )
     def warnings(_version: str | None, run_ids: list[str] | None) -> list[Any]:
         return views.warnings_banner(data_dir, run_ids)
@@ -263,10 +263,13 @@ def register_callbacks(app: dash.Dash, data_dir: Path, max_points: int = figures
         Output("tab-detections", "children"),
         Input("tabs", "value"),
         Input("image-picker", "value"),
+        Input("data-version", "data"),
         State("run-picker", "value"),
         prevent_initial_call=True,
     )
-    def detections(tab: str, image_id: str | None, run_ids: list[str] | None) -> list[Any]:
+    def detections(
+        tab: str, image_id: str | None, _version: str | None, run_ids: list[str] | None
+    ) -> list[Any]:
         _only_on(tab, "detections")
         return views.detections_view(data_dir, run_ids, image_id)
 

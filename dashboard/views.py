@@ -30,6 +30,7 @@ from dashboard.runs import (
 from runformat import format_duration
 
 MAX_SELECTED = 8
+MAX_DETECTION_RUNS = 24  # the Detections tab reads JSON only, so it looks further down a long selection
 FILES_ROUTE = "/run-files"
 GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
 COMPONENT_TABS = {
@@ -73,11 +74,9 @@ def default_selection(runs: Sequence[RunInfo]) -> list[str]:
     return picked if len(picked) == 2 or not runs else [run.run_id for run in runs[:2]]
 
 
-def selected_runs(data_dir: Path, run_ids: Sequence[str] | None) -> list[RunInfo]:
+def selected_runs(data_dir: Path, run_ids: Sequence[str] | None, limit: int = MAX_SELECTED) -> list[RunInfo]:
     """The runs named in the selection; unsafe or vanished ids are dropped (never a path outside data_dir)."""
-    found = [
-        get_run(data_dir, run_id) for run_id in (run_ids or [])[:MAX_SELECTED] if isinstance(run_id, str)
-    ]
+    found = [get_run(data_dir, run_id) for run_id in (run_ids or [])[:limit] if isinstance(run_id, str)]
     return [run for run in found if run is not None]
 
 
@@ -90,12 +89,21 @@ def listing(data_dir: Path, current: Sequence[str] | None) -> tuple[list[dict[st
 
 def selection_signature(data_dir: Path, run_ids: Sequence[str] | None) -> str:
     """Changes exactly when a file the views read changes in one of the selected runs."""
-    parts = [(run.run_id, files_signature(run)) for run in selected_runs(data_dir, run_ids)]
+    parts = [
+        (run.run_id, files_signature(run)) for run in selected_runs(data_dir, run_ids, MAX_DETECTION_RUNS)
+    ]
     return hashlib.sha1(json.dumps(parts).encode()).hexdigest()
 
 
 def warnings_banner(data_dir: Path, run_ids: Sequence[str] | None) -> list[Any]:
     items = []
+    if len(run_ids or []) > MAX_SELECTED:
+        items.append(
+            html.Li(
+                f"{len(run_ids or [])} runs selected: the graphs show the first {MAX_SELECTED}, "
+                f"Detections the first {MAX_DETECTION_RUNS}."
+            )
+        )
     for run in selected_runs(data_dir, run_ids):
         for warning in run_warnings(run):
             items.append(html.Li(f"{run.label} ({run.run_id}): {warning}"))
@@ -316,9 +324,9 @@ def training_view(
 
 
 def image_options(data_dir: Path, run_ids: Sequence[str] | None) -> list[dict[str, str]]:
-    """Held-out image ids in any selected run, those shared by every run first."""
-    runs = selected_runs(data_dir, run_ids)
-    per_run = [[image.get("image_id") for image in _images(run)] for run in runs]
+    """Held-out image ids in any selected run with detections, those shared by all of them first."""
+    runs = selected_runs(data_dir, run_ids, MAX_DETECTION_RUNS)
+    per_run = [ids for run in runs if (ids := [image.get("image_id") for image in _images(run)])]
     every = [
         image_id for image_id in dict.fromkeys(i for ids in per_run for i in ids) if isinstance(image_id, str)
     ]
@@ -339,12 +347,18 @@ def image_choices(
 
 
 def detections_view(data_dir: Path, run_ids: Sequence[str] | None, image_id: str | None) -> list[Any]:
-    runs = selected_runs(data_dir, run_ids)
+    """One card per selected run with detections; one line naming the runs without any."""
+    runs = selected_runs(data_dir, run_ids, MAX_DETECTION_RUNS)
     if not runs:
         return [_hint("Select runs in the picker above.")]
-    if not image_id:
-        return [_hint("No held-out images with detections in the selected runs.")]
-    return [html.Div([_detection_card(run, image_id) for run in runs], className="cards")]
+    with_images = [run for run in runs if _images(run)]
+    without = [run.label for run in runs if run not in with_images]
+    note = (
+        [_hint(f"No detections (no detections/detections.json) in: {', '.join(without)}.")] if without else []
+    )
+    if not with_images or not image_id:
+        return [_hint("No held-out images with detections in the selected runs."), *note]
+    return [*note, html.Div([_detection_card(run, image_id) for run in with_images], className="cards")]
 
 
 def detection_file(data_dir: Path, run_id: str, file_name: str) -> Path | None:

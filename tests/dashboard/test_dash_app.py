@@ -200,7 +200,7 @@ def test_detections_side_by_side_with_map(app, run_ids: dict[str, str]) -> None:
     selection = [run_ids["cpu"], run_ids["gpu"]]
     options, value = _callback(app, "image-picker.options")("v", selection, None)
     assert [o["value"] for o in options] == ["val_0000", "val_0001", "val_0002"] and value == "val_0000"
-    cards = _callback(app, "tab-detections.children")("detections", "val_0001", selection)
+    cards = _callback(app, "tab-detections.children")("detections", "val_0001", "v", selection)
     text = json.dumps(cards[0].to_plotly_json(), default=str)
     assert "mAP@0.5 0.380" in text and "mAP@0.5 0.440" in text
     assert f"/run-files/{run_ids['cpu']}/detections/val_0001.png" in text
@@ -295,7 +295,10 @@ def test_every_view_survives_broken_empty_and_odd_runs(app, data_dir: Path, run_
     _callback(app, "tab-details.children")("details", "v", selection)
     _, image = _callback(app, "image-picker.options")("v", selection, None)
     cards = json.dumps(
-        _callback(app, "tab-detections.children")("detections", image, selection)[0].to_plotly_json(),
+        [
+            c.to_plotly_json()
+            for c in _callback(app, "tab-detections.children")("detections", image, "v", selection)
+        ],
         default=str,
     )
     assert "../x" not in cards and "no eval.json" in cards

@@ -107,7 +107,12 @@ def details_card(run: RunInfo) -> Any:
         "driver / CUDA": f"{text(system.get('gpu_driver_version'))} / {text(system.get('cuda_version'))}",
         "OS / kernel": f"{text(system.get('os'))} / {text(system.get('kernel'))}",
         "Python / packages": f"{text(system.get('python'))} / "
-        + (", ".join(f"{k} {v}" for k, v in _mapping(system.get("packages")).items()) or NA),
+        + (
+            ", ".join(
+                f"{k} {v if v else 'not installed'}" for k, v in _mapping(system.get("packages")).items()
+            )
+            or NA
+        ),
     }
     body = [
         html.H4(run.label),

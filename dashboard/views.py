@@ -225,8 +225,6 @@ def component_view(
     notes = _unavailable_sources(runs, COMPONENT_SOURCES[component])
     if not_anywhere:
         notes.append(_hint(f"Not recorded in the selected runs: {', '.join(not_anywhere)}."))
-    if not graphs:
-        notes.append(_hint(f"No {COMPONENT_TABS[component].lower()} readings in the selected runs."))
     return notes + partly + graphs
 
 

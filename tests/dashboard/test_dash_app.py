@@ -414,6 +414,6 @@ def test_cpu_only_selection_shows_why_there_is_no_gpu_data(app, run_ids: dict[st
     assert not _graphs(children)
     texts = [str(child.children) for child in children]
     assert any("no nvml readings (NVML Shared Library Not Found)" in text for text in texts)
-    assert any("No gpu readings in the selected runs" in text for text in texts)
+    assert any(text.startswith("Not recorded in the selected runs: GPU utilization") for text in texts)
     summary = _graphs(_callback(app, "tab-summary.children")("summary", [0, 100], "v", [run_ids["cpu"]]))[0]
     assert [a.text for a in summary.layout.annotations] == ["%"]  # no empty °C and W panels

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pandas as pd
 from dash import dcc, html
 
-from dashboard import details, figures
+from dashboard import details, figures, overview
 from dashboard.runs import (
     RunInfo,
     discover_runs,
@@ -243,7 +243,7 @@ def zoomed_panel(
     span, x_range = window_of(window), zoom_range(relayout)
     figure = None
     if view == "training":
-        figure = figures.training_figure(runs, x_mode, span, max_points, x_range)
+        figure = overview.training_figure(runs, x_mode, span, max_points, x_range)
     elif panel.startswith("metric-") and view in figures.COMPONENT_METRICS:
         metrics = figures.COMPONENT_METRICS[view]
         index = int(panel.removeprefix("metric-")) if panel.removeprefix("metric-").isdigit() else -1
@@ -260,13 +260,13 @@ def summary_view(data_dir: Path, run_ids: Sequence[str] | None, window: Sequence
     if not runs:
         return [_hint("Select runs in the picker above.")]
     span = window_of(window)
-    figure = figures.summary_figure(runs, span)
+    figure = overview.summary_figure(runs, span)
     if figure is None:
         return [
             _hint("No component readings (CPU, memory, disk, GPU, temperature, power) in the selected runs.")
         ]
-    stats = {run.run_id: figures.component_stats(run, span) for run in runs}
-    keys = figures.summary_keys()
+    stats = {run.run_id: overview.component_stats(run, span) for run in runs}
+    keys = overview.summary_keys()
     absent = [
         f"{label} ({unit})" for unit, label in keys if not any((unit, label) in s for s in stats.values())
     ]
@@ -310,7 +310,7 @@ def training_view(
         children.append(
             _hint(f"Not training runs (no training.csv or training.json): {', '.join(untrained)}.")
         )
-    figure = figures.training_figure(trained, x_mode, window_of(window))
+    figure = overview.training_figure(trained, x_mode, window_of(window))
     if figure is None:
         children.append(_hint("No training steps in training.csv yet, in the selected window."))
     else:

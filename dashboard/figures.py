@@ -258,7 +258,7 @@ def metric_figure(
             )
     _style_time_figure(figure, metric.title, metric.unit, x_mode, x_range)
     if not figure.data:
-        _add_note(figure, f"no {metric.title.lower()} readings in the selected runs")
+        _say_instead(figure, f"{metric.title}: not recorded in the selected runs (no readings in any row)")
     return figure
 
 
@@ -343,7 +343,7 @@ def any_metric_figure(
     if not column:
         figure = go.Figure()
         _style_time_figure(figure, "Time series", "", x_mode, None)
-        _add_note(figure, "pick a metric")
+        _say_instead(figure, "pick a metric")
         return figure
     is_training = column.startswith("training.")
     name = column.removeprefix("training.")
@@ -358,7 +358,7 @@ def any_metric_figure(
             figure.add_trace(line_trace(x, y, names[run.run_id], colors[run.run_id], True, run.run_id))
     _style_time_figure(figure, f"training · {name}", metric.unit, x_mode, x_range)
     if not figure.data:
-        _add_note(figure, f"no {name} readings in the selected runs")
+        _say_instead(figure, f"training · {name}: not recorded in the selected runs")
     return figure
 
 
@@ -442,6 +442,12 @@ def _style_time_figure(
         hovermode="x unified",
         showlegend=True,
     )
+
+
+def _say_instead(figure: go.Figure, text: str) -> None:
+    """A figure with nothing to draw: no axes, one line saying why."""
+    figure.update_layout(xaxis={"visible": False}, yaxis={"visible": False}, height=200)
+    _add_note(figure, text)
 
 
 def _add_note(figure: go.Figure, text: str) -> None:

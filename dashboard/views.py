@@ -181,9 +181,14 @@ def timeseries_figure(
     runs = selected_runs(data_dir, run_ids)
     if not runs:
         return figures.empty_figure("select runs in the picker above")
-    return figures.any_metric_figure(
+    figure = figures.any_metric_figure(
         runs, column, x_mode, window_of(window), zoom_range(relayout), max_points
     )
+    drawn = {trace.legendgroup for trace in figure.data}
+    lacking = [run.label for run in runs if run.run_id not in drawn]
+    if drawn and lacking:
+        figure.update_layout(title=f"{figure.layout.title.text} · not recorded in {', '.join(lacking)}")
+    return figure
 
 
 def panel_id(view: str, panel: str) -> dict[str, str]:

@@ -189,3 +189,15 @@ def test_detections_with_many_runs_selected(tmp_path: Path) -> None:
     assert len(images) == 1
     banner = texts(views.warnings_banner(tmp_path, selection))
     assert any("10 runs selected" in t for t in banner)
+
+
+def test_time_series_names_runs_without_the_metric(
+    data_dir: Path, sparse_id: str, run_ids: dict[str, str]
+) -> None:
+    selection = [run_ids["gpu"], sparse_id]
+    power = views.timeseries_figure(data_dir, selection, "gpu0_power_w", "seconds", [0, 100], None)
+    assert [t.legendgroup for t in power.data] == [run_ids["gpu"]]
+    assert power.layout.title.text.endswith("· not recorded in converted recording")
+    empty = views.timeseries_figure(data_dir, [run_ids["cpu"]], "cpu_temp_c", "seconds", [0, 100], None)
+    assert not empty.data and empty.layout.xaxis.visible is False
+    assert "cpu_temp_c: not recorded in the selected runs" in empty.layout.annotations[0].text

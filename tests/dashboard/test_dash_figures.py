@@ -75,7 +75,7 @@ def test_metric_figure_without_data_says_so(data_dir: Path, run_ids: dict[str, s
     figure = figures.metric_figure(_runs(data_dir, run_ids, "cpu"), figures.COMPONENT_METRICS["cpu-temp"][0])
     assert not figure.data
     assert "CPU temperature: not recorded" in figure.layout.annotations[0].text
-    assert figure.layout.xaxis.visible is False and figure.layout.yaxis.visible is False  # never an empty axis
+    assert figure.layout.xaxis.visible is False and figure.layout.yaxis.visible is False  # no empty axis
 
 
 def test_long_series_are_downsampled(tmp_path: Path) -> None:

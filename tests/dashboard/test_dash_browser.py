@@ -368,9 +368,37 @@ def test_data_the_workbench_did_not_write(browser: Any, tmp_path: Path) -> None:
             "Network throughput: not recorded in converted recording"
             in browser.find_element(By.ID, "tab-disk").text
         )
+        check_zoom_refines(browser, "Memory", "#tab-memory", "converted recording")
         open_tab(browser, "Run details")
         wait_for(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "#tab-details .card"), "details")
         details = browser.find_element(By.ID, "tab-details").text
         assert str(data_dir.absolute() / "runs" / imported) in details and "sysstat" in details
         assert "converted from the lab's thermal logger" in details
         assert browser_errors(browser) == []
+
+
+ZOOM = (
+    "Plotly.relayout(document.querySelector(arguments[0] + ' .js-plotly-plot'), {'xaxis.range': [100, 130]});"
+)
+X_SPAN = """
+const gd = document.querySelector(arguments[0] + ' .js-plotly-plot');
+const traces = (gd._fullData || []).filter(t => (t.name || '').startsWith(arguments[1]));
+const xs = traces.flatMap(t => Array.from(t.x || []));
+return xs.length ? [Math.min(...xs), Math.max(...xs)] : null;
+"""
+
+
+def check_zoom_refines(driver: Any, label: str, selector: str, run_label: str) -> None:
+    """A zoom on a component graph comes back from the server cut to the zoomed range (its full detail)."""
+    open_tab(driver, label)
+    wait_for(driver, lambda: driver.execute_script(X_SPAN, selector, run_label), f"{label} graph")
+    low, high = driver.execute_script(X_SPAN, selector, run_label)
+    assert low < 50 and high > 200
+    driver.execute_script(ZOOM, selector)
+    wait_for(
+        driver,
+        lambda: (
+            (span := driver.execute_script(X_SPAN, selector, run_label)) and span[0] >= 98 and span[1] <= 132
+        ),
+        f"the {label} graph redrawn for the zoomed range",
+    )

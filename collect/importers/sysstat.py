@@ -350,7 +350,9 @@ def _sources(recording: Recording) -> dict[str, Any]:
         found = [a for a in activities if a in recording.activities]
         entry: dict[str, Any] = {"available": bool(found)}
         if not found:
-            entry["reason"] = f"no {name} activity in the sysstat recording"
+            entry["reason"] = f"no {name} activity in the sysstat recording" + (
+                " (sadc records it with -S DISK)" if name == "disk" else ""
+            )
         elif name == "disk":
             entry["notes"] = [f"disks: {', '.join(sorted(recording.disks))}"]
         elif name == "network":

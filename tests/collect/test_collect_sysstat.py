@@ -220,3 +220,18 @@ def test_local_time_stamps_are_refused() -> None:
     ]
     with pytest.raises(SysstatImportError, match="not UTC"):
         parse_sadf(lines)
+
+
+def test_a_recording_without_disk_activity_says_how_to_record_it(tmp_path: Path) -> None:
+    sadc, _ = _sysstat_or_skip()
+    recording = tmp_path / "sa-default"
+    subprocess.run([sadc, "1", "2", str(recording)], check=True, timeout=30)  # sadc's defaults: no disks
+    done = importer(str(recording), "--data-dir", str(tmp_path / "data"))
+    assert done.returncode == 0, done.stderr
+    run_dir = only_run(tmp_path / "data")
+    assert "disk_util_pct" not in read_rows(run_dir)[0] and "cpu_util_pct" in read_rows(run_dir)[0]
+    disk = read_json(run_dir / "run.json")["sources"]["disk"]
+    assert disk == {
+        "available": False,
+        "reason": "no disk activity in the sysstat recording (sadc records it with -S DISK)",
+    }

@@ -238,26 +238,22 @@ def telemetry_columns(recording: Recording) -> list[str]:
     return columns
 
 
-def import_recording(
-    source: Path, data_dir: Path, label: str = "", text: str | None = None, info: dict[str, str] | None = None
-) -> Path:
+def import_recording(source: Path, data_dir: Path, label: str = "") -> Path:
     """Write data_dir/runs/<run_id>/ (run.json, telemetry.csv) from a recording; its path."""
-    if text is None:
-        if is_sa_binary(source):
-            text, info = sadf_text(source)
-        else:
-            try:
-                text = source.read_text(encoding="utf-8")
-            except UnicodeDecodeError as exc:
-                raise SysstatImportError(f"{source}: neither a sysstat data file nor `sadf -d` text") from exc
-            info = {}
+    info: dict[str, str] = {}
+    if is_sa_binary(source):
+        text, info = sadf_text(source)
+    else:
+        try:
+            text = source.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise SysstatImportError(f"{source}: neither a sysstat data file nor `sadf -d` text") from exc
     try:
         recording = parse_sadf(text.splitlines())
     except SysstatImportError as exc:
         raise SysstatImportError(f"{source}: {exc}") from exc
     if not recording.rows or "cpu" not in recording.activities:
         raise SysstatImportError(f"{source}: no CPU utilization samples (record with sadc, or sadf -d -- -u)")
-    info = info or {}
     times = sorted(recording.rows)
     interval = statistics.median(recording.intervals)
     start, end = times[0] - interval, times[-1]

@@ -33,6 +33,7 @@ _PARTITION = re.compile(r"^((sd|vd|xvd|hd)[a-z]+\d+|nvme\d+n\d+p\d+|mmcblk\d+p\d
 _HOST_LINE = re.compile(r"^Host:\s+(\S+)\s+(\S+)\s+\((\S+)\).*?\((\d+) CPU\)", re.MULTILINE)
 _VERSION_LINE = re.compile(r"sysstat version (\S+)")
 NOT_IN_SYSSTAT = "not in a sysstat recording"
+CUT_SHORT = "End of system activity file unexpected"
 
 
 class SysstatImportError(Exception):
@@ -70,9 +71,9 @@ def sadf_text(path: Path) -> tuple[str, dict[str, str]]:
         raise SysstatImportError(
             "sadf not found: install sysstat (apt-get install sysstat), or pass the text of `sadf -d FILE`"
         )
-    header = _run_sadf([sadf, "-H", str(path)], path)
-    text = _run_sadf([sadf, "-d", "-U", str(path), "--", *SADF_ACTIVITIES], path)
-    info: dict[str, str] = {}
+    header, _ = _run_sadf([sadf, "-H", str(path)], path)
+    text, complaint = _run_sadf([sadf, "-d", "-U", str(path), "--", *SADF_ACTIVITIES], path)
+    info: dict[str, str] = {"sadf_warning": complaint} if complaint else {}
     if match := _HOST_LINE.search(header):
         info |= {"os": match.group(1), "kernel": match.group(2), "host": match.group(3)}
         info["cpus"] = match.group(4)
@@ -81,16 +82,27 @@ def sadf_text(path: Path) -> tuple[str, dict[str, str]]:
     return text, info
 
 
-def _run_sadf(command: list[str], path: Path) -> str:
+def _run_sadf(command: list[str], path: Path) -> tuple[str, str]:
+    """sadf's output, and the first line it complained with while still succeeding (e.g. a cut file)."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=SADF_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SysstatImportError(f"{command[0]} failed: {exc}") from exc
+    lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    cut_short = any(CUT_SHORT in line for line in lines)
+    if cut_short and "#" in done.stdout:  # a file cut mid-record: sadf printed every whole record first
+        return done.stdout, next(line for line in lines if CUT_SHORT in line)
     if done.returncode != 0:
-        lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        lines = lines or [line.strip() for line in done.stdout.splitlines() if line.strip()]
+        version = next((line for line in lines if "cannot read the format" in line), None)
+        if version:
+            raise SysstatImportError(
+                f"sadf cannot read {path}: {version}; convert it with `sadf -c {path} > {path}.new` and "
+                "import that, or import the text of `sadf -d` made where it was recorded"
+            )
         reason = lines[0] if lines else f"exit code {done.returncode}"
         raise SysstatImportError(f"sadf cannot read {path}: {reason}")
-    return done.stdout
+    return done.stdout, lines[0] if lines else ""
 
 
 def parse_sadf(lines: Iterable[str]) -> Recording:
@@ -296,6 +308,8 @@ def _write_run(
         f"imported from {source.name} with `python -m collect import-sysstat`; the figures are sysstat's "
         "(sadc), not this workbench's sampler"
     ]
+    if info.get("sadf_warning"):
+        notes.append(f"sadf said: {info['sadf_warning']} (the last sample may be missing)")
     if recording.restarts:
         notes.append(f"{recording.restarts} reboot(s) of the host inside the recording (LINUX RESTART)")
     if skipped:

@@ -235,3 +235,28 @@ def test_a_recording_without_disk_activity_says_how_to_record_it(tmp_path: Path)
         "available": False,
         "reason": "no disk activity in the sysstat recording (sadc records it with -S DISK)",
     }
+
+
+def test_a_file_cut_short_imports_what_is_there_and_says_so(recording: Path, tmp_path: Path) -> None:
+    _sysstat_or_skip()
+    cut = tmp_path / "sa-cut"
+    data = recording.read_bytes()
+    cut.write_bytes(data[: len(data) - 500])  # the last record half-written, as after a crash
+    done = importer(str(cut), "--data-dir", str(tmp_path / "data"))
+    assert done.returncode == 0, done.stderr
+    meta = read_json(only_run(tmp_path / "data") / "run.json")
+    assert 1 <= meta["samples"] < 4
+    assert any("End of system activity file unexpected" in note for note in meta["notes"])
+
+
+def test_a_file_from_another_sysstat_version_is_refused_with_the_way_out(
+    recording: Path, tmp_path: Path
+) -> None:
+    _sysstat_or_skip()
+    other = tmp_path / "sa-other-version"
+    data = bytearray(recording.read_bytes())
+    data[2] ^= 0x01  # the file-format magic after the sysstat magic: a format this sadf cannot read
+    other.write_bytes(bytes(data))
+    done = importer(str(other), "--data-dir", str(tmp_path / "data"))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "cannot read the format of this file" in done.stderr and "sadf -c" in done.stderr

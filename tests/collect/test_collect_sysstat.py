@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from collect.importers.sysstat import SysstatImportError, parse_sadf
+from collect.importers.sadf import SysstatImportError, parse_sadf
 from runformat import read_json
 
 PYTHON = sys.executable

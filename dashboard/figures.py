@@ -268,14 +268,6 @@ def per_core_columns(run: RunInfo) -> list[tuple[int, str]]:
     return sorted((int(m.group(1)), name) for name in frame.columns if (m := _PER_CORE.fullmatch(name)))
 
 
-def has_per_core(run: RunInfo) -> bool:
-    frame = read_telemetry(run)
-    clock = clock_of(run, frame)
-    if clock is None or not len(clock.seconds):
-        return False
-    return any(np.isfinite(clock.values(frame, name)).any() for _, name in per_core_columns(run))
-
-
 def heatmap_figure(
     run: RunInfo,
     x_mode: str = X_SECONDS,
@@ -283,7 +275,7 @@ def heatmap_figure(
     bins: int = HEATMAP_BINS,
     x_range: tuple[float, float] | None = None,
 ) -> go.Figure | None:
-    """Per-core utilization of one run: mean per time bin, one row per logical CPU; None without cores."""
+    """Per-core utilization of one run: mean per time bin, one row per logical CPU; None without readings."""
     frame = read_telemetry(run)
     cores = per_core_columns(run)
     clock = clock_of(run, frame)
@@ -301,6 +293,8 @@ def heatmap_figure(
     boundaries = np.searchsorted(seconds, edges, side="left")
     boundaries[-1] = np.searchsorted(seconds, high_s, side="right")
     z = np.vstack([_bin_means(clock.values(frame, name), boundaries) for _, name in cores])
+    if not np.isfinite(z).any():
+        return None  # per-core columns present but empty in this window
     centers = (edges[:-1] + edges[1:]) / 2
     figure = go.Figure(
         go.Heatmap(

@@ -257,7 +257,11 @@ def zoomed_panel(
     elif panel.startswith("heatmap-"):
         run = next((r for r in runs if r.run_id == panel.removeprefix("heatmap-")), None)
         figure = figures.heatmap_figure(run, x_mode, span, x_range=x_range) if run else None
-    return figure if figure is not None else figures.empty_figure("not recorded in the selected runs")
+    if figure is not None:
+        return figure
+    if x_range is not None:
+        return figures.empty_figure("no readings in the zoomed range (double-click to zoom out)")
+    return figures.empty_figure("not recorded in the selected runs")
 
 
 def summary_view(data_dir: Path, run_ids: Sequence[str] | None, window: Sequence[float] | None) -> list[Any]:

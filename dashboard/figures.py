@@ -123,10 +123,15 @@ def downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> tu
 
 
 def visible_slice(x_seconds: np.ndarray, low_s: float, high_s: float) -> slice:
-    """Rows whose x lies in [low_s, high_s] plus one neighbour each side, so lines reach the edges."""
-    start = max(int(np.searchsorted(x_seconds, low_s, side="left")) - 1, 0)
-    stop = min(int(np.searchsorted(x_seconds, high_s, side="right")) + 1, len(x_seconds))
-    return slice(start, stop)
+    """Rows whose x lies in [low_s, high_s] plus one neighbour each side, so lines reach the edges.
+
+    Nothing when every row lies on one side of the range (a zoom past the end of a run).
+    """
+    first_inside = int(np.searchsorted(x_seconds, low_s, side="left"))
+    past_inside = int(np.searchsorted(x_seconds, high_s, side="right"))
+    if first_inside >= len(x_seconds) or past_inside == 0:
+        return slice(0, 0)
+    return slice(max(first_inside - 1, 0), min(past_inside + 1, len(x_seconds)))
 
 
 @dataclass(frozen=True)
@@ -257,7 +262,9 @@ def metric_figure(
                 )
             )
     _style_time_figure(figure, metric.title, metric.unit, x_mode, x_range)
-    if not figure.data:
+    if not figure.data and x_range is not None:  # keep the axes, so a double-click zooms back out
+        _add_note(figure, "no readings in the zoomed range (double-click to zoom out)")
+    elif not figure.data:
         _say_instead(figure, f"{metric.title}: not recorded in the selected runs (no readings in any row)")
     return figure
 
@@ -369,6 +376,14 @@ def unit_of(column: str) -> str:
         "_ms": "ms",
     }
     return next((unit for suffix, unit in suffixes.items() if column.endswith(suffix)), "")
+
+
+def empty_range_figure(title: str, x_mode: str, x_range: tuple[float, float]) -> go.Figure:
+    """A zoomed graph with nothing in its range: the axes stay, so a double-click zooms back out."""
+    figure = go.Figure()
+    _style_time_figure(figure, title, "", x_mode, x_range)
+    _add_note(figure, "no readings in the zoomed range (double-click to zoom out)")
+    return figure
 
 
 def empty_figure(message: str) -> go.Figure:

@@ -260,7 +260,7 @@ def zoomed_panel(
     if figure is not None:
         return figure
     if x_range is not None:
-        return figures.empty_figure("no readings in the zoomed range (double-click to zoom out)")
+        return figures.empty_range_figure(panel, x_mode, x_range)
     return figures.empty_figure("not recorded in the selected runs")
 
 

@@ -201,3 +201,15 @@ def test_time_series_names_runs_without_the_metric(
     empty = views.timeseries_figure(data_dir, [run_ids["cpu"]], "cpu_temp_c", "seconds", [0, 100], None)
     assert not empty.data and empty.layout.xaxis.visible is False
     assert "cpu_temp_c: not recorded in the selected runs" in empty.layout.annotations[0].text
+
+
+def test_a_zoom_past_the_readings_keeps_its_axes(data_dir: Path, run_ids: dict[str, str]) -> None:
+    far = {"xaxis.range[0]": 5000.0, "xaxis.range[1]": 6000.0}
+    selection = [run_ids["cpu"]]
+    for view, panel in (("memory", "metric-0"), ("processor", f"heatmap-{run_ids['cpu']}")):
+        figure = views.zoomed_panel(data_dir, selection, view, panel, "seconds", [0, 100], far)
+        assert "zoomed range" in figure.layout.annotations[0].text
+        assert figure.layout.xaxis.visible is not False and list(figure.layout.xaxis.range) == [
+            5000.0,
+            6000.0,
+        ]

@@ -71,6 +71,38 @@ def _prop(text: str) -> dict[str, str]:
     return {"id": component, "property": prop}
 
 
+def post_zoom(client: Any, app: Any, panel: dict[str, str], relayout: dict, values: dict[str, Any]) -> tuple:
+    """POST the zoom callback of one time-series panel (a pattern-matching id), as the renderer does."""
+    output = next(key for key in app.callback_map if '"zoomable"' in key)
+    state = [
+        {"id": panel, "property": "id", "value": panel},
+        *[
+            {"id": name, "property": "value", "value": values[f"{name}.value"]}
+            for name in ("x-mode", "window", "run-picker")
+        ],
+    ]
+    body = {
+        "output": output,
+        "outputs": {"id": panel, "property": "figure"},
+        "inputs": [{"id": panel, "property": "relayoutData", "value": relayout}],
+        "state": state,
+        "changedPropIds": [json.dumps(panel, sort_keys=True, separators=(",", ":")) + ".relayoutData"],
+    }
+    started = time.perf_counter()
+    response = client.post("/_dash-update-component", json=body)
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    if response.status_code != 200:
+        raise RuntimeError(f"zoom {panel}: HTTP {response.status_code}: {response.data[:300]!r}")
+    return elapsed_ms, len(response.data)
+
+
+def measure_zoom(
+    client: Any, app: Any, panel: dict[str, str], relayout: dict, values: dict, repeats: int
+) -> tuple:
+    samples = [post_zoom(client, app, panel, relayout, values) for _ in range(repeats)]
+    return statistics.median(ms for ms, _ in samples), max(size for _, size in samples)
+
+
 def measure(client: Any, app: Any, output: str, values: dict, changed: list[str], repeats: int) -> tuple:
     samples = [post_callback(client, app, output, values, changed) for _ in range(repeats)]
     return statistics.median(ms for ms, _ in samples), max(size for _, size in samples)
@@ -165,6 +197,14 @@ def main() -> int:
             ["timeseries-graph.relayoutData"],
             args.repeats,
         )
+        ten_minutes = {"xaxis.range[0]": 40000.0, "xaxis.range[1]": 40600.0}
+        for view, panel in (
+            ("gpu", "metric-3"),
+            ("processor", f"heatmap-{run.run_id}"),
+            ("training", "training"),
+        ):
+            panel_id = {"type": "zoomable", "view": view, "panel": panel}
+            results[f"{view} zoom"] = measure_zoom(client, app, panel_id, ten_minutes, base, args.repeats)
         results["window 40-60 %"] = measure(
             client,
             app,

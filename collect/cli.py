@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
     )
     commands = parser.add_subparsers(
-        dest="subcommand", required=True, metavar="{run,sample,timed,import-prometheus}"
+        dest="subcommand", required=True, metavar="{run,sample,timed,import-prometheus,import-sysstat}"
     )
     run = commands.add_parser("run", help="sample while COMMAND runs", epilog=EPILOG)
     _add_common(run, "stop the command after this long (90s, 75m, 2h, 1h30m); default: until it ends")
@@ -86,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "import-prometheus", help="rebuild a run from a Prometheus server's history (see its --help)"
     )
+    sysstat = commands.add_parser(
+        "import-sysstat", help="a sysstat recording (sa file from sadc/sar -o, or sadf -d text) as a run"
+    )
+    sysstat.add_argument("file", type=Path, help="e.g. /var/log/sysstat/sa21, or the output of sadf -d")
+    sysstat.add_argument("--data-dir", type=Path, default=Path("data"), help="where runs/<run_id>/ goes")
+    sysstat.add_argument("--label", default="", help="free text stored in run.json (default: sysstat HOST)")
     return parser
 
 
@@ -153,6 +159,10 @@ def _attach_values(argv: list[str]) -> list[str]:
 def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(_attach_values(argv))
+    if args.subcommand == "import-sysstat":
+        from collect.importers import sysstat
+
+        return sysstat.main(args.file, args.data_dir, args.label)
     command: list[str] | None = None
     grace = (20.0, 10.0)
     if args.subcommand == "run":

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import dash
-from dash import Input, Output, State, ctx, dcc, html
+from dash import MATCH, Input, Output, State, ctx, dcc, html
 from dash.exceptions import PreventUpdate
 from flask import abort, send_file
 
@@ -159,7 +159,7 @@ def register_callbacks(app: dash.Dash, data_dir: Path, max_points: int = figures
         return options, (dash.no_update if latest == version else latest)
 
     @app.callback(
-        Output("run-warnings", "children"), Input("data-version", "data"), State("run-picker", "value")
+        Output("run-warnings", "children"), Input("data-version", "data"), Input("run-picker", "value")
     )
     def warnings(_version: str | None, run_ids: list[str] | None) -> list[Any]:
         return views.warnings_banner(data_dir, run_ids)
@@ -200,6 +200,27 @@ def register_callbacks(app: dash.Dash, data_dir: Path, max_points: int = figures
 
     for name in views.COMPONENT_TABS:
         _register_component_tab(app, data_dir, name)
+
+    zoomable = {"type": views.ZOOMABLE, "view": MATCH, "panel": MATCH}
+
+    @app.callback(
+        Output(zoomable, "figure"),
+        Input(zoomable, "relayoutData"),
+        State(zoomable, "id"),
+        State("x-mode", "value"),
+        State("window", "value"),
+        State("run-picker", "value"),
+        prevent_initial_call=True,
+    )
+    def zoom(
+        relayout: dict | None, graph: dict, x_mode: str, window: list[float], run_ids: list[str] | None
+    ) -> Any:
+        """Every time-series panel refines itself server-side to the zoomed x range (full detail)."""
+        if not relayout or not views.changes_x_range(relayout):
+            raise PreventUpdate
+        return views.zoomed_panel(
+            data_dir, run_ids, graph["view"], graph["panel"], x_mode, window, relayout, max_points
+        )
 
     @app.callback(
         Output("tab-summary", "children"),
@@ -242,10 +263,13 @@ def register_callbacks(app: dash.Dash, data_dir: Path, max_points: int = figures
         Output("tab-detections", "children"),
         Input("tabs", "value"),
         Input("image-picker", "value"),
+        Input("data-version", "data"),
         State("run-picker", "value"),
         prevent_initial_call=True,
     )
-    def detections(tab: str, image_id: str | None, run_ids: list[str] | None) -> list[Any]:
+    def detections(
+        tab: str, image_id: str | None, _version: str | None, run_ids: list[str] | None
+    ) -> list[Any]:
         _only_on(tab, "detections")
         return views.detections_view(data_dir, run_ids, image_id)
 

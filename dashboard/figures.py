@@ -16,10 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import qualitative
-from plotly.subplots import make_subplots
 from tsdownsample import MinMaxLTTBDownsampler
 
+from dashboard.colors import colors_for
 from dashboard.runs import RunInfo, read_telemetry, read_training
 
 MAX_POINTS = 2000
@@ -27,7 +26,6 @@ HEATMAP_BINS = 300
 X_SECONDS = "seconds"
 X_PERCENT = "percent"
 FULL_WINDOW = (0.0, 100.0)
-PALETTE = qualitative.Plotly
 PERCENT_RANGE = (0, 105)
 _DOWNSAMPLER = MinMaxLTTBDownsampler()
 _PER_CORE = re.compile(r"cpu(\d+)_util_pct")
@@ -96,18 +94,6 @@ COMPONENT_METRICS: dict[str, list[Metric]] = {
     ],
 }
 
-SUMMARY_METRICS: list[tuple[str, Metric]] = [
-    ("%", Metric("cpu_util_pct", "CPU", "%")),
-    ("%", Metric("mem_util_pct", "memory", "%")),
-    ("%", Metric("disk_util_pct", "disk", "%")),
-    ("%", Metric(r"gpu\d+_util_pct", "GPU", "%")),
-    ("%", Metric(r"gpu\d+_mem_util_pct", "GPU memory", "%")),
-    ("°C", Metric("cpu_temp_c", "CPU", "°C")),
-    ("°C", Metric(r"gpu\d+_temp_c", "GPU", "°C")),
-    ("W", Metric(r"gpu\d+_power_w", "GPU", "W")),
-]
-
-
 # ------------------------------------------------------------------------------------ time and series
 
 
@@ -137,10 +123,15 @@ def downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> tu
 
 
 def visible_slice(x_seconds: np.ndarray, low_s: float, high_s: float) -> slice:
-    """Rows whose x lies in [low_s, high_s] plus one neighbour each side, so lines reach the edges."""
-    start = max(int(np.searchsorted(x_seconds, low_s, side="left")) - 1, 0)
-    stop = min(int(np.searchsorted(x_seconds, high_s, side="right")) + 1, len(x_seconds))
-    return slice(start, stop)
+    """Rows whose x lies in [low_s, high_s] plus one neighbour each side, so lines reach the edges.
+
+    Nothing when every row lies on one side of the range (a zoom past the end of a run).
+    """
+    first_inside = int(np.searchsorted(x_seconds, low_s, side="left"))
+    past_inside = int(np.searchsorted(x_seconds, high_s, side="right"))
+    if first_inside >= len(x_seconds) or past_inside == 0:
+        return slice(0, 0)
+    return slice(max(first_inside - 1, 0), min(past_inside + 1, len(x_seconds)))
 
 
 @dataclass(frozen=True)
@@ -236,7 +227,8 @@ def display_names(runs: Sequence[RunInfo]) -> dict[str, str]:
 
 
 def run_colors(runs: Sequence[RunInfo]) -> dict[str, str]:
-    return {run.run_id: PALETTE[i % len(PALETTE)] for i, run in enumerate(runs)}
+    """Stable per run across tabs and selections (dashboard.colors): CPU runs blues, GPU runs oranges."""
+    return colors_for((run.run_id, run.device) for run in runs)
 
 
 def metric_figure(
@@ -265,37 +257,53 @@ def metric_figure(
                     y=y,
                     mode="lines",
                     name=f"{names[run.run_id]}{suffix}",
+                    legendgroup=run.run_id,
                     line={"color": colors[run.run_id], "dash": dashes[position % len(dashes)], "width": 1.5},
                 )
             )
     _style_time_figure(figure, metric.title, metric.unit, x_mode, x_range)
-    if not figure.data:
-        _add_note(figure, f"no {metric.title.lower()} readings in the selected runs")
+    if not figure.data and x_range is not None:  # keep the axes, so a double-click zooms back out
+        _add_note(figure, "no readings in the zoomed range (double-click to zoom out)")
+    elif not figure.data:
+        _say_instead(figure, f"{metric.title}: not recorded in the selected runs (no readings in any row)")
     return figure
 
 
-def heatmap_figure(
-    run: RunInfo, x_mode: str = X_SECONDS, window: tuple[float, float] = FULL_WINDOW, bins: int = HEATMAP_BINS
-) -> go.Figure:
-    """Per-core utilization of one run: mean per time bin, one row per logical CPU."""
+def per_core_columns(run: RunInfo) -> list[tuple[int, str]]:
+    """(core number, column) of the run's per-core utilization columns, in core order."""
     frame = read_telemetry(run)
-    cores = sorted((int(m.group(1)), name) for name in frame.columns if (m := _PER_CORE.fullmatch(name)))
-    figure = go.Figure()
-    title = f"Per-core utilization · {run.label}"
-    if clock_of(run, frame) is None or not cores or not len(clock_of(run, frame).seconds):
-        _style_time_figure(figure, title, "core", x_mode, None)
-        _add_note(figure, "no per-core readings")
-        return figure
+    return sorted((int(m.group(1)), name) for name in frame.columns if (m := _PER_CORE.fullmatch(name)))
+
+
+def heatmap_figure(
+    run: RunInfo,
+    x_mode: str = X_SECONDS,
+    window: tuple[float, float] = FULL_WINDOW,
+    bins: int = HEATMAP_BINS,
+    x_range: tuple[float, float] | None = None,
+) -> go.Figure | None:
+    """Per-core utilization of one run: mean per time bin, one row per logical CPU; None without readings."""
+    frame = read_telemetry(run)
+    cores = per_core_columns(run)
     clock = clock_of(run, frame)
+    if clock is None or not cores or not len(clock.seconds):
+        return None
     base, seconds = clock.base, clock.seconds
     low_s, high_s = base.window_s(window)
+    if x_range is not None:
+        scale = base.span_s / 100.0 if x_mode == X_PERCENT else 1.0
+        low_s, high_s = max(low_s, x_range[0] * scale), min(high_s, x_range[1] * scale)
     low_s, high_s = max(low_s, float(seconds[0])), min(high_s, float(seconds[-1]))
+    if high_s <= low_s:
+        return None
     edges = np.linspace(low_s, high_s, bins + 1)
     boundaries = np.searchsorted(seconds, edges, side="left")
     boundaries[-1] = np.searchsorted(seconds, high_s, side="right")
     z = np.vstack([_bin_means(clock.values(frame, name), boundaries) for _, name in cores])
+    if not np.isfinite(z).any():
+        return None  # per-core columns present but empty in this window
     centers = (edges[:-1] + edges[1:]) / 2
-    figure.add_trace(
+    figure = go.Figure(
         go.Heatmap(
             x=base.x(centers + base.origin_unix, x_mode),
             y=[f"cpu{n}" for n, _ in cores],
@@ -307,138 +315,8 @@ def heatmap_figure(
             hovertemplate="%{y} at %{x:.4~g}: %{z:.0f} %<extra></extra>",
         )
     )
-    _style_time_figure(figure, title, "", x_mode, None)
-    figure.update_layout(height=max(220, 60 + 22 * len(cores)))
-    return figure
-
-
-def summary_figure(runs: Sequence[RunInfo], window: tuple[float, float] = FULL_WINDOW) -> go.Figure:
-    """Mean (solid) and peak (hatched) per component per run, over the chosen window of each run."""
-    all_stats = {run.run_id: component_stats(run, window) for run in runs}
-    measured = {unit for stats in all_stats.values() for unit, _ in stats}
-    units = [unit for unit in dict.fromkeys(unit for unit, _ in SUMMARY_METRICS) if unit in measured] or ["%"]
-    widths = {"%": 0.6, "°C": 0.25, "W": 0.15}
-    figure = make_subplots(
-        rows=1,
-        cols=len(units),
-        column_widths=[widths[unit] for unit in units],
-        subplot_titles=units,
-        horizontal_spacing=0.06,
-    )
-    names, colors = display_names(runs), run_colors(runs)
-    for run in runs:
-        stats = all_stats[run.run_id]
-        for col, unit in enumerate(units, start=1):
-            labels = [metric.title for u, metric in SUMMARY_METRICS if u == unit]
-            means = [stats.get((unit, label), (None, None))[0] for label in labels]
-            peaks = [stats.get((unit, label), (None, None))[1] for label in labels]
-            for kind, values in (("mean", means), ("peak", peaks)):
-                figure.add_trace(
-                    go.Bar(
-                        x=labels,
-                        y=values,
-                        name=f"{names[run.run_id]} {kind}",
-                        legendgroup=run.run_id,
-                        showlegend=col == 1,
-                        offsetgroup=f"{run.run_id}-{kind}",
-                        marker={
-                            "color": colors[run.run_id],
-                            "pattern": {"shape": "/" if kind == "peak" else ""},
-                            "opacity": 0.55 if kind == "peak" else 1.0,
-                        },
-                        hovertemplate=f"{names[run.run_id]} {kind} %{{x}}: %{{y:.1f}} {unit}<extra></extra>",
-                    ),
-                    row=1,
-                    col=col,
-                )
-    figure.update_layout(
-        title="Mean and peak per component",
-        barmode="group",
-        height=420,
-        margin={"t": 70, "l": 50, "r": 20, "b": 40},
-        legend={"orientation": "h", "y": -0.15},
-    )
-    if not runs:
-        _add_note(figure, "select runs to compare")
-    return figure
-
-
-def component_stats(run: RunInfo, window: tuple[float, float] = FULL_WINDOW) -> dict[tuple[str, str], tuple]:
-    """{(unit, component): (mean, peak)} over the window; GPUs of a multi-GPU run are averaged / maxed."""
-    frame = read_telemetry(run)
-    clock = clock_of(run, frame)
-    if clock is None:
-        return {}
-    low_s, high_s = clock.base.window_s(window)
-    rows = slice(
-        np.searchsorted(clock.seconds, low_s, "left"), np.searchsorted(clock.seconds, high_s, "right")
-    )
-    stats: dict[tuple[str, str], tuple] = {}
-    for unit, metric in SUMMARY_METRICS:
-        columns = metric.columns(frame.columns)
-        values = [clock.values(frame, column)[rows] for column in columns]
-        finite = [v[np.isfinite(v)] for v in values]
-        if any(len(v) for v in finite):
-            joined = np.concatenate(finite)
-            stats[(unit, metric.title)] = (float(joined.mean()), float(joined.max()))
-    return stats
-
-
-def training_figure(
-    runs: Sequence[RunInfo],
-    x_mode: str = X_SECONDS,
-    window: tuple[float, float] = FULL_WINDOW,
-    max_points: int = MAX_POINTS,
-) -> go.Figure:
-    """Steps, loss and examples/s over time, above the CPU and GPU utilization on the same clock."""
-    rows = [
-        ("step", "global step"),
-        ("loss_total", "total loss"),
-        ("examples_per_s", "examples/s"),
-        ("utilization", "utilization %"),
-    ]
-    figure = make_subplots(
-        rows=len(rows),
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=0.04,
-        subplot_titles=[title for _, title in rows],
-    )
-    names, colors = display_names(runs), run_colors(runs)
-    has_training = False
-    for run in runs:
-        training = read_training(run)
-        for row, (column, _) in enumerate(rows[:3], start=1):
-            x, y = series_xy(run, training, column, x_mode, window, None, max_points)
-            if len(x):
-                has_training = True
-                figure.add_trace(
-                    _line(x, y, names[run.run_id], colors[run.run_id], row == 1, run.run_id), row=row, col=1
-                )
-        telemetry = read_telemetry(run, ["time_unix", "cpu_util_pct", "gpu0_util_pct"])
-        for column, dash in (("cpu_util_pct", "solid"), ("gpu0_util_pct", "dot")):
-            x, y = series_xy(run, telemetry, column, x_mode, window, None, max_points)
-            if len(x):
-                trace = _line(
-                    x,
-                    y,
-                    f"{names[run.run_id]} · {column.split('_')[0]}",
-                    colors[run.run_id],
-                    False,
-                    run.run_id,
-                )
-                trace.line.dash = dash
-                figure.add_trace(trace, row=len(rows), col=1)
-    figure.update_layout(
-        height=820,
-        title="Training progress, aligned with telemetry",
-        margin={"t": 70, "l": 60, "r": 20, "b": 40},
-        uirevision="training",
-    )
-    figure.update_xaxes(title_text=_x_title(x_mode), row=len(rows), col=1)
-    figure.update_yaxes(range=PERCENT_RANGE, row=len(rows), col=1)
-    if not has_training:
-        _add_note(figure, "no training.csv in the selected runs")
+    _style_time_figure(figure, f"Per-core utilization · {run.label}", "", x_mode, x_range)
+    figure.update_layout(height=max(220, 60 + 22 * len(cores)), showlegend=False)
     return figure
 
 
@@ -466,7 +344,7 @@ def any_metric_figure(
     if not column:
         figure = go.Figure()
         _style_time_figure(figure, "Time series", "", x_mode, None)
-        _add_note(figure, "pick a metric")
+        _say_instead(figure, "pick a metric")
         return figure
     is_training = column.startswith("training.")
     name = column.removeprefix("training.")
@@ -478,10 +356,10 @@ def any_metric_figure(
     for run in runs:
         x, y = series_xy(run, read_training(run), name, x_mode, window, x_range, max_points)
         if len(x):
-            figure.add_trace(_line(x, y, names[run.run_id], colors[run.run_id], True, run.run_id))
+            figure.add_trace(line_trace(x, y, names[run.run_id], colors[run.run_id], True, run.run_id))
     _style_time_figure(figure, f"training · {name}", metric.unit, x_mode, x_range)
     if not figure.data:
-        _add_note(figure, f"no {name} readings in the selected runs")
+        _say_instead(figure, f"training · {name}: not recorded in the selected runs")
     return figure
 
 
@@ -500,6 +378,14 @@ def unit_of(column: str) -> str:
     return next((unit for suffix, unit in suffixes.items() if column.endswith(suffix)), "")
 
 
+def empty_range_figure(title: str, x_mode: str, x_range: tuple[float, float]) -> go.Figure:
+    """A zoomed graph with nothing in its range: the axes stay, so a double-click zooms back out."""
+    figure = go.Figure()
+    _style_time_figure(figure, title, "", x_mode, x_range)
+    _add_note(figure, "no readings in the zoomed range (double-click to zoom out)")
+    return figure
+
+
 def empty_figure(message: str) -> go.Figure:
     figure = go.Figure()
     figure.update_layout(xaxis={"visible": False}, yaxis={"visible": False}, height=300)
@@ -510,7 +396,7 @@ def empty_figure(message: str) -> go.Figure:
 # ------------------------------------------------------------------------------------------- helpers
 
 
-def _line(x: np.ndarray, y: np.ndarray, name: str, color: str, legend: bool, group: str) -> go.Scattergl:
+def line_trace(x: np.ndarray, y: np.ndarray, name: str, color: str, legend: bool, group: str) -> go.Scattergl:
     return go.Scattergl(
         x=x,
         y=y,
@@ -539,7 +425,7 @@ def _bin_means(values: np.ndarray, boundaries: np.ndarray) -> np.ndarray:
         return np.where((counts > 0) & (valid > 0), sums / np.maximum(valid, 1), np.nan)
 
 
-def _x_title(x_mode: str) -> str:
+def x_title(x_mode: str) -> str:
     return "% of runtime" if x_mode == X_PERCENT else "seconds since run start"
 
 
@@ -551,7 +437,7 @@ def _style_time_figure(
         yaxis["range"] = PERCENT_RANGE
     elif unit.startswith("bytes"):
         yaxis |= {"tickformat": ".3~s", "rangemode": "tozero"}
-    xaxis: dict = {"title": {"text": _x_title(x_mode)}}
+    xaxis: dict = {"title": {"text": x_title(x_mode)}}
     if x_range is not None:
         xaxis["range"] = list(x_range)
     figure.update_layout(
@@ -565,6 +451,12 @@ def _style_time_figure(
         hovermode="x unified",
         showlegend=True,
     )
+
+
+def _say_instead(figure: go.Figure, text: str) -> None:
+    """A figure with nothing to draw: no axes, one line saying why."""
+    figure.update_layout(xaxis={"visible": False}, yaxis={"visible": False}, height=200)
+    _add_note(figure, text)
 
 
 def _add_note(figure: go.Figure, text: str) -> None:

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pandas as pd
 from dash import dcc, html
 
-from dashboard import figures
+from dashboard import details, figures, overview
 from dashboard.runs import (
     RunInfo,
     discover_runs,
@@ -24,11 +24,13 @@ from dashboard.runs import (
     get_run,
     read_detections,
     read_phases,
+    read_training,
     run_warnings,
 )
 from runformat import format_duration
 
 MAX_SELECTED = 8
+MAX_DETECTION_RUNS = 24  # the Detections tab reads JSON only, so it looks further down a long selection
 FILES_ROUTE = "/run-files"
 GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
 COMPONENT_TABS = {
@@ -38,6 +40,14 @@ COMPONENT_TABS = {
     "cpu-temp": "CPU temperature",
     "gpu": "GPU",
 }
+COMPONENT_SOURCES = {
+    "processor": ("cpu",),
+    "memory": ("memory",),
+    "disk": ("disk", "network"),
+    "cpu-temp": ("thermal",),
+    "gpu": ("nvml",),
+}
+ZOOMABLE = "zoomable"
 PHASES = ("train", "export", "evaluate", "detect")
 _SAFE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.png$")
 
@@ -64,11 +74,9 @@ def default_selection(runs: Sequence[RunInfo]) -> list[str]:
     return picked if len(picked) == 2 or not runs else [run.run_id for run in runs[:2]]
 
 
-def selected_runs(data_dir: Path, run_ids: Sequence[str] | None) -> list[RunInfo]:
+def selected_runs(data_dir: Path, run_ids: Sequence[str] | None, limit: int = MAX_SELECTED) -> list[RunInfo]:
     """The runs named in the selection; unsafe or vanished ids are dropped (never a path outside data_dir)."""
-    found = [
-        get_run(data_dir, run_id) for run_id in (run_ids or [])[:MAX_SELECTED] if isinstance(run_id, str)
-    ]
+    found = [get_run(data_dir, run_id) for run_id in (run_ids or [])[:limit] if isinstance(run_id, str)]
     return [run for run in found if run is not None]
 
 
@@ -81,12 +89,21 @@ def listing(data_dir: Path, current: Sequence[str] | None) -> tuple[list[dict[st
 
 def selection_signature(data_dir: Path, run_ids: Sequence[str] | None) -> str:
     """Changes exactly when a file the views read changes in one of the selected runs."""
-    parts = [(run.run_id, files_signature(run)) for run in selected_runs(data_dir, run_ids)]
+    parts = [
+        (run.run_id, files_signature(run)) for run in selected_runs(data_dir, run_ids, MAX_DETECTION_RUNS)
+    ]
     return hashlib.sha1(json.dumps(parts).encode()).hexdigest()
 
 
 def warnings_banner(data_dir: Path, run_ids: Sequence[str] | None) -> list[Any]:
     items = []
+    if len(run_ids or []) > MAX_SELECTED:
+        items.append(
+            html.Li(
+                f"{len(run_ids or [])} runs selected: the graphs show the first {MAX_SELECTED}, "
+                f"Detections the first {MAX_DETECTION_RUNS}."
+            )
+        )
     for run in selected_runs(data_dir, run_ids):
         for warning in run_warnings(run):
             items.append(html.Li(f"{run.label} ({run.run_id}): {warning}"))
@@ -96,26 +113,37 @@ def warnings_banner(data_dir: Path, run_ids: Sequence[str] | None) -> list[Any]:
 # ---------------------------------------------------------------------------------------- time views
 
 
+_X_RANGE = re.compile(r"(xaxis\d*)\.range(\[0\])?")
+
+
 def zoom_range(relayout: dict[str, Any] | None) -> tuple[float, float] | None:
-    """The x range a user zoomed to in a graph (None after a reset or for other relayout events)."""
+    """The x range a user zoomed to in a graph, any subplot's x axis (None after a reset or other events)."""
     if not relayout:
         return None
-    if "xaxis.range[0]" in relayout and "xaxis.range[1]" in relayout:
-        low, high = relayout["xaxis.range[0]"], relayout["xaxis.range[1]"]
-    elif isinstance(relayout.get("xaxis.range"), list) and len(relayout["xaxis.range"]) == 2:
-        low, high = relayout["xaxis.range"]
-    else:
-        return None
-    try:
-        low, high = float(low), float(high)
-    except (TypeError, ValueError):
-        return None
-    return (low, high) if low < high else None
+    for key in relayout:
+        match = _X_RANGE.fullmatch(key)
+        if not match:
+            continue
+        axis = match.group(1)
+        if match.group(2):
+            low, high = relayout.get(f"{axis}.range[0]"), relayout.get(f"{axis}.range[1]")
+        elif isinstance(relayout[key], list) and len(relayout[key]) == 2:
+            low, high = relayout[key]
+        else:
+            continue
+        try:
+            low, high = float(low), float(high)
+        except (TypeError, ValueError):
+            return None
+        return (low, high) if low < high else None
+    return None
 
 
 def changes_x_range(relayout: dict[str, Any]) -> bool:
-    """True for a zoom or a reset of the x axis; legend clicks, pans of y and the like change nothing here."""
-    return zoom_range(relayout) is not None or "xaxis.autorange" in relayout
+    """True for a zoom or a reset of an x axis; legend clicks, pans of y and the like change nothing here."""
+    return zoom_range(relayout) is not None or any(
+        re.fullmatch(r"xaxis\d*\.autorange", key) for key in relayout
+    )
 
 
 def window_of(value: Sequence[float] | None) -> tuple[float, float]:
@@ -153,37 +181,122 @@ def timeseries_figure(
     runs = selected_runs(data_dir, run_ids)
     if not runs:
         return figures.empty_figure("select runs in the picker above")
-    return figures.any_metric_figure(
+    figure = figures.any_metric_figure(
         runs, column, x_mode, window_of(window), zoom_range(relayout), max_points
     )
+    drawn = {trace.legendgroup for trace in figure.data}
+    lacking = [run.label for run in runs if run.run_id not in drawn]
+    if drawn and lacking:
+        figure.update_layout(title=f"{figure.layout.title.text} · not recorded in {', '.join(lacking)}")
+    return figure
+
+
+def panel_id(view: str, panel: str) -> dict[str, str]:
+    """The id of a time-series graph that refines itself on zoom (dashboard.app's zoom callback)."""
+    return {"type": ZOOMABLE, "view": view, "panel": panel}
 
 
 def component_view(
     data_dir: Path, run_ids: Sequence[str] | None, component: str, x_mode: str, window: Sequence[float] | None
 ) -> list[Any]:
+    """One graph per metric some selected run recorded; one line each for what is missing, and why."""
     runs = selected_runs(data_dir, run_ids)
     if not runs:
         return [_hint("Select runs in the picker above.")]
     span = window_of(window)
-    drawn = [
-        figures.metric_figure(runs, metric, x_mode, span) for metric in figures.COMPONENT_METRICS[component]
-    ]
-    graphs = [_graph(figure, f"{component}-{i}") for i, figure in enumerate(drawn) if figure.data]
-    if not graphs:
-        graphs = [_hint(f"No {COMPONENT_TABS[component].lower()} readings in the selected runs.")]
+    graphs: list[Any] = []
+    not_anywhere: list[str] = []
+    partly: list[Any] = []
+    for index, metric in enumerate(figures.COMPONENT_METRICS[component]):
+        figure = figures.metric_figure(runs, metric, x_mode, span)
+        drawn = {trace.legendgroup for trace in figure.data}
+        if not drawn:
+            not_anywhere.append(metric.title)
+            continue
+        graphs.append(_graph(figure, panel_id(component, f"metric-{index}")))
+        lacking = [run.label for run in runs if run.run_id not in drawn]
+        if lacking:
+            partly.append(_hint(f"{metric.title}: not recorded in {', '.join(lacking)}."))
     if component == "processor":
-        graphs += [
-            _graph(figures.heatmap_figure(run, x_mode, span), f"heatmap-{i}") for i, run in enumerate(runs)
-        ]
-    notes = _unavailable_sources(runs, {"cpu-temp": "thermal", "gpu": "nvml"}.get(component))
-    return notes + graphs
+        lacking = []
+        for run in runs:
+            heatmap = figures.heatmap_figure(run, x_mode, span)
+            if heatmap is None:
+                lacking.append(run.label)
+            else:
+                graphs.append(_graph(heatmap, panel_id(component, f"heatmap-{run.run_id}")))
+        if lacking:
+            partly.append(_hint(f"Per-core utilization: not recorded in {', '.join(lacking)}."))
+    notes = _unavailable_sources(runs, COMPONENT_SOURCES[component])
+    if not_anywhere:
+        notes.append(_hint(f"Not recorded in the selected runs: {', '.join(not_anywhere)}."))
+    return notes + partly + graphs
+
+
+def zoomed_panel(
+    data_dir: Path,
+    run_ids: Sequence[str] | None,
+    view: str,
+    panel: str,
+    x_mode: str,
+    window: Sequence[float] | None,
+    relayout: dict[str, Any] | None,
+    max_points: int = figures.MAX_POINTS,
+) -> Any:
+    """A component or training graph redrawn for the x range the user zoomed to, at full detail."""
+    runs = selected_runs(data_dir, run_ids)
+    span, x_range = window_of(window), zoom_range(relayout)
+    figure = None
+    if view == "training":
+        figure = overview.training_figure(runs, x_mode, span, max_points, x_range)
+    elif panel.startswith("metric-") and view in figures.COMPONENT_METRICS:
+        metrics = figures.COMPONENT_METRICS[view]
+        index = int(panel.removeprefix("metric-")) if panel.removeprefix("metric-").isdigit() else -1
+        if 0 <= index < len(metrics):
+            figure = figures.metric_figure(runs, metrics[index], x_mode, span, x_range, max_points)
+    elif panel.startswith("heatmap-"):
+        run = next((r for r in runs if r.run_id == panel.removeprefix("heatmap-")), None)
+        figure = figures.heatmap_figure(run, x_mode, span, x_range=x_range) if run else None
+    if figure is not None:
+        return figure
+    if x_range is not None:
+        return figures.empty_range_figure(panel, x_mode, x_range)
+    return figures.empty_figure("not recorded in the selected runs")
 
 
 def summary_view(data_dir: Path, run_ids: Sequence[str] | None, window: Sequence[float] | None) -> list[Any]:
     runs = selected_runs(data_dir, run_ids)
     if not runs:
         return [_hint("Select runs in the picker above.")]
-    return [_graph(figures.summary_figure(runs, window_of(window)), "summary")]
+    span = window_of(window)
+    figure = overview.summary_figure(runs, span)
+    if figure is None:
+        return [
+            _hint("No component readings (CPU, memory, disk, GPU, temperature, power) in the selected runs.")
+        ]
+    stats = {run.run_id: overview.component_stats(run, span) for run in runs}
+    keys = overview.summary_keys()
+    absent = [
+        f"{label} ({unit})" for unit, label in keys if not any((unit, label) in s for s in stats.values())
+    ]
+    shown = [key for key in keys if any(key in s for s in stats.values())]
+    children: list[Any] = [_graph(figure, "summary")]
+    if absent:
+        children.append(_hint(f"Not recorded in the selected runs: {', '.join(absent)}."))
+    header = html.Thead(
+        html.Tr([html.Th("component"), *[html.Th(f"{run.label} mean / peak") for run in runs]])
+    )
+    rows = [
+        html.Tr(
+            [
+                html.Th(f"{label} ({unit})"),
+                *[html.Td(_mean_peak(stats[run.run_id].get((unit, label)), unit)) for run in runs],
+            ]
+        )
+        for unit, label in shown
+    ]
+    children.append(html.Table([header, html.Tbody(rows)], className="grid"))
+    return children
 
 
 def training_view(
@@ -192,19 +305,35 @@ def training_view(
     runs = selected_runs(data_dir, run_ids)
     if not runs:
         return [_hint("Select runs in the picker above.")]
-    return [
-        _training_table(runs),
-        _graph(figures.training_figure(runs, x_mode, window_of(window)), "training"),
-    ]
+    trained = [run for run in runs if run.training or not read_training(run).empty]
+    untrained = [run.label for run in runs if run not in trained]
+    if not trained:
+        return [
+            _hint(
+                "No training in the selected runs: none has training.csv or training.json "
+                "(sampling-only or imported recordings)."
+            )
+        ]
+    children: list[Any] = [_training_table(trained)]
+    if untrained:
+        children.append(
+            _hint(f"Not training runs (no training.csv or training.json): {', '.join(untrained)}.")
+        )
+    figure = overview.training_figure(trained, x_mode, window_of(window))
+    if figure is None:
+        children.append(_hint("No training steps in training.csv yet, in the selected window."))
+    else:
+        children.append(_graph(figure, panel_id("training", "training")))
+    return children
 
 
 # ---------------------------------------------------------------------------------------- detections
 
 
 def image_options(data_dir: Path, run_ids: Sequence[str] | None) -> list[dict[str, str]]:
-    """Held-out image ids in any selected run, those shared by every run first."""
-    runs = selected_runs(data_dir, run_ids)
-    per_run = [[image.get("image_id") for image in _images(run)] for run in runs]
+    """Held-out image ids in any selected run with detections, those shared by all of them first."""
+    runs = selected_runs(data_dir, run_ids, MAX_DETECTION_RUNS)
+    per_run = [ids for run in runs if (ids := [image.get("image_id") for image in _images(run)])]
     every = [
         image_id for image_id in dict.fromkeys(i for ids in per_run for i in ids) if isinstance(image_id, str)
     ]
@@ -225,12 +354,18 @@ def image_choices(
 
 
 def detections_view(data_dir: Path, run_ids: Sequence[str] | None, image_id: str | None) -> list[Any]:
-    runs = selected_runs(data_dir, run_ids)
+    """One card per selected run with detections; one line naming the runs without any."""
+    runs = selected_runs(data_dir, run_ids, MAX_DETECTION_RUNS)
     if not runs:
         return [_hint("Select runs in the picker above.")]
-    if not image_id:
-        return [_hint("No held-out images with detections in the selected runs.")]
-    return [html.Div([_detection_card(run, image_id) for run in runs], className="cards")]
+    with_images = [run for run in runs if _images(run)]
+    without = [run.label for run in runs if run not in with_images]
+    note = (
+        [_hint(f"No detections (no detections/detections.json) in: {', '.join(without)}.")] if without else []
+    )
+    if not with_images or not image_id:
+        return [_hint("No held-out images with detections in the selected runs."), *note]
+    return [*note, html.Div([_detection_card(run, image_id) for run in with_images], className="cards")]
 
 
 def detection_file(data_dir: Path, run_id: str, file_name: str) -> Path | None:
@@ -298,100 +433,18 @@ def details_view(data_dir: Path, run_ids: Sequence[str] | None) -> list[Any]:
     runs = selected_runs(data_dir, run_ids)
     if not runs:
         return [_hint("Select runs in the picker above.")]
-    return [html.Div([_details_card(run) for run in runs], className="cards")]
-
-
-def _details_card(run: RunInfo) -> Any:
-    meta, system, training = run.meta, _mapping(run.meta.get("system")), run.training
-    command = meta.get("command")
-    rows = {
-        "run id": run.run_id,
-        "directory": f"data/{run.kind}/{run.run_id}" if run.kind != "path" else str(run.path),
-        "label": run.label,
-        "device / host": f"{run.device} / {run.host}",
-        "start": run.start_utc or "unknown",
-        "duration": format_duration(run.duration_s) if run.duration_s else "unknown",
-        "end reason / exit code": f"{run.end_reason} / {meta.get('exit_code')}",
-        "samples / interval": f"{meta.get('samples')} every {meta.get('interval_s')} s",
-        "late / skipped ticks": f"{meta.get('late_ticks')} / {meta.get('skipped_ticks')}",
-    }
-    system_rows = {
-        "CPU": f"{system.get('cpu_model')} ({system.get('cpu_cores_physical')} cores, "
-        f"{system.get('cpu_cores_logical')} threads, {system.get('cpu_sockets')} socket(s))",
-        "memory": _gib(system.get("mem_total_bytes")),
-        "GPUs": ", ".join(str(g.get("name")) for g in _sequence(system.get("gpus")) if isinstance(g, dict))
-        or "none",
-        "driver / CUDA": f"{system.get('gpu_driver_version')} / {system.get('cuda_version')}",
-        "OS / kernel": f"{system.get('os')} / {system.get('kernel')}",
-        "Python / packages": f"{system.get('python')} / "
-        + ", ".join(f"{k} {v}" for k, v in _mapping(system.get("packages")).items()),
-    }
-    sources = [
-        f"{name}: {'yes' if s.get('available') else 'no — ' + str(s.get('reason'))}"
-        for name, s in _mapping(meta.get("sources")).items()
-        if isinstance(s, dict)
-    ]
-    training_rows = {
-        k: training.get(k)
-        for k in (
-            "status",
-            "device_used",
-            "preset",
-            "backbone",
-            "image_size",
-            "batch_size",
-            "precision",
-            "steps",
-            "global_step",
-            "first_step_s",
-            "steady_steps_per_s",
-            "steady_examples_per_s",
-            "duration_budget_s",
-        )
-        if k in training
-    }
-    eval_rows = {
-        k: run.evaluation.get(k)
-        for k in ("map_50", "recall_50", "precision_50", "num_images")
-        if k in run.evaluation
-    }
-    body = [
-        html.H4(run.label),
-        _kv_table(rows),
-        html.H5("System"),
-        _kv_table(system_rows) if system else _hint("no system info (run.json missing or unreadable)"),
-        html.P("Sources: " + "; ".join(sources), className="sources") if sources else None,
-        html.H5("Command"),
-        html.Pre(" ".join(str(part) for part in command) if isinstance(command, list) else "(sampling only)"),
-    ]
-    if training_rows:
-        body += [html.H5("Training"), _kv_table(training_rows)]
-    if eval_rows:
-        body += [html.H5("Evaluation"), _kv_table(eval_rows)]
-    if training.get("config"):
-        body.append(
-            html.Details(
-                [
-                    html.Summary("Training config (Model Garden ExperimentConfig)"),
-                    html.Pre(json.dumps(training["config"], indent=2)),
-                ]
-            )
-        )
-    warnings = run_warnings(run)
-    if warnings:
-        body += [html.H5("Warnings"), html.Ul([html.Li(w) for w in warnings])]
-    return html.Div([part for part in body if part is not None], className="card")
+    return details.details_view(runs)
 
 
 def phase_durations(run: RunInfo) -> list[str]:
-    """Seconds spent in each phase (phases.csv), '—' if absent, marked when the phase failed."""
+    """Seconds spent in each phase (phases.csv), 'n/a' if absent, marked when the phase failed."""
     phases = read_phases(run)
     cells = []
     for phase in PHASES:
         rows = phases[phases["phase"] == phase]
         seconds = (rows["end_unix"] - rows["start_unix"]).sum(min_count=1)
         failed = " (failed)" if (rows["status"] == "failed").any() else ""
-        cells.append(f"{seconds:.0f}{failed}" if pd.notna(seconds) else "—")
+        cells.append(f"{seconds:.0f}{failed}" if pd.notna(seconds) else "n/a")
     return cells
 
 
@@ -404,8 +457,8 @@ def _training_table(runs: Sequence[RunInfo]) -> Any:
         rows.append(
             [
                 run.label,
-                t.get("device_used", "—"),
-                t.get("global_step", "—"),
+                details.text(t.get("device_used")),
+                details.text(t.get("global_step")),
                 _num(t.get("first_step_s")),
                 _num(t.get("steady_steps_per_s")),
                 _num(t.get("steady_examples_per_s")),
@@ -425,37 +478,33 @@ def _training_table(runs: Sequence[RunInfo]) -> Any:
 # ------------------------------------------------------------------------------------------- helpers
 
 
-def _graph(figure: Any, name: str) -> Any:
-    return dcc.Graph(figure=figure, id=f"graph-{name}", config=GRAPH_CONFIG, className="graph")
+def _graph(figure: Any, name: str | dict[str, str]) -> Any:
+    """A graph; a dict id (`panel_id`) makes it refine itself on zoom."""
+    graph_id = name if isinstance(name, dict) else f"graph-{name}"
+    return dcc.Graph(figure=figure, id=graph_id, config=GRAPH_CONFIG, className="graph")
 
 
 def _hint(text: str) -> Any:
     return html.P(text, className="hint")
 
 
-def _unavailable_sources(runs: Sequence[RunInfo], source: str | None) -> list[Any]:
-    if source is None:
-        return []
+def _unavailable_sources(runs: Sequence[RunInfo], sources: Sequence[str]) -> list[Any]:
     notes = []
     for run in runs:
-        info = _mapping(run.meta.get("sources")).get(source)
-        if isinstance(info, dict) and not info.get("available"):
-            notes.append(_hint(f"{run.label}: no {source} readings ({info.get('reason', 'unavailable')})."))
+        for source in sources:
+            info = _mapping(run.meta.get("sources")).get(source)
+            if isinstance(info, dict) and not info.get("available"):
+                reason = info.get("reason") or "unavailable"
+                notes.append(_hint(f"{run.label}: no {source} readings ({reason})."))
     return notes
 
 
-def _kv_table(rows: dict[str, Any]) -> Any:
-    return html.Table(
-        html.Tbody([html.Tr([html.Th(k), html.Td(str(v))]) for k, v in rows.items()]), className="kv"
-    )
+def _mean_peak(value: tuple | None, unit: str) -> str:
+    return "n/a (not recorded)" if value is None else f"{value[0]:.1f} / {value[1]:.1f} {unit}"
 
 
 def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
-
-
-def _sequence(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _column_label(column: str) -> str:
@@ -464,8 +513,4 @@ def _column_label(column: str) -> str:
 
 
 def _num(value: Any) -> str:
-    return f"{value:.3g}" if isinstance(value, int | float) and not isinstance(value, bool) else "—"
-
-
-def _gib(value: Any) -> str:
-    return f"{value / 2**30:.1f} GiB" if isinstance(value, int | float) else "unknown"
+    return f"{value:.3g}" if isinstance(value, int | float) and not isinstance(value, bool) else "n/a"

@@ -1,1 +1,2 @@
-"""Run directories rebuilt from the history other monitoring systems already keep (a Prometheus server)."""
+"""Run directories rebuilt from what other tools already recorded: a sysstat archive, a Prometheus server's
+history (docs/run-format.md, "Imported runs")."""

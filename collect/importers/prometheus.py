@@ -352,8 +352,9 @@ def _write_run(
                 "packages": {},
             },
             "sources": sources,
-            "imported": {
-                "from": "prometheus",
+            "imported_from": {
+                "tool": "prometheus",
+                "file": url,
                 "url": url,
                 "instance": args.instance,
                 "gpu_instance": args.gpu_instance,

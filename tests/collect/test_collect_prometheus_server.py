@@ -263,7 +263,7 @@ def test_import_rebuilds_the_cpu_run(recorded: Recorded, tmp_path: Path) -> None
     assert len(rows) >= 5  # Prometheus scrapes a new target first a few seconds after it appears
     meta = _meta(imported)
     assert meta["device"] == "cpu" and meta["host"] == socket.gethostname() and meta["interval_s"] == 1.0
-    assert meta["sources"]["process"]["available"] is False and meta["imported"]["url"] == recorded.api
+    assert meta["sources"]["process"]["available"] is False and meta["imported_from"]["url"] == recorded.api
     assert meta["system"]["cpu_cores_logical"] == _meta(recorded.cpu_run)["system"]["cpu_cores_logical"]
     start, end = float(rows[1]["time_unix"]), float(rows[-1]["time_unix"])
     ours = statistics.fmean(float(r["cpu_util_pct"]) for r in rows[2:])

@@ -200,7 +200,7 @@ def test_detections_side_by_side_with_map(app, run_ids: dict[str, str]) -> None:
     selection = [run_ids["cpu"], run_ids["gpu"]]
     options, value = _callback(app, "image-picker.options")("v", selection, None)
     assert [o["value"] for o in options] == ["val_0000", "val_0001", "val_0002"] and value == "val_0000"
-    cards = _callback(app, "tab-detections.children")("detections", "val_0001", selection)
+    cards = _callback(app, "tab-detections.children")("detections", "val_0001", "v", selection)
     text = json.dumps(cards[0].to_plotly_json(), default=str)
     assert "mAP@0.5 0.380" in text and "mAP@0.5 0.440" in text
     assert f"/run-files/{run_ids['cpu']}/detections/val_0001.png" in text
@@ -295,7 +295,10 @@ def test_every_view_survives_broken_empty_and_odd_runs(app, data_dir: Path, run_
     _callback(app, "tab-details.children")("details", "v", selection)
     _, image = _callback(app, "image-picker.options")("v", selection, None)
     cards = json.dumps(
-        _callback(app, "tab-detections.children")("detections", image, selection)[0].to_plotly_json(),
+        [
+            c.to_plotly_json()
+            for c in _callback(app, "tab-detections.children")("detections", image, "v", selection)
+        ],
         default=str,
     )
     assert "../x" not in cards and "no eval.json" in cards
@@ -373,7 +376,7 @@ def test_phase_durations_from_phases_csv(data_dir: Path, run_ids: dict[str, str]
         handle.write("evaluate,1795093500.0,1795093502.0,failed\n")
     assert views.phase_durations(cpu)[2] == "5 (failed)"
     (cpu.path / "phases.csv").unlink()
-    assert views.phase_durations(cpu) == ["—"] * 4
+    assert views.phase_durations(cpu) == ["n/a"] * 4
 
 
 def test_an_empty_data_dir_shows_hints_not_errors(tmp_path: Path) -> None:
@@ -411,6 +414,6 @@ def test_cpu_only_selection_shows_why_there_is_no_gpu_data(app, run_ids: dict[st
     assert not _graphs(children)
     texts = [str(child.children) for child in children]
     assert any("no nvml readings (NVML Shared Library Not Found)" in text for text in texts)
-    assert any("No gpu readings in the selected runs" in text for text in texts)
+    assert any(text.startswith("Not recorded in the selected runs: GPU utilization") for text in texts)
     summary = _graphs(_callback(app, "tab-summary.children")("summary", [0, 100], "v", [run_ids["cpu"]]))[0]
     assert [a.text for a in summary.layout.annotations] == ["%"]  # no empty °C and W panels

@@ -11,6 +11,8 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +24,7 @@ from dashfixtures import make_run
 from PIL import Image
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from sparsefixtures import make_sparse_run
 from werkzeug.serving import make_server
 
 from dashboard import runs
@@ -268,3 +271,142 @@ def test_regenerate_screenshots(browser: Any, data_dir: Path, tmp_path: Path, mo
         browser.get(url)
         select_runs(browser, selection)
         walk_tabs(browser, len(selection), SCREENSHOT_DIR)
+
+
+SADC_PLACES = ("/usr/lib/sysstat/sadc", "/usr/lib64/sa/sadc", "/usr/libexec/sysstat/sadc")
+# A tab has loaded once its content area holds graphs that are drawn, or a hint saying why there are none.
+TAB_LOADED = """
+const root = document.querySelector(arguments[0]);
+if (!root) return false;
+const plots = Array.from(root.querySelectorAll('.js-plotly-plot'));
+return (plots.length > 0 || root.querySelector('.hint, .card') !== null) && plots.every(gd => gd._fullData);
+"""
+# What a user would call an empty panel, a None or a blank bar: returns the problems found.
+PROBLEMS = """
+const root = document.querySelector(arguments[0]);
+const problems = [];
+for (const gd of root.querySelectorAll('.js-plotly-plot')) {
+  const title = (gd.layout && gd.layout.title && gd.layout.title.text) || '(untitled)';
+  const withData = (gd._fullData || []).filter(t => ((t.x || []).length || (t.z || []).length) > 0);
+  if (!withData.length) problems.push('empty axis: ' + title);
+  const multiRun = new Set(withData.map(t => t.legendgroup).filter(g => g)).size > 1;
+  if (multiRun && !gd._fullLayout.showlegend) problems.push('no legend: ' + title);
+  for (const t of gd._fullData || []) {
+    if (t.type !== 'bar') continue;
+    (t.x || []).forEach((x, i) => {
+      const label = Array.isArray(t.text) ? t.text[i] : '';
+      if (label !== 'n/a' && !(Number.isFinite(t.y[i]))) problems.push('blank bar: ' + t.name + ' ' + x);
+    });
+  }
+  const categories = {};
+  for (const t of (gd._fullData || []).filter(t => t.type === 'bar')) {
+    (t.x || []).forEach((x, i) => {
+      const key = (t.xaxis || 'x') + ':' + x;
+      categories[key] = (categories[key] || false) || (Array.isArray(t.text) ? t.text[i] : '') !== 'n/a';
+    });
+  }
+  for (const [key, measured] of Object.entries(categories)) {
+    if (!measured) problems.push('category of n/a only: ' + key);
+  }
+}
+if (/\\bNone\\b/.test(root.innerText)) problems.push('None in the text');
+return problems;
+"""
+
+
+def _sysstat_run(data_dir: Path, tmp_path: Path) -> str:
+    sadc = shutil.which("sadc") or next((p for p in SADC_PLACES if os.access(p, os.X_OK)), None)
+    if sadc is None or shutil.which("sadf") is None:
+        message = "needs Debian's sysstat (sadc, sadf): apt-get install sysstat, as root"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    recording = tmp_path / "sa-browser"
+    subprocess.run([sadc, "-S", "XALL", "1", "4", str(recording)], check=True, timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-m", "collect", "import-sysstat", str(recording), "--data-dir", str(data_dir)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr
+    return Path(done.stderr.strip().rsplit(" into ", 1)[1]).name
+
+
+def test_data_the_workbench_did_not_write(browser: Any, tmp_path: Path) -> None:
+    """A converted recording with only a few columns and an import-sysstat run: every tab, nothing empty."""
+    data_dir = tmp_path / "data"
+    sparse = make_sparse_run(data_dir, start_unix=1795300000.0).name
+    imported = _sysstat_run(data_dir, tmp_path)
+    for url in serve(data_dir):
+        browser.get(url)
+        select_runs(browser, [sparse, imported])
+        for _, label, selector, _ in TABS:
+            if label == "Sizing":  # the sizing report refuses runs without training steps, in words
+                continue
+            open_tab(browser, label)
+            wait_for(browser, lambda sel=selector: browser.execute_script(TAB_LOADED, sel), f"tab {label}")
+            time.sleep(0.3)
+            assert browser.execute_script(PROBLEMS, selector) == [], label
+        open_tab(browser, "Processor")
+        wait_for(
+            browser,
+            lambda: (
+                "Per-core utilization: not recorded in converted recording"
+                in browser.find_element(By.ID, "tab-processor").text
+            ),
+            "the processor tab to say why a run has no heatmap",
+        )
+        open_tab(browser, "Disk & network")
+        wait_for(
+            browser, lambda: "Network throughput" in browser.find_element(By.ID, "tab-disk").text, "disk"
+        )
+        assert "Not recorded in the selected runs" not in browser.find_element(By.ID, "tab-disk").text
+        assert (
+            "Network throughput: not recorded in converted recording"
+            in browser.find_element(By.ID, "tab-disk").text
+        )
+        check_zoom_refines(browser, "Memory", "#tab-memory", "converted recording")
+        open_tab(browser, "Run details")
+        directory = str(data_dir.absolute() / "runs" / imported)
+        wait_for(browser, lambda d=directory: d in browser.find_element(By.ID, "tab-details").text, "details")
+        details = browser.find_element(By.ID, "tab-details").text
+        assert "sysstat" in details
+        assert "converted from the lab's thermal logger" in details
+        assert browser_errors(browser) == []
+
+
+ZOOM = """
+const gd = document.querySelector(arguments[0] + ' .js-plotly-plot');
+Plotly.relayout(gd, {'xaxis.range': [arguments[1], 130]});
+"""
+X_SPAN = """
+const gd = document.querySelector(arguments[0] + ' .js-plotly-plot');
+const traces = (gd._fullData || []).filter(t => (t.name || '').startsWith(arguments[1]));
+const xs = traces.flatMap(t => Array.from(t.x || []));
+return xs.length ? [Math.min(...xs), Math.max(...xs)] : null;
+"""
+
+
+def check_zoom_refines(driver: Any, label: str, selector: str, run_label: str) -> None:
+    """A zoom on a component graph comes back from the server cut to the zoomed range (its full detail)."""
+    open_tab(driver, label)
+    wait_for(driver, lambda: driver.execute_script(X_SPAN, selector, run_label), f"{label} graph")
+    low, high = driver.execute_script(X_SPAN, selector, run_label)
+    assert low < 50 and high > 200
+
+    def refined() -> bool:
+        span = driver.execute_script(X_SPAN, selector, run_label)
+        return bool(span) and span[0] >= 98 and span[1] <= 132
+
+    for attempt in range(3):  # a zoom made before dcc.Graph has bound its plotly_relayout handler is lost
+        time.sleep(1.0)
+        driver.execute_script(ZOOM, selector, 100 + attempt / 2)
+        deadline = time.monotonic() + 8.0
+        while time.monotonic() < deadline and not refined():
+            time.sleep(0.2)
+        if refined():
+            return
+    raise AssertionError(f"the {label} graph was not redrawn for the zoomed range")

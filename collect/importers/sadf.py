@@ -1,0 +1,204 @@
+"""Reading a sysstat recording: `sadf -d` text (or a binary sa file through `sadf -d -U`) into rows.
+
+Each row is keyed by its sample time and already carries the run format's column names; how each is
+derived from sysstat's fields is in docs/run-format.md ("Imported runs").
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+SA_MAGIC = (b"\x96\xd5", b"\xd5\x96")
+SADF_ACTIVITIES = ["-u", "ALL", "-P", "ALL", "-r", "-S", "-q", "-d", "-n", "DEV"]
+SADF_TIMEOUT_S = 300
+KIB = 1024
+# Not whole physical disks: loop, RAM, compressed RAM, device-mapper and md layers, optical, floppy, nbd.
+_VIRTUAL_DISK = re.compile(r"^(loop|ram|zram|dm-|md|sr|fd|nbd)")
+_PARTITION = re.compile(r"^((sd|vd|xvd|hd)[a-z]+\d+|nvme\d+n\d+p\d+|mmcblk\d+p\d+)$")
+_HOST_LINE = re.compile(r"^Host:\s+(\S+)\s+(\S+)\s+\((\S+)\).*?\((\d+) CPU\)", re.MULTILINE)
+_VERSION_LINE = re.compile(r"sysstat version (\S+)")
+NOT_IN_SYSSTAT = "not in a sysstat recording"
+CUT_SHORT = "End of system activity file unexpected"
+
+
+class SysstatImportError(Exception):
+    """The file cannot be imported; the message is one line for the user."""
+
+
+@dataclass
+class Recording:
+    """What a sadf -d text holds, one row per sample time."""
+
+    host: str = ""
+    intervals: list[float] = field(default_factory=list)
+    rows: dict[float, dict[str, float]] = field(default_factory=dict)
+    activities: set[str] = field(default_factory=set)
+    disks: set[str] = field(default_factory=set)
+    interfaces: set[str] = field(default_factory=set)
+    restarts: int = 0
+
+    def row(self, time_unix: float) -> dict[str, float]:
+        return self.rows.setdefault(time_unix, {})
+
+
+# ----------------------------------------------------------------------------------------- reading
+
+
+def is_sa_binary(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(2) in SA_MAGIC
+
+
+def sadf_text(path: Path) -> tuple[str, dict[str, str]]:
+    """`sadf -d -U` of a binary sa file, and what its header says (host, kernel, CPUs, version)."""
+    sadf = shutil.which("sadf")
+    if sadf is None:
+        raise SysstatImportError(
+            "sadf not found: install sysstat (apt-get install sysstat), or pass the text of `sadf -d FILE`"
+        )
+    header, _ = _run_sadf([sadf, "-H", str(path)], path)
+    text, complaint = _run_sadf([sadf, "-d", "-U", str(path), "--", *SADF_ACTIVITIES], path)
+    info: dict[str, str] = {"sadf_warning": complaint} if complaint else {}
+    if match := _HOST_LINE.search(header):
+        info |= {"os": match.group(1), "kernel": match.group(2), "host": match.group(3)}
+        info["cpus"] = match.group(4)
+    if match := _VERSION_LINE.search(header):
+        info["sysstat_version"] = match.group(1)
+    return text, info
+
+
+def _run_sadf(command: list[str], path: Path) -> tuple[str, str]:
+    """sadf's output, and the first line it complained with while still succeeding (e.g. a cut file)."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=SADF_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SysstatImportError(f"{command[0]} failed: {exc}") from exc
+    lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    cut_short = any(CUT_SHORT in line for line in lines)
+    if cut_short and "#" in done.stdout:  # a file cut mid-record: sadf printed every whole record first
+        return done.stdout, next(line for line in lines if CUT_SHORT in line)
+    if done.returncode != 0:
+        lines = lines or [line.strip() for line in done.stdout.splitlines() if line.strip()]
+        version = next((line for line in lines if "cannot read the format" in line), None)
+        if version:
+            raise SysstatImportError(
+                f"sadf cannot read {path}: {version}; convert it with `sadf -c {path} > {path}.new` and "
+                "import that, or import the text of `sadf -d` made where it was recorded"
+            )
+        reason = lines[0] if lines else f"exit code {done.returncode}"
+        raise SysstatImportError(f"sadf cannot read {path}: {reason}")
+    return done.stdout, lines[0] if lines else ""
+
+
+def parse_sadf(lines: Iterable[str]) -> Recording:
+    """Blocks of `# hostname;interval;timestamp;...` headers and rows, as `sadf -d` prints them."""
+    recording = Recording()
+    header: list[str] | None = None
+    for number, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            header = [name.strip() for name in line.lstrip("#").split(";")]
+            if header[:3] != ["hostname", "interval", "timestamp"]:
+                raise SysstatImportError(f"line {number}: not a `sadf -d` header: {line[:80]}")
+            continue
+        cells = line.split(";")
+        if header is None:
+            raise SysstatImportError(
+                f"line {number}: data before any `sadf -d` header (is this sadf -d output?)"
+            )
+        if len(cells) >= 4 and ("RESTART" in cells[3] or cells[1].strip() == "-1"):
+            recording.restarts += 1
+            continue
+        if len(cells) != len(header):
+            raise SysstatImportError(f"line {number}: {len(cells)} fields, the header has {len(header)}")
+        recording.host = recording.host or cells[0]
+        values = dict(zip(header, cells, strict=True))
+        _add_row(recording, header[3], values, _timestamp(cells[2], number), number)
+        recording.intervals.append(_number(cells[1], number))
+    return recording
+
+
+def _add_row(recording: Recording, kind: str, values: dict[str, str], time_unix: float, number: int) -> None:
+    row = recording.row(time_unix)
+
+    def num(name: str) -> float:
+        return _number(values[name], number)
+
+    if kind == "CPU" and "%idle" in values:
+        recording.activities.add("cpu")
+        busy = 100.0 - num("%idle") - (num("%iowait") if "%iowait" in values else 0.0)
+        cpu = values["CPU"].strip()
+        prefix = "cpu" if cpu in ("-1", "all") else f"cpu{cpu}"
+        row[f"{prefix}_util_pct"] = round(max(busy, 0.0), 2)
+        if prefix == "cpu":
+            for name, column in (("%iowait", "cpu_iowait_pct"), ("%steal", "cpu_steal_pct")):
+                if name in values:
+                    row[column] = num(name)
+    elif kind == "kbmemfree":
+        recording.activities.add("memory")
+        row["mem_used_bytes"] = num("kbmemused") * KIB
+        row["mem_util_pct"] = num("%memused")
+    elif kind == "kbswpfree":
+        recording.activities.add("swap")
+        row["swap_used_bytes"] = num("kbswpused") * KIB
+    elif kind == "runq-sz":
+        recording.activities.add("load")
+        row["load1"] = num("ldavg-1")
+    elif kind == "DEV":
+        device = values["DEV"].strip()
+        if _VIRTUAL_DISK.match(device) or _PARTITION.match(device):
+            return
+        recording.activities.add("disk")
+        recording.disks.add(device)
+        read, write = _disk_bytes_per_s(values, number)
+        row["disk_read_bps"] = row.get("disk_read_bps", 0.0) + read
+        row["disk_write_bps"] = row.get("disk_write_bps", 0.0) + write
+        row["disk_util_pct"] = max(row.get("disk_util_pct", 0.0), num("%util"))
+    elif kind == "IFACE":
+        interface = values["IFACE"].strip()
+        if interface == "lo":
+            return
+        recording.activities.add("network")
+        recording.interfaces.add(interface)
+        row["net_rx_bps"] = row.get("net_rx_bps", 0.0) + num("rxkB/s") * KIB
+        row["net_tx_bps"] = row.get("net_tx_bps", 0.0) + num("txkB/s") * KIB
+
+
+def _disk_bytes_per_s(values: dict[str, str], number: int) -> tuple[float, float]:
+    if "rkB/s" in values:
+        return _number(values["rkB/s"], number) * KIB, _number(values["wkB/s"], number) * KIB
+    return _number(values["rd_sec/s"], number) * 512, _number(
+        values["wr_sec/s"], number
+    ) * 512  # sysstat < 11.5
+
+
+def _timestamp(text: str, number: int) -> float:
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    if not text.endswith(" UTC"):
+        raise SysstatImportError(
+            f"line {number}: timestamp {text!r} is not UTC: use `sadf -d` without -T (or with -U)"
+        )
+    try:
+        moment = datetime.strptime(text.removesuffix(" UTC"), "%Y-%m-%d %H:%M:%S")
+    except ValueError as exc:
+        raise SysstatImportError(f"line {number}: unreadable timestamp {text!r}") from exc
+    return moment.replace(tzinfo=timezone.utc).timestamp()
+
+
+def _number(text: str, number: int) -> float:
+    try:
+        return float(text.strip().replace(",", "."))
+    except ValueError as exc:
+        raise SysstatImportError(f"line {number}: {text!r} is not a number") from exc

@@ -1,0 +1,234 @@
+"""`python -m collect import-sysstat FILE`: a sysstat recording laid out as a run directory.
+
+FILE is a binary `sa` file written by `sadc` / `sar -o` (read with `sadf -d -U`, which must be the
+sysstat that wrote it), or the semicolon-separated text `sadf -d` prints. The run directory gets the
+contract's column names (docs/run-format.md) with sysstat's own definitions behind them (see
+"Imported runs" there); what sysstat did not record is left out and `run.json` says why.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from collect.importers.sadf import (
+    NOT_IN_SYSSTAT,
+    Recording,
+    SysstatImportError,
+    is_sa_binary,
+    parse_sadf,
+    sadf_text,
+)
+from runformat import FORMAT_VERSION, RUN_JSON, RUNS_SUBDIR, TELEMETRY_CSV, new_run_id, write_json_atomic
+
+SOURCE_ACTIVITIES = {
+    "cpu": ("cpu", "load"),
+    "memory": ("memory", "swap"),
+    "disk": ("disk",),
+    "network": ("network",),
+}
+COLUMN_ORDER = [
+    "cpu_util_pct",
+    "cpu_iowait_pct",
+    "cpu_steal_pct",
+    "load1",
+    "cpu_temp_c",
+    "mem_used_bytes",
+    "mem_util_pct",
+    "swap_used_bytes",
+    "disk_read_bps",
+    "disk_write_bps",
+    "disk_util_pct",
+    "net_rx_bps",
+    "net_tx_bps",
+]
+
+
+def telemetry_columns(recording: Recording) -> list[str]:
+    present = {column for row in recording.rows.values() for column in row}
+    cores = sorted(int(m.group(1)) for column in present if (m := re.fullmatch(r"cpu(\d+)_util_pct", column)))
+    columns = ["time_unix", "elapsed_s"]
+    for column in COLUMN_ORDER:
+        if column in present or column == "cpu_temp_c":
+            columns.append(column)
+        if column == "cpu_steal_pct":
+            columns += [f"cpu{n}_util_pct" for n in cores]
+    return columns
+
+
+def import_recording(source: Path, data_dir: Path, label: str = "") -> Path:
+    """Write data_dir/runs/<run_id>/ (run.json, telemetry.csv) from a recording; its path."""
+    info: dict[str, str] = {}
+    if is_sa_binary(source):
+        text, info = sadf_text(source)
+    else:
+        try:
+            text = source.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise SysstatImportError(f"{source}: neither a sysstat data file nor `sadf -d` text") from exc
+    try:
+        recording = parse_sadf(text.splitlines())
+    except SysstatImportError as exc:
+        raise SysstatImportError(f"{source}: {exc}") from exc
+    if not recording.rows or "cpu" not in recording.activities:
+        raise SysstatImportError(f"{source}: no CPU utilization samples (record with sadc, or sadf -d -- -u)")
+    times = sorted(recording.rows)
+    interval = statistics.median(recording.intervals)
+    start, end = times[0] - interval, times[-1]
+    host = info.get("host") or recording.host or "unknown"
+    run_dir = _stage_and_publish(
+        Path(data_dir),
+        new_run_id("cpu", datetime.fromtimestamp(start, timezone.utc), host),
+        lambda staged, run_id: _write_run(
+            staged, run_id, source, recording, info, host, label, interval, start, end
+        ),
+    )
+    return run_dir
+
+
+def _write_run(
+    run_dir: Path,
+    run_id: str,
+    source: Path,
+    recording: Recording,
+    info: dict[str, str],
+    host: str,
+    label: str,
+    interval: float,
+    start: float,
+    end: float,
+) -> None:
+    columns = telemetry_columns(recording)
+    times = sorted(recording.rows)
+    with open(run_dir / TELEMETRY_CSV, "w", encoding="ascii", newline="") as handle:
+        handle.write(",".join(columns) + "\n")
+        for time_unix in times:
+            row = recording.rows[time_unix] | {
+                "time_unix": time_unix,
+                "elapsed_s": round(time_unix - start, 6),
+            }
+            handle.write(",".join(_cell(row.get(column)) for column in columns) + "\n")
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    skipped = sum(max(round(gap / interval) - 1, 0) for gap in gaps if gap > 1.5 * interval)
+    notes = [
+        f"imported from {source.name} with `python -m collect import-sysstat`; the figures are sysstat's "
+        "(sadc), not this workbench's sampler"
+    ]
+    if info.get("sadf_warning"):
+        notes.append(f"sadf said: {info['sadf_warning']} (the last sample may be missing)")
+    if recording.restarts:
+        notes.append(f"{recording.restarts} reboot(s) of the host inside the recording (LINUX RESTART)")
+    if skipped:
+        notes.append(f"{skipped} interval(s) missing from the recording")
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "run_id": run_id,
+        "label": label or f"sysstat {host}",
+        "device": "cpu",
+        "host": host,
+        "command": None,
+        "interval_s": interval,
+        "start_utc": _utc(start),
+        "start_unix": start,
+        "end_utc": _utc(end),
+        "end_unix": end,
+        "requested_duration_s": None,
+        "actual_duration_s": round(end - start, 6),
+        "end_reason": "completed",
+        "exit_code": None,
+        "samples": len(times),
+        "late_ticks": None,
+        "skipped_ticks": skipped,
+        "system": _system(info, recording),
+        "sources": _sources(recording),
+        "notes": notes,
+        "imported_from": {
+            "tool": "sysstat",
+            "file": str(source.resolve()),
+            "format": "sa binary (sadf -d -U)" if info.get("sysstat_version") else "sadf -d text",
+            "sysstat_version": info.get("sysstat_version"),
+            "imported_utc": datetime.now(timezone.utc).isoformat(),
+        },
+    }
+    write_json_atomic(run_dir / RUN_JSON, meta)
+
+
+def _system(info: dict[str, str], recording: Recording) -> dict[str, Any]:
+    present = {column for row in recording.rows.values() for column in row}
+    cores = sum(1 for column in present if re.fullmatch(r"cpu\d+_util_pct", column))
+    logical = int(info["cpus"]) if info.get("cpus", "").isdigit() else (cores or None)
+    return {"cpu_cores_logical": logical, "os": info.get("os"), "kernel": info.get("kernel")}
+
+
+def _sources(recording: Recording) -> dict[str, Any]:
+    sources: dict[str, Any] = {}
+    for name, activities in SOURCE_ACTIVITIES.items():
+        found = [a for a in activities if a in recording.activities]
+        entry: dict[str, Any] = {"available": bool(found)}
+        if not found:
+            entry["reason"] = f"no {name} activity in the sysstat recording" + (
+                " (sadc records it with -S DISK)" if name == "disk" else ""
+            )
+        elif name == "disk":
+            entry["notes"] = [f"disks: {', '.join(sorted(recording.disks))}"]
+        elif name == "network":
+            entry["notes"] = [f"interfaces: {', '.join(sorted(recording.interfaces))}"]
+        sources[name] = entry
+    sources["thermal"] = {"available": False, "reason": f"temperature is {NOT_IN_SYSSTAT}"}
+    sources["process"] = {"available": False, "reason": "no command was launched (imported recording)"}
+    sources["nvml"] = {"available": False, "reason": f"GPU readings are {NOT_IN_SYSSTAT}"}
+    return sources
+
+
+def _stage_and_publish(data_dir: Path, base: str, write: Any) -> Path:
+    """Write into a hidden directory, then rename it to runs/<run_id> (-2, -3... if taken)."""
+    runs = data_dir / RUNS_SUBDIR
+    try:
+        runs.mkdir(parents=True, exist_ok=True)
+        staged = Path(tempfile.mkdtemp(prefix=f".import-{base}.", dir=runs))
+    except OSError as exc:
+        raise SysstatImportError(f"cannot create a run directory in {runs}: {exc.strerror or exc}") from exc
+    try:
+        for attempt in range(1, 1000):
+            target = runs / (base if attempt == 1 else f"{base}-{attempt}")
+            if not target.exists():
+                write(staged, target.name)
+                staged.rename(target)
+                return target
+        raise SysstatImportError(f"too many runs named {base} in {runs}")
+    except OSError as exc:
+        raise SysstatImportError(f"cannot write the run into {runs}: {exc.strerror or exc}") from exc
+    finally:
+        if staged.exists():
+            shutil.rmtree(staged, ignore_errors=True)
+
+
+def _cell(value: float | None) -> str:
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else repr(round(value, 6))
+
+
+def _utc(unix: float) -> str:
+    return datetime.fromtimestamp(unix, timezone.utc).isoformat()
+
+
+def main(source: Path, data_dir: Path, label: str = "") -> int:
+    """The CLI's import-sysstat: 0 and the run directory on stderr, or one line and exit 2."""
+    if not source.is_file():
+        print(f"python -m collect import-sysstat: error: {source}: no such file", file=sys.stderr)
+        return 2
+    try:
+        run_dir = import_recording(source, data_dir, label)
+    except (SysstatImportError, OSError) as exc:
+        print(f"python -m collect import-sysstat: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"collect: imported {source} into {run_dir}", file=sys.stderr)
+    return 0

@@ -1,0 +1,246 @@
+"""The Run details tab: what run.json, training.json and eval.json say, unknowns written as "n/a".
+
+Besides the system and the command it shows where the run really lives, the free-text notes (run.json's
+`notes` and each source's `notes`), and which telemetry columns each source actually recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from dash import html
+
+from dashboard.runs import RunInfo, read_telemetry, run_warnings
+from runformat import format_duration
+
+NA = "n/a"
+# Which source writes a telemetry column (docs/run-format.md); anything else is listed under "other".
+_SOURCE_OF = [
+    ("sampler", re.compile(r"late_ms|skipped_ticks")),
+    ("thermal", re.compile(r"cpu_temp_c")),
+    ("rapl", re.compile(r"cpu_energy_j")),
+    ("cpu", re.compile(r"cpu(\d+)?_\w+|load\d+")),
+    ("memory", re.compile(r"(mem|swap)_\w+")),
+    ("disk", re.compile(r"disk_\w+")),
+    ("network", re.compile(r"net_\w+")),
+    ("process", re.compile(r"proc_\w+")),
+    ("nvml", re.compile(r"gpu\d+_\w+")),
+]
+_TIME_COLUMNS = {"time_unix", "elapsed_s"}
+TRAINING_KEYS = (
+    "status",
+    "device_used",
+    "preset",
+    "backbone",
+    "image_size",
+    "batch_size",
+    "precision",
+    "steps",
+    "global_step",
+    "first_step_s",
+    "steady_steps_per_s",
+    "steady_examples_per_s",
+    "duration_budget_s",
+)
+
+
+def source_of(column: str) -> str:
+    return next((name for name, pattern in _SOURCE_OF if pattern.fullmatch(column)), "other")
+
+
+def recorded_columns(run: RunInfo) -> dict[str, tuple[list[str], list[str]]]:
+    """{source: (columns with at least one reading, columns present but empty)} from telemetry.csv."""
+    frame = read_telemetry(run)
+    found: dict[str, tuple[list[str], list[str]]] = {}
+    for column in frame.columns:
+        if column in _TIME_COLUMNS:
+            continue
+        values = frame[column].to_numpy(dtype=np.float64)
+        with_data, empty = found.setdefault(source_of(column), ([], []))
+        (with_data if np.isfinite(values).any() else empty).append(column)
+    return found
+
+
+def text(value: Any, unit: str = "") -> str:
+    """A value for display: "n/a" for unknown (None, empty), never `None`."""
+    if value is None or value == "" or value == []:
+        return NA
+    if isinstance(value, float):
+        value = f"{value:.4g}"
+    return f"{value} {unit}".rstrip()
+
+
+def details_view(runs: Sequence[RunInfo]) -> list[Any]:
+    return [html.Div([details_card(run) for run in runs], className="cards")]
+
+
+def details_card(run: RunInfo) -> Any:
+    meta, system, training = run.meta, _mapping(run.meta.get("system")), run.training
+    command = meta.get("command")
+    interval = meta.get("interval_s")
+    rows = {
+        "run id": run.run_id,
+        "directory": str(Path(run.path).absolute()),
+        "label": run.label,
+        "device / host": f"{run.device} / {run.host}",
+        "start": run.start_utc or "unknown",
+        "duration": format_duration(run.duration_s) if run.duration_s else "unknown",
+        "end reason / exit code": f"{run.end_reason} / {text(meta.get('exit_code'))}",
+        "samples / interval": f"{text(meta.get('samples'))} every {text(interval, 's')}",
+        "late / skipped ticks": f"{_measured(meta.get('late_ticks'))} / "
+        f"{_measured(meta.get('skipped_ticks'))}",
+    }
+    imported = _mapping(meta.get("imported_from"))
+    if imported:
+        version = f" {imported['sysstat_version']}" if imported.get("sysstat_version") else ""
+        rows["imported from"] = f"{text(imported.get('file'))} ({text(imported.get('tool'))}{version})"
+        if imported.get("instance"):
+            rows["imported from"] += f", instance {imported['instance']}"
+    system_rows = {
+        "CPU": f"{text(system.get('cpu_model'))} ({text(system.get('cpu_cores_physical'))} cores, "
+        f"{text(system.get('cpu_cores_logical'))} threads, {text(system.get('cpu_sockets'))} socket(s))",
+        "memory": _gib(system.get("mem_total_bytes")),
+        "GPUs": _gpus(system),
+        "driver / CUDA": f"{text(system.get('gpu_driver_version'))} / {text(system.get('cuda_version'))}",
+        "OS / kernel": f"{text(system.get('os'))} / {text(system.get('kernel'))}",
+        "Python / packages": f"{text(system.get('python'))} / "
+        + (
+            ", ".join(
+                f"{k} {v if v else 'not installed'}" for k, v in _mapping(system.get("packages")).items()
+            )
+            or NA
+        ),
+    }
+    body = [
+        html.H4(run.label),
+        _kv_table(rows),
+        _notes(meta.get("notes")),
+        html.H5("System"),
+        _kv_table(system_rows) if system else _hint("no system info (run.json missing or unreadable)"),
+        html.H5("Sources and the columns they recorded"),
+        _sources_table(run),
+        html.H5("Command"),
+        html.Pre(
+            " ".join(str(part) for part in command)
+            if isinstance(command, list)
+            else "(no command: sampling only)"
+        ),
+    ]
+    training_rows = {k: text(training.get(k)) for k in TRAINING_KEYS if k in training}
+    eval_rows = {
+        k: text(run.evaluation.get(k))
+        for k in ("map_50", "recall_50", "precision_50", "num_images")
+        if k in run.evaluation
+    }
+    body += (
+        [html.H5("Training"), _kv_table(training_rows)]
+        if training_rows
+        else [
+            html.H5("Training"),
+            _hint("not recorded: no training.json in this run"),
+        ]
+    )
+    if eval_rows:
+        body += [html.H5("Evaluation"), _kv_table(eval_rows)]
+    if training.get("config"):
+        body.append(
+            html.Details(
+                [
+                    html.Summary("Training config (Model Garden ExperimentConfig)"),
+                    html.Pre(json.dumps(training["config"], indent=2)),
+                ]
+            )
+        )
+    warnings = run_warnings(run)
+    if warnings:
+        body += [html.H5("Warnings"), html.Ul([html.Li(w) for w in warnings])]
+    return html.Div([part for part in body if part is not None], className="card")
+
+
+def _sources_table(run: RunInfo) -> Any:
+    """One row per source: available or why not, its notes, and the columns it actually filled."""
+    sources = _mapping(run.meta.get("sources"))
+    recorded = recorded_columns(run)
+    names = list(dict.fromkeys([*sources, *recorded]))
+    rows = []
+    for name in names:
+        info = _mapping(sources.get(name))
+        with_data, empty = recorded.get(name, ([], []))
+        if info:
+            state = "yes" if info.get("available") else f"no — {text(info.get('reason'))}"
+        else:
+            state = "not in run.json"
+        columns = _compact(with_data) or "none recorded"
+        if empty:
+            columns += f"; empty: {_compact(empty)}"
+        notes = [str(n) for n in _notes_list(info.get("notes"))]
+        if name == "thermal" and info.get("sensor"):
+            notes.insert(0, f"sensor: {info['sensor']}")
+        rows.append(
+            html.Tr([html.Th(name), html.Td(state), html.Td(columns), html.Td("; ".join(notes) or "none")])
+        )
+    if not rows:
+        return _hint("no sources listed and no telemetry.csv")
+    header = html.Thead(
+        html.Tr([html.Th("source"), html.Th("available"), html.Th("columns"), html.Th("notes")])
+    )
+    return html.Table([header, html.Tbody(rows)], className="kv sources")
+
+
+def _compact(columns: list[str]) -> str:
+    """Column names, per-core and per-GPU runs folded: `cpu0..cpu11_util_pct`."""
+    cores = [c for c in columns if re.fullmatch(r"cpu\d+_util_pct", c)]
+    rest = [c for c in columns if c not in cores]
+    if len(cores) > 2:
+        numbers = sorted(int(c[3:].split("_")[0]) for c in cores)
+        rest.insert(min(1, len(rest)), f"cpu{numbers[0]}..cpu{numbers[-1]}_util_pct")
+    else:
+        rest = columns
+    return ", ".join(rest)
+
+
+def _notes(value: Any) -> Any:
+    notes = _notes_list(value)
+    if not notes:
+        return None
+    return html.Div([html.H5("Notes"), html.Ul([html.Li(str(note)) for note in notes])], className="notes")
+
+
+def _notes_list(value: Any) -> list[Any]:
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    return [v for v in value if v not in (None, "")] if isinstance(value, list) else []
+
+
+def _measured(value: Any) -> str:
+    return "not recorded" if value is None else str(value)
+
+
+def _gpus(system: dict[str, Any]) -> str:
+    gpus = system.get("gpus")
+    if not isinstance(gpus, list):
+        return NA if "gpu_count" not in system else "none"
+    return ", ".join(text(g.get("name")) for g in gpus if isinstance(g, dict)) or "none"
+
+
+def _kv_table(rows: dict[str, Any]) -> Any:
+    return html.Table(
+        html.Tbody([html.Tr([html.Th(k), html.Td(str(v))]) for k, v in rows.items()]), className="kv"
+    )
+
+
+def _hint(message: str) -> Any:
+    return html.P(message, className="hint")
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _gib(value: Any) -> str:
+    return f"{value / 2**30:.1f} GiB" if isinstance(value, int | float) else NA

@@ -34,7 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--preset", choices=("small", "standard"), default="small")
     parser.add_argument("--batch", type=int, help="global batch size (default: the preset's)")
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
-    parser.add_argument("--no-export", action="store_true", help="skip export, evaluation and detections")
+    parser.add_argument(
+        "--no-export", action="store_true", help="skip export, evaluation, detections and inference"
+    )
+    parser.add_argument("--no-infer", action="store_true", help="skip the short inference benchmark")
     parser.add_argument("--max-steps", type=int, help="also stop after this many steps (for quick checks)")
     parser.add_argument(
         "--verbose", action="store_true", help="show the training's output, not a progress line"
@@ -61,6 +64,8 @@ def training_command(args: argparse.Namespace) -> list[str]:
         command += ["--max-steps", str(args.max_steps)]
     if args.no_export:
         command.append("--no-export")
+    if args.no_infer:
+        command.append("--no-infer")
     return command
 
 

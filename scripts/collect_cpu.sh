@@ -7,8 +7,9 @@ usage() {
 Usage: ./scripts/collect_cpu.sh DURATION [OPTIONS]
 
 Trains the Faster R-CNN workload on the CPU for DURATION of wall-clock time (90s, 75m, 2h, 1h30m)
-while the collector samples the system; then exports, evaluates and draws detections (not counted
-in DURATION). First use creates .venv and installs what it needs; the dataset is generated if missing.
+while the collector samples the system; then exports, evaluates, draws detections and runs a short
+inference benchmark per runtime (not counted in DURATION). First use creates .venv and installs what
+it needs; the dataset is generated if missing.
 
 Options (passed through):
   --interval 1s           sampling interval (down to 10ms)
@@ -16,7 +17,8 @@ Options (passed through):
   --preset small|standard small: ResNet-18 at 256 px (default); standard: ResNet-50-FPN at 640 px
   --batch N               global batch size
   --data-dir DIR          where runs and datasets live (default: data)
-  --no-export             skip export, evaluation and detections
+  --no-export             skip export, evaluation, detections and inference
+  --no-infer              skip the short inference benchmark after detections (about 1-2 min on a CPU)
   --verbose               show the training's own output instead of the live progress line
 Exit codes: the training's own (0 ok), 124 hard time limit hit, 130 interrupted, 2 usage error.
 USAGE

@@ -16,7 +16,15 @@ from pathlib import Path
 
 from collect.progress import ProgressReporter
 from collect.session import SessionOptions, SessionResult, run_session
-from runformat import COMMAND_LOG, EVAL_JSON, TRAINING_JSON, format_duration, parse_duration, read_json
+from runformat import (
+    COMMAND_LOG,
+    EVAL_JSON,
+    INFERENCE_JSON,
+    TRAINING_JSON,
+    format_duration,
+    parse_duration,
+    read_json,
+)
 from runformat.cli import USAGE_ERROR, OneLineParser
 
 NO_GPU = 1
@@ -102,10 +110,27 @@ def summary_lines(result: SessionResult, peaks: dict[str, float]) -> list[str]:
             f"recall {evaluation.get('recall_50', float('nan')):.3f} "
             f"on {evaluation.get('num_images', '?')} held-out images"
         )
+    inference = _json_or_empty(run_dir / INFERENCE_JSON)
+    if inference.get("runtimes"):
+        lines.append("  inference: " + _inference_text(inference))
     lines.append("  peaks: " + _peaks_text(peaks))
     lines.append(f"  run directory: {run_dir}")
     lines.append("  compare runs: ./scripts/dashboard.sh, then open http://127.0.0.1:8050")
     return lines
+
+
+def _inference_text(inference: dict) -> str:
+    """Best images/s of each runtime (and at which batch size), or why a runtime could not run."""
+    parts = []
+    for runtime in inference["runtimes"]:
+        cells = [c for c in runtime.get("cells", []) if isinstance(c.get("images_per_s"), (int, float))]
+        if cells:
+            best = max(cells, key=lambda c: c["images_per_s"])
+            rate = f"{best['images_per_s']:.1f} images/s (batch {best['batch_size']})"
+            parts.append(f"{runtime['runtime']} {rate}")
+        else:
+            parts.append(f"{runtime['runtime']} n/a")
+    return ", ".join(parts)
 
 
 def _peaks_text(peaks: dict[str, float]) -> str:

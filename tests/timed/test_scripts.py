@@ -93,7 +93,7 @@ def test_collect_cpu_short_run_end_to_end(tmp_path: Path) -> None:
     assert training["end_unix"] - training["start_unix"] < 45 + 10
 
     phases = {row["phase"]: row for row in _rows(run_dir / "phases.csv")}
-    assert set(phases) == {"train", "export", "evaluate", "detect"}
+    assert set(phases) == {"train", "export", "evaluate", "detect", "infer"}
     assert all(row["status"] == "ok" for row in phases.values())
     assert float(phases["export"]["start_unix"]) >= float(phases["train"]["end_unix"])
 
@@ -105,8 +105,11 @@ def test_collect_cpu_short_run_end_to_end(tmp_path: Path) -> None:
     steps = _rows(run_dir / "training.csv")
     t_first, t_last = float(telemetry[0]["time_unix"]), float(telemetry[-1]["time_unix"])
     assert t_first <= float(steps[0]["time_unix"]) and float(steps[-1]["time_unix"]) <= t_last
-    assert t_last >= float(phases["detect"]["end_unix"]) - 1.0
+    assert t_last >= float(phases["infer"]["end_unix"]) - 1.0
+    inference = json.loads((run_dir / "inference.json").read_text())
+    assert inference["status"] == "completed" and inference["batch_sizes"] == [1, 4]
+    assert "tf-savedmodel" in {r["runtime"] for r in inference["runtimes"] if r["available"]}
     assert abs(t_first - run["start_unix"]) < 2.0
 
     assert "Run " in result.stdout and str(run_dir) in result.stdout
-    assert "steps/s" in result.stdout and "mAP@0.5" in result.stdout
+    assert "steps/s" in result.stdout and "mAP@0.5" in result.stdout and "inference:" in result.stdout

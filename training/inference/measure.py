@@ -28,6 +28,7 @@ PHASE_DURATION_S = 2.0
 WARMUP_CALLS = 2
 MIN_CALLS = 3
 INPUT_SEED = 20261123
+SCENE_SIDE = 256
 
 
 @dataclass(frozen=True)
@@ -109,18 +110,18 @@ def measured_runtimes(summary: dict) -> list[str]:
 
 
 def synthetic_images(count: int, size: tuple[int, int]) -> list[np.ndarray]:
-    """Deterministic scenes like the training data, at the model's input size."""
+    """Deterministic scenes like the training data (drawn at 256 px), resized to the model's input size."""
     from PIL import Image
 
     from training.synth import DIFFICULTIES, make_scene, scene_rng
 
-    side = max(size)
     scenes = [
-        make_scene(scene_rng(INPUT_SEED, "infer", i), side, DIFFICULTIES["hard"]).image for i in range(count)
+        make_scene(scene_rng(INPUT_SEED, "infer", i), SCENE_SIDE, DIFFICULTIES["hard"]).image
+        for i in range(count)
     ]
-    if size[0] == size[1]:
+    if size == (SCENE_SIDE, SCENE_SIDE):
         return scenes
-    return [np.asarray(Image.fromarray(s).resize((size[1], size[0]))) for s in scenes]
+    return [np.asarray(Image.fromarray(s).resize((size[1], size[0]), Image.BILINEAR)) for s in scenes]
 
 
 def _measure_runtime(name, options, images, record, log, should_stop) -> dict:

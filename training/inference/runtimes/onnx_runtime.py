@@ -112,6 +112,7 @@ def _convert_saved_model(run_dir: Path, onnx_path: Path) -> str:
 
 def _convert_torchscript(run_dir: Path, onnx_path: Path) -> str:
     import torch
+    import torchvision  # noqa: F401  (registers torchvision::nms and roi_align for TorchScript)
 
     scripted = torch.jit.load(str(run_dir / TORCHSCRIPT_FILE), map_location="cpu").eval()
     height, width = model_input_size(run_dir)

@@ -30,6 +30,7 @@ def check(run_dir: Path) -> None:
 def load(run_dir: Path, device: str) -> Loaded:
     check(run_dir)
     import torch
+    import torchvision  # noqa: F401  (registers torchvision::nms and roi_align for TorchScript)
 
     if device == "gpu" and not torch.cuda.is_available():
         raise CannotTake(f"torch {torch.__version__} sees no CUDA GPU")
@@ -86,7 +87,10 @@ def model_facts(torch, model, prepare, run, size: tuple[int, int]) -> ModelFacts
             run(images)
         total = counter.get_total_flops()
     except Exception as exc:
-        facts.flops_note = f"not measured: torch FlopCounterMode failed: {' '.join(str(exc).split())[:300]}"
+        where = " in the TorchScript interpreter" if "TorchScript" in str(exc) else ""
+        facts.flops_note = (
+            f"not measured: torch FlopCounterMode could not run this model ({type(exc).__name__}{where})"
+        )
         return facts
     if total:
         facts.flops_per_image = float(total)

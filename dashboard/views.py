@@ -38,7 +38,7 @@ COMPONENT_TABS = {
     "cpu-temp": "CPU temperature",
     "gpu": "GPU",
 }
-PHASES = ("train", "export", "evaluate", "detect")
+PHASES = ("train", "export", "evaluate", "detect", "infer")
 _SAFE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.png$")
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import io
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +56,9 @@ def load_signature(run_dir: Path, device: str):
     """(tensorflow, the serving signature, the TF device name); CannotTake if TF sees no GPU for `gpu`."""
     import tensorflow as tf
 
+    from training.device import silence_python_loggers
+
+    silence_python_loggers()
     if device == "gpu":
         gpus = tf.config.list_physical_devices("GPU")
         if not gpus:
@@ -118,7 +124,8 @@ def profiled_flops(tf, serve, size: tuple[int, int]) -> tuple[float | None, str]
         conv_flops, convs = _conv_flops(graph)
         options = option_builder.ProfileOptionBuilder.float_operation()
         options["output"] = "none"
-        by_type = model_analyzer.profile(graph, cmd="op", options=options)
+        with _native_output_silenced(), contextlib.redirect_stderr(io.StringIO()):  # "N ops no flops stats"
+            by_type = model_analyzer.profile(graph, cmd="op", options=options)
         other_flops = sum(c.float_ops for c in by_type.children if c.name not in CONV_TYPES)
     except Exception as exc:
         return None, f"not measured: {_one_line(exc)}"
@@ -132,6 +139,25 @@ def profiled_flops(tf, serve, size: tuple[int, int]) -> tuple[float | None, str]
 
 
 CONV_TYPES = ("Conv2D", "DepthwiseConv2dNative")
+
+
+@contextlib.contextmanager
+def _native_output_silenced():
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, devnull):
+            os.close(fd)
 
 
 def _conv_flops(graph) -> tuple[int, int]:

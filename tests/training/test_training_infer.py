@@ -235,3 +235,32 @@ def test_torchscript_runtime_on_a_scripted_torchvision_detector(tmp_path: Path) 
     assert summary["model"]["measured_by"] == "torchscript"
     assert 1e6 < summary["model"]["parameters"] < 1e8
     assert summary["model"]["flops_per_image"] or summary["model"]["flops_note"].startswith("not measured")
+
+
+@pytest.mark.slow
+def test_train_with_no_infer_skips_only_the_inference_phase(
+    trained_run: CompletedRun, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "resumed"
+    shutil.copytree(trained_run.run_dir, run_dir, ignore=shutil.ignore_patterns("inference.*", "model"))
+    done = run_training_cli(
+        "train",
+        "--run-dir",
+        str(run_dir),
+        "--dataset",
+        str(trained_run.dataset),
+        "--device",
+        "cpu",
+        "--duration",
+        "60s",
+        "--max-steps",
+        "1",
+        "--no-infer",
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    phases = [row["phase"] for row in _rows(run_dir / "phases.csv")]
+    assert phases[-4:] == ["train", "export", "evaluate", "detect"]
+    assert phases.count("infer") == 1  # only the original run's
+    assert not (run_dir / "inference.json").exists() and not (run_dir / "inference.csv").exists()
+

@@ -158,12 +158,9 @@ def _add_train(commands) -> None:
     command.add_argument("--checkpoint-every", type=duration_type(), default=60.0)
     command.add_argument("--seed", type=_non_negative_int, default=0)
     command.add_argument("--no-export", action="store_true", help="skip export, evaluate, detect and infer")
-    command.add_argument("--no-infer", action="store_true", help="skip the short inference benchmark")
-    command.add_argument(
-        "--infer-duration",
-        type=duration_type(),
-        help="inference: measured time per runtime × batch size (default 2s, batch sizes 1 and 4)",
-    )
+    from training.inference.command import add_train_options
+
+    add_train_options(command)
     command.add_argument("--score-threshold", type=_fraction, default=0.5)
     command.set_defaults(handler=_cmd_train)
 
@@ -296,7 +293,7 @@ def _default_dataset(data_dir: Path) -> Path:
 
 
 def _after_training(run_dir: Path, args: argparse.Namespace, stop) -> int:
-    from training.inference.measure import PHASE_BATCH_SIZES, PHASE_DURATION_S, InferOptions
+    from training.inference.command import infer, phase_options
     from training.postrun import draw_detections, evaluate_model, export_model
     from training.runlog import Phase
 
@@ -306,14 +303,8 @@ def _after_training(run_dir: Path, args: argparse.Namespace, stop) -> int:
         ("evaluate", lambda: evaluate_model(run_dir, score_threshold=score_threshold)),
         ("detect", lambda: draw_detections(run_dir, score_threshold=score_threshold)),
     ]
-    if not args.no_infer:
-        options = InferOptions(
-            run_dir,
-            device=args.device,
-            batch_sizes=PHASE_BATCH_SIZES,
-            duration_s=args.infer_duration or PHASE_DURATION_S,
-        )
-        phases.append(("infer", lambda: _infer(options, lambda: stop.signum is not None)))
+    if (options := phase_options(args, run_dir)) is not None:
+        phases.append(("infer", lambda: infer(options, lambda: stop.signum is not None)))
     for name, action in phases:
         if stop.signum is not None:
             print(f"skipping {name}: interrupted", flush=True)
@@ -347,12 +338,6 @@ def _report(name: str, result: dict) -> None:
         from training.inference.measure import measured_runtimes
 
         print(f"infer: measured {', '.join(measured_runtimes(result))} into inference.csv, inference.json")
-
-
-def _infer(options, should_stop: Callable[[], bool]) -> dict:
-    from training.inference.command import infer
-
-    return infer(options, should_stop)
 
 
 def _prepare(device: str):

@@ -9,7 +9,14 @@ from pathlib import Path
 
 from runformat import INFERENCE_CSV, INFERENCE_JSON, RUN_DIR_ENV
 from runformat.cli import duration_type
-from training.inference.measure import DEFAULT_BATCH_SIZES, DEFAULT_DURATION_S, WARMUP_CALLS, InferOptions
+from training.inference.measure import (
+    DEFAULT_BATCH_SIZES,
+    DEFAULT_DURATION_S,
+    PHASE_BATCH_SIZES,
+    PHASE_DURATION_S,
+    WARMUP_CALLS,
+    InferOptions,
+)
 from training.inference.runtimes import RUNTIMES
 
 MAX_BATCH = 1024
@@ -44,6 +51,29 @@ def add_parser(commands) -> None:
         "--warmup", type=_non_negative, default=WARMUP_CALLS, help="warm-up calls per batch size"
     )
     command.set_defaults(handler=run_command)
+
+
+def add_train_options(command) -> None:
+    """`training train`'s options for the inference phase after detection."""
+    command.add_argument("--no-infer", action="store_true", help="skip the short inference benchmark")
+    command.add_argument(
+        "--infer-duration",
+        type=duration_type(),
+        help=f"inference: measured time per runtime × batch size (default {PHASE_DURATION_S:g}s, "
+        f"batch sizes {','.join(map(str, PHASE_BATCH_SIZES))})",
+    )
+
+
+def phase_options(args: argparse.Namespace, run_dir: Path) -> InferOptions | None:
+    """The short phase after training, or None with --no-infer."""
+    if args.no_infer:
+        return None
+    return InferOptions(
+        run_dir,
+        device=args.device,
+        batch_sizes=PHASE_BATCH_SIZES,
+        duration_s=args.infer_duration or PHASE_DURATION_S,
+    )
 
 
 def run_command(args: argparse.Namespace, _process_start: float) -> int:

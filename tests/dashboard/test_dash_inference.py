@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+import test_dash_browser as browser_test
 from dash.exceptions import PreventUpdate
+from test_dash_browser import browser  # noqa: F401  (the headless Chromium fixture)
 
 from dashboard import inference_view
 from dashboard.app import create_app
@@ -123,3 +125,26 @@ def test_the_tab_is_wired_into_the_app(with_inference: Path, run_ids: dict[str, 
     children = callback.__wrapped__(inference_view.TAB_VALUE, None, [run_ids["cpu"]])
     assert any(type(c).__name__ == "Graph" for c in children)
     assert "Inference" in json.dumps(app.layout(), default=lambda o: o.to_plotly_json())
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@pytest.mark.filterwarnings("ignore:HTTPResponse.getheader:DeprecationWarning")
+def test_the_inference_tab_in_chromium(
+    browser,  # noqa: F811  (the fixture imported above)
+    with_inference: Path,
+    run_ids: dict[str, str],
+) -> None:
+    for url in browser_test.serve(with_inference):
+        browser.get(url)
+        browser_test.select_runs(browser, [run_ids["cpu"], run_ids["gpu"]])
+        browser_test.open_tab(browser, "Inference")
+        browser_test.wait_for(
+            browser,
+            lambda: browser.execute_script(browser_test.PLOTS_WITH_DATA, "#tab-inference"),
+            "the Inference tab's plots",
+        )
+        names = browser.execute_script(browser_test.TRACE_NAMES, "#tab-inference")
+        assert "gpu h100 (gpu) · tf-savedmodel" in names and "cpu baseline (cpu) · onnxruntime" in names
+        assert "cannot take this model" in browser.find_element("id", "tab-inference").text
+        assert browser_test.browser_errors(browser) == []

@@ -6,8 +6,10 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -264,3 +266,46 @@ def test_train_with_no_infer_skips_only_the_inference_phase(
     assert phases.count("infer") == 1  # only the original run's
     assert not (run_dir / "inference.json").exists() and not (run_dir / "inference.csv").exists()
 
+
+@pytest.mark.slow
+def test_sigterm_stops_after_the_current_call_and_keeps_every_row(
+    trained_run: CompletedRun, tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(trained_run.run_dir, copy, ignore=shutil.ignore_patterns("checkpoints", "inference.*"))
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "training",
+            "infer",
+            str(copy),
+            "--runtime",
+            "tf-savedmodel",
+            "--batch-sizes",
+            "1",
+            "--duration",
+            "10m",
+        ],
+        cwd=REPO,
+        env=training_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    csv_path = copy / "inference.csv"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (
+        not csv_path.exists() or len(csv_path.read_text().splitlines()) < 4
+    ):
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert "SIGTERM: stopping after the current call" in stdout
+    summary = read_json(copy / "inference.json")
+    assert summary["status"] == "interrupted"
+    (cell,) = _by_runtime(summary)["tf-savedmodel"]["cells"]
+    rows = _rows(csv_path)
+    assert cell["calls"] == len(rows) >= 3

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -103,12 +105,30 @@ def run_command(args: argparse.Namespace, _process_start: float) -> int:
         duration_s=args.duration,
         warmup_calls=args.warmup,
     )
+    stop = _install_stop_handler()
     with Phase(run_dir, "infer"):
-        summary = infer(options)
+        summary = infer(options, lambda: bool(stop))
     from training.inference.measure import measured_runtimes
 
     print(f"infer: measured {', '.join(measured_runtimes(summary))} into {INFERENCE_CSV}, {INFERENCE_JSON}")
-    return EXIT_OK
+    return 128 + stop[0] if stop else EXIT_OK
+
+
+def _install_stop_handler() -> list[int]:
+    """SIGINT/SIGTERM: finish the current call and keep what was measured; a second signal exits at once."""
+    received: list[int] = []
+
+    def handle(signum: int, _frame) -> None:
+        if received:
+            os._exit(128 + signum)
+        received.append(signum)
+        os.write(
+            sys.stdout.fileno(), f"{signal.Signals(signum).name}: stopping after the current call\n".encode()
+        )
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, handle)
+    return received
 
 
 def infer(options: InferOptions, should_stop: Callable[[], bool] = lambda: False) -> dict:

@@ -19,7 +19,7 @@ from typing import TextIO
 
 from runformat import PHASES_CSV, TRAINING_CSV, format_duration
 
-PHASE_ORDER = ("train", "export", "evaluate", "detect")
+PHASE_ORDER = ("train", "export", "evaluate", "detect", "infer")
 RATE_WINDOW_S = 30.0
 
 

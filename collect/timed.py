@@ -23,6 +23,7 @@ from collect.usage import PRESET_NAMES, data_dir_problem, dataset_problem
 from runformat import (
     COMMAND_LOG,
     EVAL_JSON,
+    INFERENCE_JSON,
     TRAINING_JSON,
     format_duration,
     parse_duration,
@@ -54,7 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--dataset", type=Path, help="dataset to train on (default: DATA_DIR/datasets/waldo)")
-    parser.add_argument("--no-export", action="store_true", help="skip export, evaluation and detections")
+    parser.add_argument(
+        "--no-export", action="store_true", help="skip export, evaluation, detections and inference"
+    )
+    parser.add_argument("--no-infer", action="store_true", help="skip the short inference benchmark")
     parser.add_argument("--max-steps", type=int, help="also stop after this many steps (for quick checks)")
     parser.add_argument(
         "--verbose", action="store_true", help="show the training's output, not a progress line"
@@ -89,6 +93,8 @@ def training_command(args: argparse.Namespace) -> list[str]:
         command += ["--max-steps", str(args.max_steps)]
     if args.no_export:
         command.append("--no-export")
+    if args.no_infer:
+        command.append("--no-infer")
     return command
 
 
@@ -144,12 +150,29 @@ def summary_lines(
             f"recall {evaluation.get('recall_50', float('nan')):.3f} "
             f"on {evaluation.get('num_images', '?')} held-out images"
         )
+    inference = _json_or_empty(run_dir / INFERENCE_JSON)
+    if inference.get("runtimes"):
+        lines.append("  inference: " + _inference_text(inference))
     lines.append("  peaks: " + _peaks_text(peaks))
     lines.append(f"  run directory: {run_dir}")
     lines.append("  compare runs: ./scripts/dashboard.sh, then open http://127.0.0.1:8050")
     if matching:
         lines.append(f"  the same workload on the other device: {matching}")
     return lines
+
+
+def _inference_text(inference: dict) -> str:
+    """Best images/s of each runtime (and at which batch size), or why a runtime could not run."""
+    parts = []
+    for runtime in inference["runtimes"]:
+        cells = [c for c in runtime.get("cells", []) if isinstance(c.get("images_per_s"), (int, float))]
+        if cells:
+            best = max(cells, key=lambda c: c["images_per_s"])
+            rate = f"{best['images_per_s']:.1f} images/s (batch {best['batch_size']})"
+            parts.append(f"{runtime['runtime']} {rate}")
+        else:
+            parts.append(f"{runtime['runtime']} n/a")
+    return ", ".join(parts)
 
 
 def _peaks_text(peaks: dict[str, float]) -> str:

@@ -15,7 +15,7 @@ from dash import MATCH, Input, Output, State, ctx, dcc, html
 from dash.exceptions import PreventUpdate
 from flask import abort, send_file
 
-from dashboard import figures, sizing_view, views
+from dashboard import figures, inference_view, sizing_view, views
 from dashboard.runs import discover_runs
 
 REFRESH_MS = 5000
@@ -36,6 +36,7 @@ def create_app(
     app.layout = lambda: layout(data_dir, refresh_ms)
     register_callbacks(app, data_dir, max_points)
     sizing_view.register_callbacks(app, data_dir)
+    inference_view.register_callbacks(app, data_dir)
     _register_file_route(app, data_dir)
     return app
 
@@ -134,6 +135,7 @@ def _tabs() -> list[Any]:
                 _loading("tab-detections"),
             ],
         ),
+        inference_view.tab(),
         dcc.Tab(label="Run details", value="details", children=_loading("tab-details")),
         dcc.Tab(label="Sizing", value="sizing", children=sizing_view.layout()),
     ]

@@ -30,6 +30,7 @@ from runformat import (
     EVAL_JSON,
     EXAMPLES_SUBDIR,
     FORMAT_VERSION,
+    INFERENCE_JSON,
     PHASES_CSV,
     RUN_JSON,
     RUNS_SUBDIR,
@@ -184,7 +185,7 @@ def run_warnings(run: RunInfo) -> list[str]:
 
 def files_signature(run: RunInfo) -> tuple[tuple[str, int, int], ...]:
     """(name, mtime_ns, size) of every file the dashboard reads: changes exactly when they do."""
-    names = (RUN_JSON, TELEMETRY_CSV, TRAINING_CSV, TRAINING_JSON, PHASES_CSV, EVAL_JSON)
+    names = (RUN_JSON, TELEMETRY_CSV, TRAINING_CSV, TRAINING_JSON, PHASES_CSV, EVAL_JSON, INFERENCE_JSON)
     paths = [run.path / name for name in names] + [run.path / DETECTIONS_DIR / DETECTIONS_JSON]
     signature = []
     for path in paths:

@@ -131,6 +131,7 @@ def run_data(info: RunInfo) -> RunData:
         read_training(info),
         read_phases(info),
         warnings,
+        info.path,
     )
 
 

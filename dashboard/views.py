@@ -48,7 +48,7 @@ COMPONENT_SOURCES = {
     "gpu": ("nvml",),
 }
 ZOOMABLE = "zoomable"
-PHASES = ("train", "export", "evaluate", "detect")
+PHASES = ("train", "export", "evaluate", "detect", "infer")
 _SAFE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.png$")
 
 

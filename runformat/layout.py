@@ -23,6 +23,8 @@ CHECKPOINTS_DIR = "checkpoints"
 MODEL_DIR = "model"
 DETECTIONS_DIR = "detections"
 DETECTIONS_JSON = "detections.json"
+INFERENCE_CSV = "inference.csv"
+INFERENCE_JSON = "inference.json"
 
 # The collector exports these to the command it launches.
 RUN_DIR_ENV = "WORKBENCH_RUN_DIR"

@@ -7,8 +7,9 @@ usage() {
 Usage: ./scripts/collect_cpu.sh DURATION [OPTIONS]
 
 Trains the Faster R-CNN workload on the CPU for DURATION of wall-clock time (90s, 75m, 2h, 1h30m)
-while the collector samples the system; then exports, evaluates and draws detections (not counted
-in DURATION). First use creates .venv and installs what it needs; the dataset is generated if missing.
+while the collector samples the system; then exports, evaluates, draws detections and runs a short
+inference benchmark per runtime (not counted in DURATION). First use creates .venv and installs what
+it needs; the dataset is generated if missing.
 
 Options (passed through):
   --interval 1s           sampling interval (down to 10ms)
@@ -18,7 +19,8 @@ Options (passed through):
   --precision float32|mixed float32 (default) or each device's mixed precision (GPU float16, CPU bfloat16)
   --data-dir DIR          where runs and datasets live (default: data)
   --dataset DIR           train on this dataset (default: DATA_DIR/datasets/waldo)
-  --no-export             skip export, evaluation and detections
+  --no-export             skip export, evaluation, detections and inference
+  --no-infer              skip the short inference benchmark after detections (about 1-2 min on a CPU)
   --verbose               show the training's own output instead of the live progress line
   --prometheus HOST:PORT  also serve the samples at http://HOST:PORT/metrics under node_exporter's and
                           dcgm-exporter's names (PORT alone binds 127.0.0.1; see docs/fleet.md)

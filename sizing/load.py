@@ -89,7 +89,7 @@ def load_run_dir(path: Path) -> RunData:
                 phases[column] = pd.to_numeric(phases[column], errors="coerce")
     if telemetry.empty and training.empty and not info:
         raise UsageError(f"run {run_id!r} has neither {TELEMETRY_CSV} nor training files: nothing to size")
-    return RunData(run_id, meta, info, evaluation, telemetry, training, phases, tuple(warnings))
+    return RunData(run_id, meta, info, evaluation, telemetry, training, phases, tuple(warnings), path)
 
 
 def _with_progress(path: Path, info: dict) -> tuple[dict, str | None]:

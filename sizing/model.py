@@ -9,6 +9,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -96,6 +97,7 @@ class RunData:
     training: pd.DataFrame
     phases: pd.DataFrame
     warnings: tuple[str, ...] = ()
+    path: Path | None = None  # the run directory, for sections that read files of their own
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""`python -m training dataset|convert-coco|train|export|evaluate|detect|devices`."""
+"""`python -m training dataset|convert-coco|train|export|evaluate|detect|infer|devices`."""
 
 from __future__ import annotations
 
@@ -42,9 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         from training.coco import CocoError
         from training.device import DeviceError
+        from training.inference.command import NoRuntime
         from training.postrun import RunDirError
 
-        if isinstance(exc, (DeviceError, RunDirError, CocoError)):
+        if isinstance(exc, (DeviceError, NoRuntime)):
+            return _fail(str(exc), EXIT_FAILED)
+        if isinstance(exc, (RunDirError, CocoError)):
             return _fail(str(exc), EXIT_FAILED if isinstance(exc, DeviceError) else EXIT_USAGE)
         traceback.print_exc()
         return _fail(" ".join(str(exc).split()) or type(exc).__name__, EXIT_FAILED)
@@ -97,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
         if name == "detect":
             command.add_argument("--limit", type=_positive_int, help="draw only the first N held-out images")
         command.set_defaults(handler=handler)
+    from training.inference.command import add_parser as add_infer
+
+    add_infer(commands)
     devices = commands.add_parser("devices", help="list the devices TensorFlow sees")
     devices.add_argument("--require", choices=["gpu"], help="exit 1 unless TensorFlow sees a GPU")
     devices.set_defaults(handler=_cmd_devices)
@@ -152,7 +158,10 @@ def _add_train(commands) -> None:
     command.add_argument("--max-steps", type=_positive_int, help="stop after N steps of this run")
     command.add_argument("--checkpoint-every", type=duration_type(), default=60.0)
     command.add_argument("--seed", type=_non_negative_int, default=0)
-    command.add_argument("--no-export", action="store_true", help="skip export, evaluate and detect")
+    command.add_argument("--no-export", action="store_true", help="skip export, evaluate, detect and infer")
+    from training.inference.command import add_train_options
+
+    add_train_options(command)
     command.add_argument("--score-threshold", type=_fraction, default=0.5)
     command.set_defaults(handler=_cmd_train)
 
@@ -262,7 +271,7 @@ def _cmd_train(args: argparse.Namespace, process_start: float) -> int:
         return 128 + (stop.signum or signal.SIGINT)
     if args.no_export:
         return EXIT_OK
-    return _after_training(run_dir, args.score_threshold, stop)
+    return _after_training(run_dir, args, stop)
 
 
 def _is_local_checkpoint(path: str) -> bool:
@@ -284,15 +293,19 @@ def _default_dataset(data_dir: Path) -> Path:
     return path
 
 
-def _after_training(run_dir: Path, score_threshold: float, stop) -> int:
+def _after_training(run_dir: Path, args: argparse.Namespace, stop) -> int:
+    from training.inference.command import infer, phase_options
     from training.postrun import draw_detections, evaluate_model, export_model
     from training.runlog import Phase
 
+    score_threshold = args.score_threshold
     phases: list[tuple[str, Callable[[], dict]]] = [
         ("export", lambda: export_model(run_dir)),
         ("evaluate", lambda: evaluate_model(run_dir, score_threshold=score_threshold)),
         ("detect", lambda: draw_detections(run_dir, score_threshold=score_threshold)),
     ]
+    if (options := phase_options(args, run_dir)) is not None:
+        phases.append(("infer", lambda: infer(options, lambda: stop.signum is not None)))
     for name, action in phases:
         if stop.signum is not None:
             print(f"skipping {name}: interrupted", flush=True)
@@ -320,8 +333,12 @@ def _report(name: str, result: dict) -> None:
             f"precision {result['precision_50']:.3f} on {result['num_images']} held-out images",
             flush=True,
         )
-    else:
+    elif name == "detect":
         print(f"detect: {len(result['images'])} images with boxes in detections/", flush=True)
+    else:
+        from training.inference.measure import measured_runtimes
+
+        print(f"infer: measured {', '.join(measured_runtimes(result))} into inference.csv, inference.json")
 
 
 def _prepare(device: str):

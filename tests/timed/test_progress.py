@@ -53,6 +53,8 @@ def test_training_state_phase_follows_phases_csv() -> None:
     assert state.phase == "export"
     state.phases_done(["train", "export", "evaluate"])
     assert state.phase == "detect"
+    state.phases_done(["train", "export", "evaluate", "detect"])
+    assert state.phase == "infer"
 
 
 def test_render_line_shows_budget_temperatures_and_gpu_power() -> None:

@@ -93,7 +93,7 @@ def test_collect_cpu_short_run_end_to_end(tmp_path: Path) -> None:
     assert training["end_unix"] - training["start_unix"] < 45 + 10
 
     phases = {row["phase"]: row for row in _rows(run_dir / "phases.csv")}
-    assert set(phases) == {"train", "export", "evaluate", "detect"}
+    assert set(phases) == {"train", "export", "evaluate", "detect", "infer"}
     assert all(row["status"] == "ok" for row in phases.values())
     assert float(phases["export"]["start_unix"]) >= float(phases["train"]["end_unix"])
 
@@ -105,11 +105,23 @@ def test_collect_cpu_short_run_end_to_end(tmp_path: Path) -> None:
     steps = _rows(run_dir / "training.csv")
     t_first, t_last = float(telemetry[0]["time_unix"]), float(telemetry[-1]["time_unix"])
     assert t_first <= float(steps[0]["time_unix"]) and float(steps[-1]["time_unix"]) <= t_last
-    assert t_last >= float(phases["detect"]["end_unix"]) - 1.0
+    assert t_last >= float(phases["infer"]["end_unix"]) - 1.0
+    inference = json.loads((run_dir / "inference.json").read_text())
+    assert inference["status"] == "completed" and inference["batch_sizes"] == [1, 4]
+    assert "tf-savedmodel" in {r["runtime"] for r in inference["runtimes"] if r["available"]}
+    # the serving figures come from this run's own files: energy per image needs RAPL or NVML (or a TDP)
+    from sizing.serving import ServingPrices, serving_section
+
+    section = serving_section([run_dir], ServingPrices(cpu_tdp_w=65.0))
+    assert {row.runtime for row in section.rows} >= {"tf-savedmodel"}
+    for row in section.rows:
+        assert row.images_per_s > 0 and row.cpu_cores_used is not None
+        assert row.joules_per_1000_images is not None and row.joules_per_1000_images > 0
+        assert row.energy_method == "RAPL" or row.energy_method.startswith("ESTIMATE")
     assert abs(t_first - run["start_unix"]) < 2.0
 
     assert "Run " in result.stdout and str(run_dir) in result.stdout
-    assert "steps/s" in result.stdout and "mAP@0.5" in result.stdout
+    assert "steps/s" in result.stdout and "mAP@0.5" in result.stdout and "inference:" in result.stdout
 
 
 def test_precision_reaches_the_training_and_the_other_device_command_matches() -> None:

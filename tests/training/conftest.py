@@ -25,7 +25,8 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory: pytest.TempPathFactory, tiny_dataset: Path) -> CompletedRun:
-    """A real small-preset `train` of 60 steps (capped at 120 s), then export, evaluate and detect."""
+    """A real small-preset `train` of 60 steps (capped at 120 s), then export, evaluate, detect and a
+    short inference benchmark (every runtime, batch sizes 1 and 4, 0.5 s each)."""
     run_dir = tmp_path_factory.mktemp("runs") / "short"
     started = time.monotonic()
     done = run_training_cli(
@@ -42,7 +43,9 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory, tiny_dataset: Path) ->
         str(TRAIN_STEPS),
         "--checkpoint-every",
         "15s",
-        timeout=600,
+        "--infer-duration",
+        "0.5s",
+        timeout=900,
     )
     return CompletedRun(
         run_dir, tiny_dataset, done.returncode, done.stdout, done.stderr, time.monotonic() - started

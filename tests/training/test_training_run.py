@@ -93,7 +93,7 @@ def test_phases_csv_records_train_then_postprocessing(trained_run: CompletedRun)
     path = trained_run.run_dir / "phases.csv"
     assert path.read_text().splitlines()[0].split(",") == PHASE_COLUMNS
     rows = _rows(path)
-    assert [row["phase"] for row in rows] == ["train", "export", "evaluate", "detect"]
+    assert [row["phase"] for row in rows] == ["train", "export", "evaluate", "detect", "infer"]
     assert all(row["status"] == "ok" for row in rows)
     bounds = [(float(row["start_unix"]), float(row["end_unix"])) for row in rows]
     assert all(start <= end for start, end in bounds)

@@ -1,0 +1,311 @@
+"""`python -m training infer`, for real: the TF runtimes and ONNX Runtime on a real short training's
+export, TorchScript on a tiny torchvision detector scripted here (weights=None, no download)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from trainfixtures import REPO, CompletedRun, run_training_cli, training_env
+
+from runformat import read_json
+from training.inference.runtimes.base import ONNX_FILE, TORCHSCRIPT_FILE
+
+TF_RUNTIMES = ("tf-savedmodel", "tf-xla", "onnxruntime")
+CELL_KEYS = (
+    "latency_ms_p50",
+    "latency_ms_p90",
+    "latency_ms_p99",
+    "latency_ms_max",
+    "images_per_s",
+    "warmup_s",
+    "first_call_ms",
+    "rss_peak_bytes",
+)
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _by_runtime(summary: dict) -> dict[str, dict]:
+    return {entry["runtime"]: entry for entry in summary["runtimes"]}
+
+
+def _check_cells(run_dir: Path, summary: dict, runtime: str, batch_sizes: list[int]) -> None:
+    entry = _by_runtime(summary)[runtime]
+    assert entry["available"] is True, entry
+    assert [cell["batch_size"] for cell in entry["cells"]] == batch_sizes
+    rows = [row for row in _rows(run_dir / "inference.csv") if row["runtime"] == runtime]
+    for cell in entry["cells"]:
+        assert all(key in cell for key in CELL_KEYS), cell
+        assert cell["calls"] >= summary["min_calls"]
+        assert cell["images"] == cell["calls"] * cell["batch_size"]
+        assert 0 < cell["latency_ms_p50"] <= cell["latency_ms_p90"] <= cell["latency_ms_p99"]
+        assert cell["latency_ms_p99"] <= cell["latency_ms_max"]
+        assert cell["ms_per_image_p99"] == pytest.approx(
+            cell["latency_ms_p99"] / cell["batch_size"], rel=1e-3
+        )
+        # images/s over the cell's wall time cannot exceed what the mean latency allows
+        assert cell["images_per_s"] <= cell["batch_size"] * 1000 / cell["latency_ms_mean"] * 1.01
+        cell_rows = [row for row in rows if int(row["batch_size"]) == cell["batch_size"]]
+        assert len(cell_rows) == cell["calls"]  # one row per measured call; warm-up calls are not rows
+        times = [float(row["time_unix"]) for row in cell_rows]
+        assert cell["start_unix"] <= times[0] and times[-1] <= cell["end_unix"]
+        assert max(float(row["latency_ms"]) for row in cell_rows) == pytest.approx(
+            cell["latency_ms_max"], abs=1e-2
+        )
+        assert cell["gpu_mem_peak_note"] == "n/a on the CPU"
+
+
+@pytest.mark.slow
+def test_infer_phase_after_training_measures_every_tf_runtime(trained_run: CompletedRun) -> None:
+    assert trained_run.returncode == 0, trained_run.stderr[-3000:]
+    run_dir = trained_run.run_dir
+    summary = read_json(run_dir / "inference.json")
+    assert summary["status"] == "completed" and summary["device"] == "cpu"
+    assert summary["framework"] == "tensorflow"
+    assert summary["batch_sizes"] == [1, 4] and summary["duration_per_cell_s"] == 0.5
+    assert _rows(run_dir / "inference.csv")[0].keys() == {"time_unix", "runtime", "batch_size", "latency_ms"}
+    for runtime in TF_RUNTIMES:
+        _check_cells(run_dir, summary, runtime, [1, 4])
+    torchscript = _by_runtime(summary)["torchscript"]
+    assert torchscript["available"] is False
+    assert TORCHSCRIPT_FILE in torchscript["reason"]
+    assert "torchscript: cannot take this model: no TorchScript model" in trained_run.stdout
+    onnx = _by_runtime(summary)["onnxruntime"]
+    assert "tf2onnx" in onnx["notes"][0] and (run_dir / ONNX_FILE).is_file()
+    # Parameters and FLOPs of the model itself, counted by TensorFlow
+    model = summary["model"]
+    assert 5e6 < model["parameters"] < 5e7  # ResNet-18 FPN Faster R-CNN
+    assert 1e9 < model["flops_per_image"] < 1e11 and "convolutions" in model["flops_note"]
+    phases = {row["phase"]: row for row in _rows(run_dir / "phases.csv")}
+    assert phases["infer"]["status"] == "ok"
+    assert float(phases["infer"]["start_unix"]) <= summary["start_unix"] <= summary["end_unix"]
+    assert summary["end_unix"] <= float(phases["infer"]["end_unix"])
+    assert summary["process_peak_rss_bytes"] >= max(
+        cell["rss_peak_bytes"] for entry in summary["runtimes"] for cell in entry.get("cells", [])
+    )
+
+
+@pytest.mark.slow
+def test_infer_alone_reuses_the_onnx_conversion(trained_run: CompletedRun, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(trained_run.run_dir, copy, ignore=shutil.ignore_patterns("checkpoints", "inference.*"))
+    done = run_training_cli(
+        "infer",
+        str(copy),
+        "--runtime",
+        "onnxruntime",
+        "--runtime",
+        "tf-savedmodel",
+        "--batch-sizes",
+        "2,1",
+        "--duration",
+        "1s",
+        "--warmup",
+        "1",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = read_json(copy / "inference.json")
+    assert [entry["runtime"] for entry in summary["runtimes"]] == ["onnxruntime", "tf-savedmodel"]
+    for runtime in ("onnxruntime", "tf-savedmodel"):
+        _check_cells(copy, summary, runtime, [2, 1])
+    assert _by_runtime(summary)["onnxruntime"]["notes"] == [f"reused {ONNX_FILE}"]
+    assert [row["phase"] for row in _rows(copy / "phases.csv")][-1] == "infer"
+    assert "infer: measured onnxruntime, tf-savedmodel" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--batch-sizes", "1,x"], "batch sizes"),
+        (["--batch-sizes", "0"], "batch sizes"),
+        (["--runtime", "tensorrt"], "unknown runtime"),
+        (["--duration", "5 parsecs"], "duration"),
+        (["--device", "tpu"], "invalid choice"),
+    ],
+)
+def test_bad_arguments_are_one_line_and_exit_2(tmp_path: Path, args: list[str], fragment: str) -> None:
+    done = run_training_cli("infer", str(tmp_path), *args, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and fragment in done.stderr and "Traceback" not in done.stderr
+
+
+def test_missing_run_directory_is_a_usage_error(tmp_path: Path) -> None:
+    done = run_training_cli("infer", str(tmp_path / "nope"), timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "no such run directory" in done.stderr
+
+
+def test_a_run_without_a_model_names_every_runtime_and_its_reason(tmp_path: Path) -> None:
+    (tmp_path / "training.json").write_text(json.dumps({"format_version": 1, "image_size": 256}))
+    done = run_training_cli("infer", str(tmp_path), "--duration", "1s", timeout=300)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "no runtime could take this model" in done.stderr
+    summary = read_json(tmp_path / "inference.json")
+    assert [(r["runtime"], r["available"]) for r in summary["runtimes"]] == [
+        ("tf-savedmodel", False),
+        ("tf-xla", False),
+        ("onnxruntime", False),
+        ("torchscript", False),
+    ]
+    assert all(r["reason"] for r in summary["runtimes"])
+    assert summary["model"]["flops_per_image"] is None and "not measured" in summary["model"]["flops_note"]
+    assert [row["phase"] for row in _rows(tmp_path / "phases.csv")] == ["infer"]
+    assert _rows(tmp_path / "phases.csv")[0]["status"] == "failed"
+
+
+SCRIPT_TINY_DETECTOR = """
+import json, sys
+import torch
+from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_320_fpn
+torch.manual_seed(0)
+model = fasterrcnn_mobilenet_v3_large_320_fpn(
+    weights=None, weights_backbone=None, num_classes=2, min_size=128, max_size=128,
+    rpn_pre_nms_top_n_test=50, rpn_post_nms_top_n_test=20,
+).eval()
+torch.jit.script(model).save(sys.argv[1])
+"""
+
+INFER_AND_REPORT_IMPORTS = """
+import sys
+from training.cli import main
+code = main(sys.argv[1:])
+print("tensorflow imported:", "tensorflow" in sys.modules)
+sys.exit(code)
+"""
+
+
+@pytest.mark.slow
+def test_torchscript_runtime_on_a_scripted_torchvision_detector(tmp_path: Path) -> None:
+    run_dir = tmp_path / "torch-run"
+    (run_dir / "model").mkdir(parents=True)
+    (run_dir / "training.json").write_text(
+        json.dumps({"format_version": 1, "framework": "torch", "image_size": 128})
+    )
+    scripted = subprocess.run(
+        [sys.executable, "-c", SCRIPT_TINY_DETECTOR, str(run_dir / TORCHSCRIPT_FILE)],
+        cwd=REPO,
+        env=training_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert scripted.returncode == 0, scripted.stderr[-2000:]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            INFER_AND_REPORT_IMPORTS,
+            "infer",
+            str(run_dir),
+            "--batch-sizes",
+            "1,2",
+            "--duration",
+            "1s",
+            "--warmup",
+            "1",
+        ],
+        cwd=REPO,
+        env=training_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "tensorflow imported: False" in done.stdout  # the torch path never imports TensorFlow
+    summary = read_json(run_dir / "inference.json")
+    assert summary["framework"] == "torch"
+    _check_cells(run_dir, summary, "torchscript", [1, 2])
+    runtimes = _by_runtime(summary)
+    assert (
+        runtimes["tf-savedmodel"]["available"] is False
+        and "SavedModel" in runtimes["tf-savedmodel"]["reason"]
+    )
+    onnx = runtimes["onnxruntime"]  # torch.onnx may or may not take a scripted detector: never silent
+    assert (onnx["available"] is False and onnx["reason"]) or onnx["cells"]
+    assert summary["model"]["measured_by"] == "torchscript"
+    assert 1e6 < summary["model"]["parameters"] < 1e8
+    assert summary["model"]["flops_per_image"] or summary["model"]["flops_note"].startswith("not measured")
+
+
+@pytest.mark.slow
+def test_train_with_no_infer_skips_only_the_inference_phase(
+    trained_run: CompletedRun, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "resumed"
+    shutil.copytree(trained_run.run_dir, run_dir, ignore=shutil.ignore_patterns("inference.*", "model"))
+    done = run_training_cli(
+        "train",
+        "--run-dir",
+        str(run_dir),
+        "--dataset",
+        str(trained_run.dataset),
+        "--device",
+        "cpu",
+        "--duration",
+        "60s",
+        "--max-steps",
+        "1",
+        "--no-infer",
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    phases = [row["phase"] for row in _rows(run_dir / "phases.csv")]
+    assert phases[-4:] == ["train", "export", "evaluate", "detect"]
+    assert phases.count("infer") == 1  # only the original run's
+    assert not (run_dir / "inference.json").exists() and not (run_dir / "inference.csv").exists()
+
+
+@pytest.mark.slow
+def test_sigterm_stops_after_the_current_call_and_keeps_every_row(
+    trained_run: CompletedRun, tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(trained_run.run_dir, copy, ignore=shutil.ignore_patterns("checkpoints", "inference.*"))
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "training",
+            "infer",
+            str(copy),
+            "--runtime",
+            "tf-savedmodel",
+            "--batch-sizes",
+            "1",
+            "--duration",
+            "10m",
+        ],
+        cwd=REPO,
+        env=training_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    csv_path = copy / "inference.csv"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (
+        not csv_path.exists() or len(csv_path.read_text().splitlines()) < 4
+    ):
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert "SIGTERM: stopping after the current call" in stdout
+    summary = read_json(copy / "inference.json")
+    assert summary["status"] == "interrupted"
+    (cell,) = _by_runtime(summary)["tf-savedmodel"]["cells"]
+    rows = _rows(csv_path)
+    assert cell["calls"] == len(rows) >= 3

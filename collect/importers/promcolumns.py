@@ -39,13 +39,14 @@ def group(series: list[Series], label: str) -> dict[str, list[Series]]:
 
 
 def cpu_columns(series: list[Series], grid: Grid) -> dict[str, Column]:
-    """cpu_util_pct and cpu<N>_util_pct from node_cpu_seconds_total{cpu,mode}."""
+    """cpu_util_pct, cpu_iowait_pct, cpu_steal_pct and cpu<N>_util_pct from node_cpu_seconds_total{cpu,mode},
+    in the collector's column order and with its meaning (iowait counts as idle; steal as busy)."""
     by_cpu = group(series, "cpu")
     names = sorted(by_cpu, key=lambda name: (not name.isdigit(), int(name) if name.isdigit() else 0, name))
-    columns: dict[str, Column] = {"cpu_util_pct": []}
+    columns: dict[str, Column] = {"cpu_util_pct": [], "cpu_iowait_pct": [], "cpu_steal_pct": []}
     columns.update({f"cpu{name}_util_pct": [] for name in names})
     for when in grid.times:
-        all_busy = all_total = 0.0
+        all_busy = all_total = all_iowait = all_steal = 0.0
         complete = True
         for name in names:
             busy = total = 0.0
@@ -57,12 +58,31 @@ def cpu_columns(series: list[Series], grid: Grid) -> dict[str, Column]:
                 found = True
                 increase = item.increase(*pair)
                 total += increase
-                if item.labels.get("mode") not in IDLE_MODES:
+                mode = item.labels.get("mode")
+                if mode not in IDLE_MODES:
                     busy += increase
+                if mode == "iowait":
+                    all_iowait += increase
+                elif mode == "steal":
+                    all_steal += increase
             columns[f"cpu{name}_util_pct"].append(ratio_pct(busy, total) if found else None)
             complete = complete and found
             all_busy, all_total = all_busy + busy, all_total + total
-        columns["cpu_util_pct"].append(ratio_pct(all_busy, all_total) if complete and names else None)
+        whole = complete and bool(names)
+        columns["cpu_util_pct"].append(ratio_pct(all_busy, all_total) if whole else None)
+        columns["cpu_iowait_pct"].append(ratio_pct(all_iowait, all_total) if whole else None)
+        columns["cpu_steal_pct"].append(ratio_pct(all_steal, all_total) if whole else None)
+    return columns
+
+
+def cpu_frequency_columns(series: list[Series], grid: Grid) -> dict[str, Column]:
+    """cpu_freq_mhz (mean over CPUs) and cpu<N>_freq_mhz from node_cpu_scaling_frequency_hertz{cpu}."""
+    columns: dict[str, Column] = {
+        "cpu_freq_mhz": gauge(series, grid, lambda v: round(sum(v) / len(v) / 1e6, 1))
+    }
+    by_cpu = group(series, "cpu")
+    for name in sorted((n for n in by_cpu if n.isdigit()), key=int):
+        columns[f"cpu{name}_freq_mhz"] = gauge(by_cpu[name], grid, lambda v: round(v[0] / 1e6, 1))
     return columns
 
 

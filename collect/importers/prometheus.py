@@ -24,6 +24,7 @@ from collect.importers.promcolumns import (
     Column,
     Grid,
     cpu_columns,
+    cpu_frequency_columns,
     cpu_temperature_sensors,
     gauge,
     gpu_columns,
@@ -202,9 +203,7 @@ def _build_columns(
     }
     sources: dict[str, dict[str, Any]] = {"cpu": {"available": True}}
     columns.update(cpu_columns(node["node_cpu_seconds_total"], grid))
-    columns["cpu_freq_mhz"] = gauge(
-        node.get("node_cpu_scaling_frequency_hertz", []), grid, lambda v: round(sum(v) / len(v) / 1e6, 1)
-    )
+    columns.update(cpu_frequency_columns(node.get("node_cpu_scaling_frequency_hertz", []), grid))
     columns["load1"] = gauge(node.get("node_load1", [])[:1], grid, lambda v: v[0])
     sensors, how = cpu_temperature_sensors(node)
     columns["cpu_temp_c"] = gauge(sensors, grid, lambda v: round(max(v), 1))

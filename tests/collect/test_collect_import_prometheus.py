@@ -10,7 +10,13 @@ from datetime import datetime, timezone
 import pytest
 
 from collect.importers.promapi import PrometheusClient, Series
-from collect.importers.promcolumns import Grid, cpu_columns, increase_since_first, physical_disks
+from collect.importers.promcolumns import (
+    Grid,
+    cpu_columns,
+    cpu_frequency_columns,
+    increase_since_first,
+    physical_disks,
+)
 from collect.importers.prometheus import instance_matcher, parse_time
 from collect.importers.promtraining import training_rows
 
@@ -40,13 +46,23 @@ def test_cpu_utilization_counts_iowait_as_idle_and_needs_every_cpu() -> None:
 
     data = [
         cpu("0", "user", 0.5), cpu("0", "system", 0.1), cpu("0", "idle", 0.3), cpu("0", "iowait", 0.1),
-        cpu("1", "user", 0.2), cpu("1", "idle", 0.8),
+        cpu("1", "user", 0.2), cpu("1", "idle", 0.7), cpu("1", "steal", 0.1),
     ]  # fmt: skip
     columns = cpu_columns(data, Grid([0, 1, 2], 1, 2.5))
-    assert list(columns) == ["cpu_util_pct", "cpu0_util_pct", "cpu1_util_pct"]
+    expected = ["cpu_util_pct", "cpu_iowait_pct", "cpu_steal_pct", "cpu0_util_pct", "cpu1_util_pct"]
+    assert list(columns) == expected
+    assert columns["cpu_iowait_pct"] == [None, 5.0, 5.0]  # sysstat's %iowait: a share of all CPUs' time
+    assert columns["cpu_steal_pct"] == [None, 5.0, 5.0]
     assert columns["cpu0_util_pct"] == [None, 60.0, 60.0]
-    assert columns["cpu1_util_pct"] == [None, 20.0, 20.0]
-    assert columns["cpu_util_pct"] == [None, 40.0, 40.0]
+    assert columns["cpu1_util_pct"] == [None, 30.0, 30.0]  # steal is busy, as the collector counts it
+    assert columns["cpu_util_pct"] == [None, 45.0, 45.0]
+
+
+def test_per_cpu_frequency_columns() -> None:
+    data = [series([0, 1], [2.0e9, 2.0e9], cpu="1"), series([0, 1], [3.0e9, 1.0e9], cpu="0")]
+    columns = cpu_frequency_columns(data, Grid([0, 1], 1, 2.5))
+    assert list(columns) == ["cpu_freq_mhz", "cpu0_freq_mhz", "cpu1_freq_mhz"]
+    assert columns["cpu0_freq_mhz"] == [3000.0, 1000.0] and columns["cpu_freq_mhz"] == [2500.0, 1500.0]
 
 
 def test_energy_since_the_first_row_across_a_wrap_and_two_packages() -> None:

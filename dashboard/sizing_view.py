@@ -17,6 +17,7 @@ import dash
 from dash import Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
+from dashboard.colors import colors_for
 from dashboard.runs import RunInfo, get_run, read_phases, read_telemetry, read_training, run_warnings
 from sizing import Report, ReportSettings, RunData, Table, UsageError, build_report
 from sizing.cli import settings_from_values
@@ -177,7 +178,7 @@ def sizing_content(
     parts += [_table(t) for section in built.sections for t in section.tables]
     parts += [
         dcc.Graph(figure=fig, id=f"sizing-graph-{i}", config=GRAPH_CONFIG, className="graph")
-        for i, fig in enumerate(report_figures(built))
+        for i, fig in enumerate(report_figures(built, colors_for((r.run_id, r.kind) for r in built.analyses)))
     ]
     parts.append(
         html.Details(

@@ -18,9 +18,18 @@ def _thin(frame: pd.DataFrame, max_points: int = 4000) -> pd.DataFrame:
     return frame.iloc[::step]
 
 
-def report_figures(report: Report) -> list:
-    """Throughput bars, smoothed loss over time and temperatures over time (plotly figures)."""
+DEFAULT_COLORS = {"gpu": "#d62728", "cpu": "#1f77b4"}
+
+
+def report_figures(report: Report, colors: dict[str, str] | None = None) -> list:
+    """Throughput bars, smoothed loss over time and temperatures over time (plotly figures); `colors`
+    ({run_id: colour}, e.g. the dashboard's, stable across its tabs) else one colour per device kind."""
     import plotly.graph_objects as go
+
+    kinds = {a.run_id: a.kind for a in report.analyses}
+
+    def color(run_id: str) -> str:
+        return (colors or {}).get(run_id) or DEFAULT_COLORS.get(kinds.get(run_id, ""), "#7f7f7f")
 
     figures = []
     bars = go.Figure(
@@ -28,7 +37,7 @@ def report_figures(report: Report) -> list:
             x=[a.run_id for a in report.analyses],
             y=[a.throughput.examples_per_s for a in report.analyses],
             text=[a.kind.upper() for a in report.analyses],
-            marker_color=["#d62728" if a.kind == "gpu" else "#1f77b4" for a in report.analyses],
+            marker_color=[color(a.run_id) for a in report.analyses],
         )
     )
     bars.update_layout(title="Steady-state examples/s", yaxis_title="examples/s", height=360)
@@ -42,7 +51,12 @@ def report_figures(report: Report) -> list:
             continue
         elapsed = tp.training_elapsed(rows, run.training_info)
         frame = _thin(pd.DataFrame({"elapsed": elapsed, "loss": smooth.to_numpy(dtype=float)}))
-        loss.add_trace(go.Scatter(x=frame["elapsed"], y=frame["loss"], mode="lines", name=run.run_id))
+        loss.add_trace(
+            go.Scatter(
+                x=frame["elapsed"], y=frame["loss"], mode="lines", name=run.run_id,
+                line={"color": color(run.run_id)},
+            )
+        )  # fmt: skip
     if loss.data:
         loss.update_layout(
             title=f"Smoothed total loss ({tp.LOSS_WINDOW_STEPS}-step trailing mean)",
@@ -51,13 +65,13 @@ def report_figures(report: Report) -> list:
             height=360,
         )
         figures.append(loss)
-    temps = _temperature_figure(report.runs)
+    temps = _temperature_figure(report.runs, color)
     if temps is not None:
         figures.append(temps)
     return figures
 
 
-def _temperature_figure(runs: Sequence[RunData]):
+def _temperature_figure(runs: Sequence[RunData], color):  # type: ignore[no-untyped-def]
     import plotly.graph_objects as go
 
     figure = go.Figure()
@@ -68,6 +82,7 @@ def _temperature_figure(runs: Sequence[RunData]):
         start = run.meta.get("start_unix")
         times = pd.to_numeric(telemetry["time_unix"], errors="coerce").to_numpy(dtype=float)
         origin = float(start) if isinstance(start, (int, float)) else float(np.nanmin(times))
+        dashes = iter(("solid", "dot", "dash", "dashdot", "longdash") * 8)
         for column in [c for c in telemetry.columns if str(c).endswith("_temp_c")]:
             values = pd.to_numeric(telemetry[column], errors="coerce").to_numpy(dtype=float)
             if not np.isfinite(values).any():
@@ -79,6 +94,7 @@ def _temperature_figure(runs: Sequence[RunData]):
                     y=frame["v"],
                     mode="lines",
                     name=f"{run.run_id} {column.removesuffix('_temp_c')}",
+                    line={"color": color(run.run_id), "dash": next(dashes)},
                 )
             )
     if not figure.data:

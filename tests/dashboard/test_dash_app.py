@@ -371,7 +371,7 @@ def test_python_m_dashboard_usage_error_is_one_line() -> None:
 
 def test_phase_durations_from_phases_csv(data_dir: Path, run_ids: dict[str, str]) -> None:
     cpu = views.get_run(data_dir, run_ids["cpu"])
-    assert views.phase_durations(cpu) == ["109", "3", "3", "1", "—"]  # this run has no infer phase
+    assert views.phase_durations(cpu) == ["109", "3", "3", "1", "n/a"]  # this run has no infer phase
     with open(cpu.path / "phases.csv", "a") as handle:
         handle.write("evaluate,1795093500.0,1795093502.0,failed\n")
     assert views.phase_durations(cpu)[2] == "5 (failed)"

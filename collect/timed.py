@@ -32,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--interval", default="1s", help="sampling interval (default 1s, down to 10ms)")
     parser.add_argument("--label", default="", help="label shown in the dashboard")
     parser.add_argument("--preset", choices=("small", "standard"), default="small")
+    parser.add_argument(
+        "--framework", choices=("tf", "torch"), default="tf", help="tf (Model Garden) or torch (torchvision)"
+    )
     parser.add_argument("--batch", type=int, help="global batch size (default: the preset's)")
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--no-export", action="store_true", help="skip export, evaluation and detections")
@@ -55,6 +58,8 @@ def training_command(args: argparse.Namespace) -> list[str]:
         "--preset", args.preset,
         "--data-dir", str(args.data_dir),
     ]
+    if args.framework != "tf":
+        command += ["--framework", args.framework]
     if args.batch is not None:
         command += ["--batch", str(args.batch)]
     if args.max_steps is not None:
@@ -64,10 +69,10 @@ def training_command(args: argparse.Namespace) -> list[str]:
     return command
 
 
-def check_gpu() -> str | None:
-    """None if TensorFlow sees a GPU, else the one-line reason `training devices` gave."""
+def check_gpu(framework: str = "tf") -> str | None:
+    """None if the framework sees a GPU, else the one-line reason `training devices` gave."""
     probe = subprocess.run(
-        [sys.executable, "-m", "training", "devices", "--require", "gpu"],
+        [sys.executable, "-m", "training", "devices", "--require", "gpu", "--framework", framework],
         capture_output=True, text=True, check=False,
     )
     if probe.returncode == 0:
@@ -134,7 +139,7 @@ def main(argv: Sequence[str]) -> int:
     if args.batch is not None and args.batch < 1:
         print("python -m collect timed: error: --batch must be at least 1", file=sys.stderr)
         return USAGE_ERROR
-    if args.device == "gpu" and (reason := check_gpu()) is not None:
+    if args.device == "gpu" and (reason := check_gpu(args.framework)) is not None:
         print(f"python -m collect timed: error: {reason}", file=sys.stderr)
         return NO_GPU
 
@@ -150,7 +155,7 @@ def main(argv: Sequence[str]) -> int:
         device=args.device,
         interval_s=interval_s,
         duration_s=hard_limit_s(budget_s),
-        label=args.label or f"{args.device} {args.preset} {format_duration(budget_s)}",
+        label=args.label or f"{args.device} {args.framework} {args.preset} {format_duration(budget_s)}",
         command=training_command(args),
         echo_output=args.verbose,
     )

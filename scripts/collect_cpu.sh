@@ -14,6 +14,7 @@ Options (passed through):
   --interval 1s           sampling interval (down to 10ms)
   --label TEXT            label shown in the dashboard
   --preset small|standard small: ResNet-18 at 256 px (default); standard: ResNet-50-FPN at 640 px
+  --framework tf|torch    tf: TensorFlow Model Garden (default); torch: torchvision, no TensorFlow
   --batch N               global batch size
   --data-dir DIR          where runs and datasets live (default: data)
   --no-export             skip export, evaluation and detections
@@ -34,7 +35,7 @@ main() {
   # shellcheck source=scripts/lib.sh
   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
   check_duration "$1"
-  ensure_venv "train,dashboard"
+  ensure_venv "$(framework_extras "train,dashboard" "$@")"
   exec "$PY" -m collect timed --device cpu "$@"
 }
 

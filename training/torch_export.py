@@ -1,6 +1,7 @@
 """Export and inference for the PyTorch path: TorchScript of the latest checkpoint, no TensorFlow.
 
-model/ holds `model.torchscript.pt` (torch.jit.script of the detector in eval mode: it takes a list
+model/ holds `model.torchscript.pt` (torch.jit.script of the detector in eval mode; load it with
+torch.jit.load after `import torchvision`, which registers the ops it calls; it takes a list
 of float CHW images in [0, 1] and returns `(losses, detections)`, detections being one dict per image
 with `boxes` (x1, y1, x2, y2 in input pixels), `scores` and `labels`) and `export.json`. Should
 scripting ever fail, model/ holds `state_dict.pt` instead and export.json the config that rebuilds the
@@ -53,6 +54,7 @@ def export_torch(run_dir: Path, training: dict[str, Any], staging: Path) -> dict
         "config": config,
         "input": "list of float32 CHW RGB images in [0, 1], any size (resized inside to input_size)",
         "output": "(losses, detections): per image boxes (x1, y1, x2, y2 pixels), scores, labels",
+        "load": "import torchvision first (it registers the ops), then torch.jit.load(file)",
     }
     try:
         scripted = torch.jit.script(model)
@@ -71,6 +73,7 @@ def export_torch(run_dir: Path, training: dict[str, Any], staging: Path) -> dict
 def torch_predictor(model_dir: Path, info: dict[str, Any], device_kind: str = "cpu") -> Predictor:
     """A function from a labeled image to (boxes as ymin, xmin, ymax, xmax pixels, scores, classes)."""
     import torch
+    import torchvision  # noqa: F401  (registers the nms and roi_align ops the TorchScript calls)
 
     device = torch.device("cuda:0" if device_kind == "gpu" else "cpu")
     path = model_dir / str(info.get("file", ""))

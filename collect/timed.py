@@ -78,7 +78,7 @@ def check_gpu(framework: str = "tf") -> str | None:
     if probe.returncode == 0:
         return None
     lines = [line for line in (probe.stderr + probe.stdout).splitlines() if line.strip()]
-    return lines[-1] if lines else f"TensorFlow sees no GPU (exit code {probe.returncode})"
+    return lines[-1] if lines else f"{framework} sees no GPU (exit code {probe.returncode})"
 
 
 def summary_lines(result: SessionResult, peaks: dict[str, float]) -> list[str]:

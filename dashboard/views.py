@@ -47,7 +47,8 @@ _SAFE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.png$")
 
 def option_label(run: RunInfo) -> str:
     duration = format_duration(run.duration_s) if run.duration_s else "?"
-    parts = [run.label, run.device, run.host, run.start_utc or "start unknown", duration, run.end_reason]
+    parts = [run.label, run.device, run.framework, run.host, run.start_utc or "start unknown", duration]
+    parts.append(run.end_reason)
     return " · ".join(parts) + (" ⚠" if run.warnings else "")
 
 
@@ -309,6 +310,7 @@ def _details_card(run: RunInfo) -> Any:
         "directory": f"data/{run.kind}/{run.run_id}" if run.kind != "path" else str(run.path),
         "label": run.label,
         "device / host": f"{run.device} / {run.host}",
+        "framework": f"{run.framework} {run.framework_version}".strip(),
         "start": run.start_utc or "unknown",
         "duration": format_duration(run.duration_s) if run.duration_s else "unknown",
         "end reason / exit code": f"{run.end_reason} / {meta.get('exit_code')}",

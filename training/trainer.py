@@ -28,7 +28,6 @@ from training.runlog import LOSS_COLUMNS, Phase, TrainingCsv, write_training_jso
 MAX_CHECKPOINTS = 3
 DEFAULT_WARMUP_EXCLUDED = 20
 LOSS_READ_EVERY_GPU = 10
-FRAMEWORKS = ("tf", "torch")
 BUDGET_NOTE = (
     "the budget and elapsed_s count from the first call of the training step, graph tracing "
     "included; importing the framework and building the model and input pipeline (setup_s) come before"

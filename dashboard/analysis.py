@@ -321,8 +321,14 @@ def hardware_name(meta: dict, training_info: dict) -> str:
 
 
 def config_name(training_info: dict) -> str:
-    """preset/backbone/image size/batch/precision, the training settings that must match to compare."""
+    """[framework/]preset/backbone/image size/batch/precision: the settings that must match to compare.
+
+    The framework is named unless it is TensorFlow (the only one before the torch twin), so a torch
+    run never counts as a repeat of, or a hardware comparison with, a TensorFlow run.
+    """
+    framework = training_info.get("framework")
     parts = [
+        framework if framework and framework != "tensorflow" else None,
         training_info.get("preset"),
         training_info.get("backbone"),
         f"{training_info['image_size']}px" if training_info.get("image_size") else None,

@@ -435,6 +435,8 @@ def test_device_kind_and_config() -> None:
     assert a.device_kind({}, {}) == "cpu"
     info = training_info("CPU", 0.0, 1, None)
     assert a.config_name(info) == "small/resnet18/256px/batch 2/float32"
+    assert a.config_name({**info, "framework": "tensorflow"}) == "small/resnet18/256px/batch 2/float32"
+    assert a.config_name({**info, "framework": "torch"}) == "torch/small/resnet18/256px/batch 2/float32"
 
 
 def test_gpu_util_is_the_busiest_gpus() -> None:

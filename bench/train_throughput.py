@@ -1,4 +1,4 @@
-"""Training throughput of the `small` preset, and our harness against Model Garden's `run_experiment`.
+"""Training throughput of the `small` preset, and our harness against the framework's own plain loop.
 
 1. steps_per_s: a real `python -m training train --max-steps N --no-export` run; its training.json
    `steady_steps_per_s` (first 20 steps excluded, wall time, as the product reports it).
@@ -9,11 +9,18 @@
    this shared machine hits both alike. Each side's rate is 10 / the median time of its 10-step chunks,
    skipping the first two chunks (graph tracing, warm-up). The ratio is ours / theirs.
 
-    .venv/bin/python bench/train_throughput.py                  # ~4 min on 2 cores
-    .venv/bin/python bench/train_throughput.py --preset standard --cli-steps 9 --no-baseline
-    .venv/bin/python bench/train_throughput.py --quick          # 6 CLI steps, 5 chunks of 3 steps a side
+With `--framework torch` the baseline is a plain torchvision loop (forward, sum of the losses,
+zero_grad, backward, clip, step, `loss.item()` every step, as torchvision's reference script does) on
+its own model and optimizer, alternating with chunks of our harness (training.trainer.run_loop on a
+TorchSession) in the same process. It also times our harness reading the losses every 10 steps
+instead of every step (`deferred_read_ratio`, = every-10 / every-step; the loop's choice on a GPU).
 
-Last line: `steps_per_s=<x> harness_ratio=<y>` (goal: ratio >= 0.98).
+    .venv/bin/python bench/train_throughput.py                  # ~4 min on 2 cores
+    .venv/bin/python bench/train_throughput.py --framework torch
+    .venv/bin/python bench/train_throughput.py --preset standard --cli-steps 9 --no-baseline
+    .venv/bin/python bench/train_throughput.py --quick          # torch, a few steps: seconds
+
+Last line: `steps_per_s=<x> harness_ratio=<y>` (goal: ratio >= 0.98; torch adds deferred_read_ratio).
 """
 
 from __future__ import annotations
@@ -32,12 +39,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CHUNK = 10
 SKIPPED_CHUNKS = 2
+QUICK_CHUNK = 1
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--framework", choices=["tf", "torch"], default="tf")
+    parser.add_argument("--quick", action="store_true", help="torch, tiny counts: checks it works")
+    parser.add_argument("--chunk", type=int, default=CHUNK, help=argparse.SUPPRESS)
     parser.add_argument("--preset", choices=["small", "standard"], default="small")
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--cli-steps", type=int, default=80, help="steps of the real CLI run")
@@ -45,12 +56,12 @@ def main() -> int:
     parser.add_argument("--no-baseline", action="store_true", help="only the CLI run")
     parser.add_argument("--interleaved-worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--dataset", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--chunk-steps", type=int, default=CHUNK, help=argparse.SUPPRESS)
-    parser.add_argument("--quick", action="store_true", help="a few steps only (what the tests run)")
     args = parser.parse_args()
     if args.quick:
-        args.cli_steps, args.chunks, args.chunk_steps = 6, SKIPPED_CHUNKS + 3, 3
+        args.framework, args.cli_steps, args.chunks, args.chunk = "torch", 3, SKIPPED_CHUNKS + 3, QUICK_CHUNK
     if args.interleaved_worker:
+        if args.framework == "torch":
+            return _torch_interleaved_worker(args)
         return _interleaved_worker(args)
     if args.cli_steps < 3 or args.chunks < SKIPPED_CHUNKS + 3:
         parser.error(f"--cli-steps must be >= 3 and --chunks >= {SKIPPED_CHUNKS + 3}")
@@ -67,7 +78,7 @@ def main() -> int:
                 "--out",
                 str(dataset),
                 "--train",
-                "16" if args.quick else "64",
+                "8" if args.quick else "64",
                 "--val",
                 "2",
             ]
@@ -80,7 +91,7 @@ def main() -> int:
             flush=True,
         )
         if args.no_baseline:
-            print(f"preset={args.preset} batch={args.batch}")
+            print(f"framework={args.framework} preset={args.preset} batch={args.batch}")
             print(f"steps_per_s={cli['steady_steps_per_s']:.4f}")
             return 0
         out = root / "interleaved.json"
@@ -98,25 +109,32 @@ def main() -> int:
                 str(args.batch),
                 "--chunks",
                 str(args.chunks),
-                "--chunk-steps",
-                str(args.chunk_steps),
+                "--chunk",
+                str(args.chunk),
+                "--framework",
+                args.framework,
             ]
         )
         chunks = json.loads(out.read_text())
-    ours, theirs = (_rate(chunks[side][SKIPPED_CHUNKS:], args.chunk_steps) for side in ("ours", "theirs"))
-    for side, rate in (("ours", ours), ("theirs (run_experiment)", theirs)):
-        spread = ", ".join(f"{args.chunk_steps / c:.3f}" for c in chunks[side.split()[0]][SKIPPED_CHUNKS:])
-        print(f"{side}: {rate:.4f} steps/s by chunk median; chunks: {spread}")
+    rates = {side: _rate(times[SKIPPED_CHUNKS:], args.chunk) for side, times in chunks.items()}
+    baseline = "plain torchvision loop" if args.framework == "torch" else "run_experiment"
+    for side, rate in rates.items():
+        spread = ", ".join(f"{args.chunk / c:.3f}" for c in chunks[side][SKIPPED_CHUNKS:])
+        name = f"theirs ({baseline})" if side == "theirs" else side
+        print(f"{name}: {rate:.4f} steps/s by chunk median; chunks: {spread}")
     print(
-        f"preset={args.preset} batch={args.batch} interleaved chunks={args.chunks} "
-        f"x {args.chunk_steps} steps per side"
+        f"framework={args.framework} preset={args.preset} batch={args.batch} "
+        f"interleaved chunks={args.chunks} x {args.chunk} steps per side"
     )
-    print(f"steps_per_s={cli['steady_steps_per_s']:.4f} harness_ratio={ours / theirs:.4f}")
+    last = f"steps_per_s={cli['steady_steps_per_s']:.4f} harness_ratio={rates['ours'] / rates['theirs']:.4f}"
+    if "ours_read10" in rates:
+        last += f" deferred_read_ratio={rates['ours_read10'] / rates['ours']:.4f}"
+    print(last)
     return 0
 
 
-def _rate(chunk_seconds: list[float], chunk_steps: int) -> float:
-    return chunk_steps / statistics.median(chunk_seconds)
+def _rate(chunk_seconds: list[float], chunk: int = CHUNK) -> float:
+    return chunk / statistics.median(chunk_seconds)
 
 
 def _cli_run(args: argparse.Namespace, dataset: Path, run_dir: Path) -> dict:
@@ -130,6 +148,8 @@ def _cli_run(args: argparse.Namespace, dataset: Path, run_dir: Path) -> dict:
             str(run_dir),
             "--dataset",
             str(dataset),
+            "--framework",
+            args.framework,
             "--preset",
             args.preset,
             "--batch",
@@ -171,12 +191,12 @@ def _interleaved_worker(args: argparse.Namespace) -> int:
     params = build_config(
         preset=args.preset, dataset=args.dataset, batch_size=args.batch, precision="float32", seed=0
     )
-    steps = args.chunks * args.chunk_steps
+    steps = args.chunks * CHUNK
     params.override(
         {
             "trainer": {
                 "train_steps": steps,
-                "steps_per_loop": args.chunk_steps,
+                "steps_per_loop": CHUNK,
                 "summary_interval": steps,
                 "checkpoint_interval": steps,
             }
@@ -204,8 +224,9 @@ def _interleaved_worker(args: argparse.Namespace) -> int:
     def our_chunk(_their_output) -> None:
         started = time.time()
         chunks["theirs"].append(started - previous_action_end[0])
-        chunk_options = dataclasses.replace(options, max_steps=len(clock.ends) + args.chunk_steps)
-        run_loop(chunk_options, session, clock, stop, log, state)
+        run_loop(
+            dataclasses.replace(options, max_steps=len(clock.ends) + CHUNK), session, clock, stop, log, state
+        )
         chunks["ours"].append(time.time() - started)
         previous_action_end[0] = time.time()
 
@@ -224,6 +245,79 @@ def _interleaved_worker(args: argparse.Namespace) -> int:
     args.interleaved_worker.write_text(json.dumps(chunks))
     sys.stdout.flush()
     os._exit(0)
+
+
+def _torch_interleaved_worker(args: argparse.Namespace) -> int:
+    """Chunks of our harness and of a plain torchvision loop, alternating in one process."""
+    from training.device import prepare_torch_device
+
+    prepare_torch_device("cpu")
+    import torch
+
+    from training.runlog import TrainingCsv
+    from training.torch_backend import TorchSession
+    from training.torch_data import TrainBatches
+    from training.torch_model import build_model
+    from training.trainer import StepClock, StopRequest, TrainOptions, run_loop
+
+    work = args.interleaved_worker.parent
+    ours_dir = work / "ours-interleaved"
+    ours_dir.mkdir()
+    options = TrainOptions(
+        run_dir=ours_dir,
+        dataset=args.dataset,
+        duration_s=7200.0,
+        preset=args.preset,
+        batch_size=args.batch,
+        checkpoint_every_s=7200.0,
+        progress_every_s=7200.0,
+        framework="torch",
+    )
+    session = TorchSession(options, "cpu")
+    session.restore_or_initialize(ours_dir / "checkpoints")
+    clock, stop, log, state = StepClock(start_unix=time.time()), StopRequest(), TrainingCsv(ours_dir), {}
+
+    # The plain loop: same model config and data feeding, none of our harness.
+    torch.manual_seed(1)
+    model = build_model(session.config).train()
+    optimizer = torch.optim.SGD(
+        model.parameters(),
+        lr=session.learning_rate,
+        momentum=0.9,
+        weight_decay=session.config["weight_decay"],
+    )
+    batches = TrainBatches(args.dataset, args.batch, seed=1, device=torch.device("cpu"))
+
+    def plain_chunk() -> None:
+        for _ in range(args.chunk):
+            images, targets = batches.next()
+            losses = model(images, targets)
+            loss = sum(losses.values())
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
+            optimizer.step()
+            loss.item()
+
+    def our_chunk(read_every: int) -> None:
+        chunk_options = dataclasses.replace(
+            options, max_steps=len(clock.ends) + args.chunk, read_losses_every=read_every
+        )
+        run_loop(chunk_options, session, clock, stop, log, state)
+
+    chunks: dict[str, list[float]] = {"ours": [], "theirs": [], "ours_read10": []}
+    for _ in range(args.chunks):
+        for side, action in (
+            ("theirs", plain_chunk),
+            ("ours", lambda: our_chunk(1)),
+            ("ours_read10", lambda: our_chunk(10)),
+        ):
+            started = time.time()
+            action()
+            chunks[side].append(time.time() - started)
+    log.close()
+    args.interleaved_worker.write_text(json.dumps(chunks))
+    return 0
 
 
 if __name__ == "__main__":

@@ -97,7 +97,7 @@ def render_line(
     if state.phase == "train" and state.train_elapsed_s is not None:
         phase = f"train {format_duration(state.train_elapsed_s)} / {format_duration(budget_s)}"
     elif state.phase == "starting":
-        phase = "starting (TensorFlow, model and input pipeline)"
+        phase = "starting (framework, model and input pipeline)"
     else:
         phase = f"{state.phase} (training budget done)"
     parts = [format_duration(elapsed_s), phase]

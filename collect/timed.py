@@ -33,6 +33,7 @@ from runformat import (
 from runformat.cli import USAGE_ERROR, OneLineParser
 
 NO_GPU = 1
+FRAMEWORK_NAMES = {"tf": "tensorflow", "torch": "torch"}  # --framework -> training.json's `framework`
 PRECISIONS = ("float32", "mixed")
 # What `--precision mixed` asks the training for: each device's native mixed precision.
 MIXED_DTYPE = {"gpu": "float16", "cpu": "bfloat16"}
@@ -48,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--interval", default="1s", help="sampling interval (default 1s, down to 10ms)")
     parser.add_argument("--label", default="", help="label shown in the dashboard")
     parser.add_argument("--preset", choices=PRESET_NAMES, default="small")
+    parser.add_argument(
+        "--framework", choices=tuple(FRAMEWORK_NAMES), default="tf",
+        help="tf (Model Garden) or torch (torchvision)",
+    )
     parser.add_argument("--batch", type=int, help="global batch size (default: the preset's)")
     parser.add_argument(
         "--precision", choices=PRECISIONS, default="float32",
@@ -85,6 +90,8 @@ def training_command(args: argparse.Namespace) -> list[str]:
         "--precision", MIXED_DTYPE[args.device] if args.precision == "mixed" else "float32",
         "--data-dir", str(args.data_dir),
     ]
+    if args.framework != "tf":
+        command += ["--framework", args.framework]
     if args.batch is not None:
         command += ["--batch", str(args.batch)]
     if args.dataset is not None:
@@ -98,22 +105,24 @@ def training_command(args: argparse.Namespace) -> list[str]:
     return command
 
 
-def check_gpu() -> str | None:
-    """None if TensorFlow sees a GPU, else the one-line reason `training devices` gave."""
+def check_gpu(framework: str = "tf") -> str | None:
+    """None if the framework sees a GPU, else the one-line reason `training devices` gave."""
     probe = subprocess.run(
-        [sys.executable, "-m", "training", "devices", "--require", "gpu"],
+        [sys.executable, "-m", "training", "devices", "--require", "gpu", "--framework", framework],
         capture_output=True, text=True, check=False,
     )
     if probe.returncode == 0:
         return None
     lines = [line for line in (probe.stderr + probe.stdout).splitlines() if line.strip()]
-    return lines[-1] if lines else f"TensorFlow sees no GPU (exit code {probe.returncode})"
+    return lines[-1] if lines else f"{framework} sees no GPU (exit code {probe.returncode})"
 
 
 def matching_command(args: argparse.Namespace) -> str:
     """The script call that records the same workload on the other device (for a like-for-like pair)."""
     other = "gpu" if args.device == "cpu" else "cpu"
     parts = [f"./scripts/collect_{other}.sh", args.duration, "--preset", args.preset]
+    if args.framework != "tf":
+        parts += ["--framework", args.framework]
     if args.batch is not None:
         parts += ["--batch", str(args.batch)]
     parts += ["--precision", args.precision]
@@ -210,7 +219,7 @@ def main(argv: Sequence[str]) -> int:
     if problem:
         print(f"python -m collect timed: error: {problem}", file=sys.stderr)
         return USAGE_ERROR
-    exposition = _open_exposition(args.prometheus)
+    exposition = _open_exposition(args.prometheus, FRAMEWORK_NAMES[args.framework])
     if exposition is False:
         return USAGE_ERROR
     try:
@@ -220,14 +229,14 @@ def main(argv: Sequence[str]) -> int:
             exposition.close()
 
 
-def _open_exposition(address: str | None) -> Any:
+def _open_exposition(address: str | None, framework: str) -> Any:
     """None without --prometheus, the listening endpoint, or False after a one-line usage error."""
     if address is None:
         return None
     from collect.exposition import ExpositionError, PrometheusExposition
 
     try:
-        exposition = PrometheusExposition(address, framework="tensorflow")
+        exposition = PrometheusExposition(address, framework=framework)
     except ExpositionError as exc:
         print(f"python -m collect timed: error: {exc}", file=sys.stderr)
         return False
@@ -237,7 +246,7 @@ def _open_exposition(address: str | None) -> Any:
 
 
 def _run(args: argparse.Namespace, budget_s: float, interval_s: float, exposition: Any) -> int:
-    if args.device == "gpu" and (reason := check_gpu()) is not None:
+    if args.device == "gpu" and (reason := check_gpu(args.framework)) is not None:
         print(f"python -m collect timed: error: {reason}", file=sys.stderr)
         return NO_GPU
 
@@ -254,7 +263,7 @@ def _run(args: argparse.Namespace, budget_s: float, interval_s: float, expositio
         device=args.device,
         interval_s=interval_s,
         duration_s=hard_limit_s(budget_s),
-        label=args.label or f"{args.device} {args.preset} {format_duration(budget_s)}",
+        label=args.label or f"{args.device} {args.framework} {args.preset} {format_duration(budget_s)}",
         command=training_command(args),
         echo_output=args.verbose,
         tick_sink=exposition,

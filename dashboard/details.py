@@ -88,6 +88,7 @@ def details_card(run: RunInfo) -> Any:
         "directory": str(Path(run.path).absolute()),
         "label": run.label,
         "device / host": f"{run.device} / {run.host}",
+        "framework": f"{run.framework} {run.framework_version}".strip(),
         "start": run.start_utc or "unknown",
         "duration": format_duration(run.duration_s) if run.duration_s else "unknown",
         "end reason / exit code": f"{run.end_reason} / {text(meta.get('exit_code'))}",

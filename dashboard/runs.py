@@ -69,6 +69,20 @@ class RunInfo:
         return str(self.meta.get("device") or self.training.get("device_requested") or "unknown")
 
     @property
+    def framework(self) -> str:
+        """`tensorflow` or `torch` (training.json); runs from before the torch twin trained TensorFlow."""
+        name = self.training.get("framework")
+        if name:
+            return str(name)
+        config = self.training.get("config")
+        model_garden = isinstance(config, dict) and "task" in config
+        return "tensorflow" if self.training.get("tensorflow_version") or model_garden else "n/a"
+
+    @property
+    def framework_version(self) -> str:
+        return str(self.training.get("framework_version") or self.training.get("tensorflow_version") or "")
+
+    @property
     def host(self) -> str:
         return str(self.meta.get("host") or "unknown")
 

@@ -57,7 +57,8 @@ _SAFE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.png$")
 
 def option_label(run: RunInfo) -> str:
     duration = format_duration(run.duration_s) if run.duration_s else "?"
-    parts = [run.label, run.device, run.host, run.start_utc or "start unknown", duration, run.end_reason]
+    parts = [run.label, run.device, run.framework, run.host, run.start_utc or "start unknown", duration]
+    parts.append(run.end_reason)
     return " · ".join(parts) + (" ⚠" if run.warnings else "")
 
 

@@ -15,6 +15,7 @@ Options (passed through):
   --interval 1s           sampling interval (down to 10ms)
   --label TEXT            label shown in the dashboard
   --preset small|standard small: ResNet-18 at 256 px (default); standard: ResNet-50-FPN at 640 px
+  --framework tf|torch    tf: TensorFlow Model Garden (default); torch: torchvision, no TensorFlow
   --batch N               global batch size
   --precision float32|mixed float32 (default) or each device's mixed precision (GPU float16, CPU bfloat16)
   --data-dir DIR          where runs and datasets live (default: data)
@@ -42,7 +43,7 @@ main() {
   check_duration "$1"
   check_options "${@:2}"
   check_prometheus "$@"
-  ensure_venv "train,dashboard"
+  ensure_venv "$(framework_extras "train,infer,dashboard" "$@")"
   exec "$PY" -m collect timed --device cpu "$@"
 }
 

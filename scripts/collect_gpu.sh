@@ -7,16 +7,17 @@ usage() {
 Usage: ./scripts/collect_gpu.sh DURATION [OPTIONS]
 
 Trains the Faster R-CNN workload on the NVIDIA GPU for DURATION of wall-clock time (90s, 75m, 2h,
-1h30m) while the collector samples the system and the GPU through NVML; then exports, evaluates,
-draws detections and runs a short inference benchmark per runtime (not counted in DURATION). Fails
-at once if there is no NVIDIA driver or TensorFlow does not see the GPU: it never trains on the CPU
-instead. First use creates .venv and installs
-TensorFlow with its CUDA libraries; the dataset is generated if missing.
+1h30m) while the collector samples the system and the GPU through NVML; then exports, evaluates and
+draws detections and runs a short inference benchmark per runtime (not counted in DURATION). Fails at once if there is no NVIDIA driver or the
+framework does not see the GPU: it never trains on the CPU instead. First use creates .venv and
+installs TensorFlow with its CUDA libraries (with --framework torch: torch and torchvision, no
+TensorFlow); the dataset is generated if missing.
 
 Options (passed through):
   --interval 1s           sampling interval (down to 10ms)
   --label TEXT            label shown in the dashboard
   --preset small|standard small: ResNet-18 at 256 px (default); standard: ResNet-50-FPN at 640 px
+  --framework tf|torch    tf: TensorFlow Model Garden (default); torch: torchvision, no TensorFlow
   --batch N               global batch size
   --precision float32|mixed float32 (default) or each device's mixed precision (GPU float16, CPU bfloat16)
   --data-dir DIR          where runs and datasets live (default: data)
@@ -51,7 +52,7 @@ main() {
   check_prometheus "$@"
   have_nvidia_driver \
     || die "no NVIDIA driver found (no /proc/driver/nvidia, nvidia-smi failed): use ./scripts/collect_cpu.sh on this machine"
-  ensure_venv "train,gpu,dashboard"
+  ensure_venv "$(framework_extras "train,gpu,infer,dashboard" "$@")"
   exec "$PY" -m collect timed --device gpu "$@"
 }
 

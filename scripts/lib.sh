@@ -102,3 +102,20 @@ check_prometheus() {
     EXIT_CODE=2 die "--prometheus needs HOST:PORT (see --help)"
   fi
 }
+
+# framework_extras TF_EXTRAS ARGS...: the extras to install for a training run: TF_EXTRAS, or with
+# `--framework torch` among ARGS the same with `train` and `gpu` (TensorFlow) replaced by `torch`.
+framework_extras() {
+  local tf_extras="$1" framework=tf previous="" arg
+  shift
+  for arg in "$@"; do
+    [[ "$previous" == "--framework" ]] && framework="$arg"
+    [[ "$arg" == --framework=* ]] && framework="${arg#--framework=}"
+    previous="$arg"
+  done
+  if [[ "$framework" == "torch" ]]; then
+    printf 'torch,%s\n' "$(tr ',' '\n' <<<"$tf_extras" | grep -vxE 'train|gpu' | paste -sd, -)"
+  else
+    printf '%s\n' "$tf_extras"
+  fi
+}

@@ -14,6 +14,8 @@ from pathlib import Path
 from runformat import RUN_DIR_ENV
 from runformat.cli import duration_type
 
+FRAMEWORKS = ("tf", "torch")
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_DATA_DIR = "data"
 
@@ -103,8 +105,9 @@ def _parser() -> argparse.ArgumentParser:
     from training.inference.command import add_parser as add_infer
 
     add_infer(commands)
-    devices = commands.add_parser("devices", help="list the devices TensorFlow sees")
-    devices.add_argument("--require", choices=["gpu"], help="exit 1 unless TensorFlow sees a GPU")
+    devices = commands.add_parser("devices", help="list the devices TensorFlow (or torch) sees")
+    devices.add_argument("--require", choices=["gpu"], help="exit 1 unless the framework sees a GPU")
+    devices.add_argument("--framework", choices=FRAMEWORKS, default="tf")
     devices.set_defaults(handler=_cmd_devices)
     return parser
 
@@ -141,6 +144,12 @@ def _add_train(commands) -> None:
 
     command = commands.add_parser("train", help="train Faster R-CNN for a wall-clock budget")
     _add_run_dir(command)
+    command.add_argument(
+        "--framework",
+        choices=FRAMEWORKS,
+        default="tf",
+        help="tf: TensorFlow Model Garden (default); torch: torchvision, without TensorFlow",
+    )
     command.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     command.add_argument(
         "--duration", type=duration_type(), default=600.0, help="budget, e.g. 75m (default 10m)"
@@ -148,7 +157,9 @@ def _add_train(commands) -> None:
     command.add_argument("--preset", choices=sorted(PRESETS), default="small")
     command.add_argument("--batch", type=_positive_int, default=2)
     command.add_argument(
-        "--precision", choices=PRECISIONS, help="default float32 on cpu, mixed float16 on gpu"
+        "--precision",
+        choices=PRECISIONS,
+        help="default float32 on cpu; on gpu mixed float16 (tf), autocast bfloat16 or float16 (torch)",
     )
     command.add_argument("--init-checkpoint", help="backbone checkpoint to start from (a local path)")
     command.add_argument("--data-dir", type=Path, default=Path(DEFAULT_DATA_DIR))
@@ -242,20 +253,28 @@ def _cmd_train(args: argparse.Namespace, process_start: float) -> int:
         )
     if args.dataset is not None and not is_dataset(args.dataset):
         raise UsageError(f"--dataset {args.dataset}: no train*.tfrecord there")
+    if args.init_checkpoint and args.framework == "torch":
+        raise UsageError("--init-checkpoint is for --framework tf (the torch path trains from scratch)")
     from training.trainer import StopRequest, TrainOptions, train
 
     stop = StopRequest()
     stop.install()
-    device = _prepare(args.device)
+    device = _prepare(args.device, args.framework)
     dataset = args.dataset or _default_dataset(args.data_dir)
+    precision = args.precision or default_precision(args.device)
+    if args.framework == "torch" and not args.precision:
+        from training.torch_backend import default_torch_precision
+
+        precision = default_torch_precision(args.device)
     options = TrainOptions(
+        framework=args.framework,
         run_dir=run_dir,
         dataset=dataset,
         device=args.device,
         duration_s=args.duration,
         preset=args.preset,
         batch_size=args.batch,
-        precision=args.precision or default_precision(args.device),
+        precision=precision,
         init_checkpoint=args.init_checkpoint,
         max_steps=args.max_steps,
         checkpoint_every_s=args.checkpoint_every,
@@ -271,7 +290,7 @@ def _cmd_train(args: argparse.Namespace, process_start: float) -> int:
         return 128 + (stop.signum or signal.SIGINT)
     if args.no_export:
         return EXIT_OK
-    return _after_training(run_dir, args, stop)
+    return _after_training(run_dir, args, stop, args.device)
 
 
 def _is_local_checkpoint(path: str) -> bool:
@@ -293,7 +312,7 @@ def _default_dataset(data_dir: Path) -> Path:
     return path
 
 
-def _after_training(run_dir: Path, args: argparse.Namespace, stop) -> int:
+def _after_training(run_dir: Path, args: argparse.Namespace, stop, device: str) -> int:
     from training.inference.command import infer, phase_options
     from training.postrun import draw_detections, evaluate_model, export_model
     from training.runlog import Phase
@@ -301,8 +320,8 @@ def _after_training(run_dir: Path, args: argparse.Namespace, stop) -> int:
     score_threshold = args.score_threshold
     phases: list[tuple[str, Callable[[], dict]]] = [
         ("export", lambda: export_model(run_dir)),
-        ("evaluate", lambda: evaluate_model(run_dir, score_threshold=score_threshold)),
-        ("detect", lambda: draw_detections(run_dir, score_threshold=score_threshold)),
+        ("evaluate", lambda: evaluate_model(run_dir, score_threshold=score_threshold, device=device)),
+        ("detect", lambda: draw_detections(run_dir, score_threshold=score_threshold, device=device)),
     ]
     if (options := phase_options(args, run_dir)) is not None:
         phases.append(("infer", lambda: infer(options, lambda: stop.signum is not None)))
@@ -326,7 +345,10 @@ def _after_training(run_dir: Path, args: argparse.Namespace, stop) -> int:
 
 def _report(name: str, result: dict) -> None:
     if name == "export":
-        print(f"export: SavedModel of step {result['global_step']} in model/", flush=True)
+        kind = {"torchscript": "TorchScript", "state_dict": "state dict"}.get(
+            result.get("format"), "SavedModel"
+        )
+        print(f"export: {kind} of step {result['global_step']} in model/", flush=True)
     elif name == "evaluate":
         print(
             f"evaluate: mAP@0.5 {result['map_50']:.3f}  recall {result['recall_50']:.3f}  "
@@ -341,17 +363,27 @@ def _report(name: str, result: dict) -> None:
         print(f"infer: measured {', '.join(measured_runtimes(result))} into inference.csv, inference.json")
 
 
-def _prepare(device: str):
-    from training.device import prepare_device
+def _prepare(device: str, framework: str = "tf"):
+    from training.device import prepare_device, prepare_torch_device
 
-    return prepare_device(device)
+    return prepare_torch_device(device) if framework == "torch" else prepare_device(device)
+
+
+def _run_framework(run_dir: Path) -> str:
+    """`torch` for a run trained with --framework torch, else `tf` (what training.json says)."""
+    from runformat import TRAINING_JSON, read_json
+
+    try:
+        return "torch" if read_json(run_dir / TRAINING_JSON).get("framework") == "torch" else "tf"
+    except ValueError:
+        return "tf"
 
 
 def _standalone(args: argparse.Namespace, name: str, action: Callable[[Path], dict]) -> int:
     from training.runlog import Phase
 
     run_dir = _existing_run_dir(args)
-    _prepare(args.device)
+    _prepare(args.device, _run_framework(run_dir))
     with Phase(run_dir, name):
         result = action(run_dir)
     _report(name, result)
@@ -368,7 +400,9 @@ def _cmd_evaluate(args: argparse.Namespace, _start: float) -> int:
     from training.postrun import evaluate_model
 
     return _standalone(
-        args, "evaluate", lambda run_dir: evaluate_model(run_dir, args.dataset, args.score_threshold)
+        args,
+        "evaluate",
+        lambda run_dir: evaluate_model(run_dir, args.dataset, args.score_threshold, device=args.device),
     )
 
 
@@ -378,12 +412,15 @@ def _cmd_detect(args: argparse.Namespace, _start: float) -> int:
     return _standalone(
         args,
         "detect",
-        lambda run_dir: draw_detections(run_dir, args.dataset, args.score_threshold, args.limit),
+        lambda run_dir: draw_detections(run_dir, args.dataset, args.score_threshold, args.limit, args.device),
     )
 
 
 def _cmd_devices(args: argparse.Namespace, _start: float) -> int:
     from training.device import prepare_device
+
+    if args.framework == "torch":
+        return _torch_devices(args.require)
 
     info = prepare_device(args.require or "any")
     import tensorflow as tf
@@ -395,6 +432,24 @@ def _cmd_devices(args: argparse.Namespace, _start: float) -> int:
         print(f"  GPU {index}: {gpu}")
     if not info.gpu_names:
         print("  no GPU visible to TensorFlow")
+    return EXIT_OK
+
+
+def _torch_devices(require: str | None) -> int:
+    from training.device import prepare_torch_device
+
+    info = prepare_torch_device(require or "any")
+    import torch
+
+    print(
+        f"torch {torch.__version__} "
+        f"({'CUDA ' + torch.version.cuda if torch.version.cuda else 'no CUDA'} build)"
+    )
+    print("  cpu")
+    for index, gpu in enumerate(info.gpu_names):
+        print(f"  cuda:{index}: {gpu}")
+    if not info.gpu_names:
+        print("  no GPU visible to torch")
     return EXIT_OK
 
 

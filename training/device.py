@@ -123,3 +123,27 @@ def _text(value: object) -> str:
 def gpu_name(tf, gpu) -> str:
     details = tf.config.experimental.get_device_details(gpu)
     return str(details.get("device_name") or gpu.name)
+
+
+def prepare_torch_device(kind: str) -> DeviceInfo:
+    """Import torch for `kind` (never TensorFlow); DeviceError if `gpu` is asked and CUDA is unusable."""
+    if kind == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
+    elif kind == "gpu" and not nvidia_driver_present():
+        raise DeviceError(
+            "--device gpu: no NVIDIA driver on this machine (no /proc/driver/nvidia/version); "
+            "use --device cpu"
+        )
+    import torch
+
+    available = torch.cuda.is_available()
+    if kind == "gpu" and not available:
+        build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "a build without CUDA"
+        raise DeviceError(
+            f"--device gpu: torch {torch.__version__} ({build}) sees no GPU "
+            "(torch.cuda.is_available() is false); use --device cpu"
+        )
+    names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if available else []
+    used = names[0] if kind == "gpu" else "CPU"
+    uuids = cuda_order_uuids(nvml_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))[:1] if kind == "gpu" else []
+    return DeviceInfo(kind=kind, used=used, gpu_names=names, tensorflow_devices=[], gpu_uuids=uuids)

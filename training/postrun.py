@@ -43,15 +43,26 @@ class Prediction:
 
 
 def export_model(run_dir: Path) -> dict:
-    """SavedModel of the latest checkpoint into DIR/model (replaced as a whole), plus model/export.json."""
+    """The latest checkpoint's model into DIR/model (replaced as a whole), plus model/export.json:
+    a SavedModel for a TensorFlow run, TorchScript for a torch run (training.torch_export)."""
+    run_dir = Path(run_dir)
+    training = _training_json(run_dir)
+    if training.get("framework") == "torch":
+        from training.torch_export import export_torch
+
+        staging = run_dir / f".{MODEL_DIR}.tmp-{time.time_ns()}"
+        try:
+            info = export_torch(run_dir, training, staging)
+            _replace_dir(staging, run_dir / MODEL_DIR)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return info
     import tensorflow as tf
     from official.modeling import performance
     from official.vision.serving import export_saved_model_lib
 
     from training.experiment import config_from_dict
 
-    run_dir = Path(run_dir)
-    training = _training_json(run_dir)
     checkpoint = tf.train.latest_checkpoint(str(run_dir / CHECKPOINTS_DIR))
     if not checkpoint:
         raise RunDirError(f"{run_dir / CHECKPOINTS_DIR}: no checkpoint to export (train first)")
@@ -71,6 +82,8 @@ def export_model(run_dir: Path) -> dict:
         )
         info = {
             "format_version": FORMAT_VERSION,
+            "framework": "tensorflow",
+            "format": "saved_model",
             "checkpoint": f"{CHECKPOINTS_DIR}/{Path(checkpoint).name}",
             "global_step": _checkpoint_step(checkpoint),
             "input_size": size,
@@ -84,11 +97,15 @@ def export_model(run_dir: Path) -> dict:
 
 
 def evaluate_model(
-    run_dir: Path, dataset: Path | None = None, score_threshold: float = 0.5, iou_threshold: float = 0.5
+    run_dir: Path,
+    dataset: Path | None = None,
+    score_threshold: float = 0.5,
+    iou_threshold: float = 0.5,
+    device: str = "cpu",
 ) -> dict:
     """mAP@0.5, recall and precision on the held-out split into DIR/eval.json."""
     run_dir = Path(run_dir)
-    predictions, info = _predict_held_out(run_dir, dataset)
+    predictions, info = _predict_held_out(run_dir, dataset, device=device)
     results = [ImageResult([list(b) for b in p.image.boxes], p.boxes, p.scores) for p in predictions]
     recall, precision, _, _ = recall_precision_at(results, score_threshold, iou_threshold)
     report = {
@@ -101,6 +118,7 @@ def evaluate_model(
         "iou_threshold": iou_threshold,
         "score_threshold": score_threshold,
         "global_step": info.get("global_step"),
+        "framework": info.get("framework", "tensorflow"),
         "model_dir": MODEL_DIR,
         "evaluated_unix": time.time(),
     }
@@ -109,11 +127,15 @@ def evaluate_model(
 
 
 def draw_detections(
-    run_dir: Path, dataset: Path | None = None, score_threshold: float = 0.5, limit: int | None = None
+    run_dir: Path,
+    dataset: Path | None = None,
+    score_threshold: float = 0.5,
+    limit: int | None = None,
+    device: str = "cpu",
 ) -> dict:
     """Held-out images with predictions (red, with scores) and ground truth (green) into DIR/detections/."""
     run_dir = Path(run_dir)
-    predictions, info = _predict_held_out(run_dir, dataset, limit)
+    predictions, info = _predict_held_out(run_dir, dataset, limit, device)
     out = run_dir / f".{DETECTIONS_DIR}.tmp-{time.time_ns()}"  # replaces detections/ as a whole
     out.mkdir()
     try:
@@ -176,28 +198,43 @@ def _render(prediction: Prediction, keep: list[int]) -> Image.Image:
 
 
 def _predict_held_out(
-    run_dir: Path, dataset: Path | None, limit: int | None = None
+    run_dir: Path, dataset: Path | None, limit: int | None = None, device: str = "cpu"
 ) -> tuple[list[Prediction], dict]:
-    import tensorflow as tf
-
     model_dir = run_dir / MODEL_DIR
-    if not (model_dir / "saved_model.pb").is_file():
-        raise RunDirError(f"{model_dir}: no exported model (run `python -m training export` first)")
     info = _read_optional(model_dir / EXPORT_INFO)
+    is_torch = info.get("framework") == "torch"
+    if not is_torch and not (model_dir / "saved_model.pb").is_file():
+        raise RunDirError(f"{model_dir}: no exported model (run `python -m training export` first)")
     dataset = Path(dataset) if dataset else Path(_training_json(run_dir)["dataset"])
     files = split_files(dataset, VAL_PATTERN)
     if not files:
         raise RunDirError(f"{dataset}: no held-out split ({VAL_PATTERN})")
-    serve = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
+    if is_torch:
+        from training.torch_export import torch_predictor
+
+        predict = torch_predictor(model_dir, info, device)
+    else:
+        predict = _tensorflow_predictor(model_dir)
     predictions = []
     for index, item in enumerate(read_records(files)):
         if limit is not None and index >= limit:
             break
-        predictions.append(_predict(serve, item))
+        boxes, scores, classes = predict(item)
+        keep = [i for i, c in enumerate(classes) if c == TARGET_CLASS]
+        predictions.append(
+            Prediction(item, [boxes[i] for i in keep], [scores[i] for i in keep], [classes[i] for i in keep])
+        )
     return predictions, info
 
 
-def _predict(serve, item: LabeledImage) -> Prediction:
+def _tensorflow_predictor(model_dir: Path):
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
+    return lambda item: _predict(serve, item)
+
+
+def _predict(serve, item: LabeledImage) -> tuple[list[list[float]], list[float], list[int]]:
     import tensorflow as tf
 
     outputs = serve(tf.constant(item.decoded()[np.newaxis], dtype=tf.uint8))
@@ -208,13 +245,7 @@ def _predict(serve, item: LabeledImage) -> Prediction:
     boxes[:, 1::2] = boxes[:, 1::2].clip(0, item.width)
     classes = outputs["detection_classes"][0, :count].numpy().astype(int).tolist()
     scores = outputs["detection_scores"][0, :count].numpy().astype(float).tolist()
-    keep = [i for i, c in enumerate(classes) if c == TARGET_CLASS]
-    return Prediction(
-        item,
-        [boxes[i].astype(float).tolist() for i in keep],
-        [scores[i] for i in keep],
-        [classes[i] for i in keep],
-    )
+    return boxes.astype(float).tolist(), scores, classes
 
 
 def _training_json(run_dir: Path) -> dict:

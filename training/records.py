@@ -1,4 +1,7 @@
-"""tf.Example records in the layout Model Garden's TfExampleDecoder reads, and reading them back."""
+"""tf.Example records in the layout Model Garden's TfExampleDecoder reads, and reading them back.
+
+No TensorFlow here: the PyTorch path and the dataset generator run where it is not installed.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image
+
+from training.tfrecord import RecordWriter, decode_example, encode_example, read_record_file
 
 TRAIN_PATTERN = "train*.tfrecord"
 VAL_PATTERN = "val*.tfrecord"
@@ -36,45 +41,32 @@ def encode_png(pixels: np.ndarray) -> bytes:
 
 def to_tf_example(item: LabeledImage) -> bytes:
     """Serialized tf.train.Example with normalised boxes, labels, areas and crowd flags."""
-    import tensorflow as tf
-
     ymin, xmin, ymax, xmax = (
         [float(box[i]) / (item.height if i % 2 == 0 else item.width) for box in item.boxes] for i in range(4)
     )
     areas = [float((b[2] - b[0]) * (b[3] - b[1])) for b in item.boxes]
     image_format = b"png" if item.encoded[:4] == b"\x89PNG" else b"jpeg"
-
-    def floats(values: list[float]) -> tf.train.Feature:
-        return tf.train.Feature(float_list=tf.train.FloatList(value=values))
-
-    def ints(values: list[int]) -> tf.train.Feature:
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
-
-    def raw(value: bytes) -> tf.train.Feature:
-        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
-
-    features = {
-        "image/encoded": raw(item.encoded),
-        "image/format": raw(image_format),
-        "image/source_id": raw(item.image_id.encode()),
-        "image/height": ints([item.height]),
-        "image/width": ints([item.width]),
-        "image/object/bbox/ymin": floats(ymin),
-        "image/object/bbox/xmin": floats(xmin),
-        "image/object/bbox/ymax": floats(ymax),
-        "image/object/bbox/xmax": floats(xmax),
-        "image/object/class/label": ints(list(item.labels)),
-        "image/object/area": floats(areas),
-        "image/object/is_crowd": ints([0] * len(item.boxes)),
-    }
-    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+    return encode_example(
+        {
+            "image/encoded": ("bytes", [item.encoded]),
+            "image/format": ("bytes", [image_format]),
+            "image/source_id": ("bytes", [item.image_id.encode()]),
+            "image/height": ("int64", [item.height]),
+            "image/width": ("int64", [item.width]),
+            "image/object/bbox/ymin": ("float", ymin),
+            "image/object/bbox/xmin": ("float", xmin),
+            "image/object/bbox/ymax": ("float", ymax),
+            "image/object/bbox/xmax": ("float", xmax),
+            "image/object/class/label": ("int64", list(item.labels)),
+            "image/object/area": ("float", areas),
+            "image/object/is_crowd": ("int64", [0] * len(item.boxes)),
+        }
+    )
 
 
 def write_records(path: Path, items: Iterator[LabeledImage]) -> int:
-    import tensorflow as tf
-
     count = 0
-    with tf.io.TFRecordWriter(str(path)) as writer:
+    with RecordWriter(path) as writer:
         for item in items:
             writer.write(to_tf_example(item))
             count += 1
@@ -82,34 +74,31 @@ def write_records(path: Path, items: Iterator[LabeledImage]) -> int:
 
 
 def read_records(paths: list[Path]) -> Iterator[LabeledImage]:
-    """The labeled images stored in `paths`, in file order."""
-    import tensorflow as tf
-
+    """The labeled images stored in `paths`, in file order (no TensorFlow needed)."""
     for path in paths:
-        for record in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
-            yield _from_tf_example(tf.train.Example.FromString(record))
+        for record in read_record_file(path):
+            yield from_tf_example(record)
 
 
-def _from_tf_example(example) -> LabeledImage:
-    feature = example.features.feature
-
-    def floats(key: str) -> list[float]:
-        return list(feature[key].float_list.value)
-
-    height = int(feature["image/height"].int64_list.value[0])
-    width = int(feature["image/width"].int64_list.value[0])
-    coords = [floats(f"image/object/bbox/{k}") for k in ("ymin", "xmin", "ymax", "xmax")]
+def from_tf_example(record: bytes) -> LabeledImage:
+    feature = decode_example(record)
+    height = int(feature["image/height"][0])
+    width = int(feature["image/width"][0])
+    coords = [feature.get(f"image/object/bbox/{k}", []) for k in ("ymin", "xmin", "ymax", "xmax")]
     boxes = [
         (ymin * height, xmin * width, ymax * height, xmax * width)
         for ymin, xmin, ymax, xmax in zip(*coords, strict=True)
     ]
+    source_id = feature["image/source_id"][0]
+    encoded = feature["image/encoded"][0]
+    assert isinstance(source_id, bytes) and isinstance(encoded, bytes)
     return LabeledImage(
-        image_id=feature["image/source_id"].bytes_list.value[0].decode(),
-        encoded=feature["image/encoded"].bytes_list.value[0],
+        image_id=source_id.decode(),
+        encoded=encoded,
         width=width,
         height=height,
         boxes=boxes,
-        labels=list(feature["image/object/class/label"].int64_list.value),
+        labels=[int(label) for label in feature.get("image/object/class/label", [])],
     )
 
 

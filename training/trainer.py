@@ -1,8 +1,12 @@
-"""The timed training loop: Model Garden's MaskRCNNTask.train_step under a wall-clock budget.
+"""The timed training loop, shared by both frameworks, and its TensorFlow backend.
 
-Model Garden builds the task, model, optimizer and input pipeline; we own the loop so the deadline,
-signals and time-based checkpoints are checked before every step, and every step's losses reach
-training.csv.
+The loop (deadline, signals, time-based checkpoints, training.csv and training.json, StepClock) is
+framework-neutral; a backend session builds the model, optimizer and input pipeline and runs one
+step: `TrainingSession` below wraps Model Garden's MaskRCNNTask.train_step (`--framework tf`),
+training.torch_backend.TorchSession a torchvision Faster R-CNN (`--framework torch`, no TensorFlow).
+A session's step() returns its values still on the device; the loop reads them (resolve) every step
+on a CPU and every LOSS_READ_EVERY_GPU steps on a GPU, so the host does not wait for the device each
+step; every step still gets its row in training.csv.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from training.runlog import LOSS_COLUMNS, Phase, TrainingCsv, write_training_jso
 
 MAX_CHECKPOINTS = 3
 DEFAULT_WARMUP_EXCLUDED = 20
+LOSS_READ_EVERY_GPU = 10
 BUDGET_NOTE = (
     "the budget and elapsed_s count from the first call of the training step, graph tracing "
-    "included; importing TensorFlow and building the model and input pipeline (setup_s) come before"
+    "included; importing the framework and building the model and input pipeline (setup_s) come before"
 )
 
 
@@ -45,6 +50,13 @@ class TrainOptions:
     checkpoint_every_s: float = 60.0
     seed: int = 0
     progress_every_s: float = 10.0
+    framework: str = "tf"
+    read_losses_every: int | None = None  # None: every step on a CPU, LOSS_READ_EVERY_GPU on a GPU
+
+    def loss_read_interval(self) -> int:
+        if self.read_losses_every is not None:
+            return self.read_losses_every
+        return 1 if self.device == "cpu" else LOSS_READ_EVERY_GPU
 
 
 @dataclass
@@ -116,23 +128,8 @@ def train(options: TrainOptions, device: DeviceInfo, stop: StopRequest, process_
 def _train(
     options: TrainOptions, device: DeviceInfo, stop: StopRequest, process_start: float, state: dict[str, Any]
 ) -> TrainResult:
-    import tensorflow as tf
-    from official.modeling import performance
-
     run_dir = Path(options.run_dir)
-    params = build_config(
-        preset=options.preset,
-        dataset=options.dataset,
-        batch_size=options.batch_size,
-        precision=options.precision,
-        seed=options.seed,
-        init_checkpoint=options.init_checkpoint,
-        num_gpus=1 if device.kind == "gpu" else 0,
-    )
-    state["config"] = params.as_dict()
-    performance.set_mixed_precision_policy(params.runtime.mixed_precision_dtype)
-    tf.random.set_seed(options.seed)
-    session = TrainingSession(params, device)
+    session = _open_session(options, device, state)
     initial_step = session.restore_or_initialize(run_dir / CHECKPOINTS_DIR)
     state.update(
         initial_step=initial_step,
@@ -173,6 +170,31 @@ def _train(
     return TrainResult(status, state["global_step"], state["steps"], state)
 
 
+def _open_session(options: TrainOptions, device: DeviceInfo, state: dict[str, Any]):
+    if options.framework == "torch":
+        from training.torch_backend import TorchSession
+
+        torch_session = TorchSession(options, device.kind)
+        state["config"] = torch_session.config
+        return torch_session
+    import tensorflow as tf
+    from official.modeling import performance
+
+    params = build_config(
+        preset=options.preset,
+        dataset=options.dataset,
+        batch_size=options.batch_size,
+        precision=options.precision,
+        seed=options.seed,
+        init_checkpoint=options.init_checkpoint,
+        num_gpus=1 if device.kind == "gpu" else 0,
+    )
+    state["config"] = params.as_dict()
+    performance.set_mixed_precision_policy(params.runtime.mixed_precision_dtype)
+    tf.random.set_seed(options.seed)
+    return TrainingSession(params, device)
+
+
 def run_loop(
     options: TrainOptions,
     session: TrainingSession,
@@ -184,42 +206,67 @@ def run_loop(
     deadline = clock.start_unix + options.duration_s
     last_checkpoint = last_progress = clock.start_unix
     progress_steps = 0
-    while True:
-        if stop.signum is not None:
-            return "interrupted"
-        if options.max_steps is not None and len(clock.ends) >= options.max_steps:
-            return "completed"
-        if time.time() >= deadline:
-            return "deadline"
-        started = time.time()
-        values = session.step()
-        ended = time.time()
-        clock.ends.append(ended)
-        log.write(
-            time_unix=ended,
-            elapsed_s=ended - clock.start_unix,
-            step=session.global_step(),
-            losses=values,
-            learning_rate=values["learning_rate"],
-            step_time_s=ended - started,
-            batch_size=options.batch_size,
-        )
-        if ended - last_progress >= options.progress_every_s or len(clock.ends) == 1:
-            rate = (len(clock.ends) - progress_steps) / max(ended - last_progress, 1e-9)
-            _print_progress(
-                session.global_step(),
-                values["total_loss"],
-                rate,
-                ended - clock.start_unix,
-                options.duration_s,
-                first=len(clock.ends) == 1,
+    read_every = options.loss_read_interval()
+    first_step = session.global_step() - len(clock.ends)
+    pending: list[tuple[float, float, int, Any]] = []  # (start, end, step, device values) not yet logged
+
+    def write_pending() -> dict[str, float]:
+        resolved = session.resolve([raw for *_, raw in pending])
+        # The host waited for the device here: the last step really ended now.
+        started, _, step, raw = pending[-1]
+        pending[-1] = (started, time.time(), step, raw)
+        clock.ends[-1] = pending[-1][1]
+        for (started, ended, step, _), values in zip(pending, resolved, strict=True):
+            log.write(
+                time_unix=ended,
+                elapsed_s=ended - clock.start_unix,
+                step=step,
+                losses=values,
+                learning_rate=values["learning_rate"],
+                step_time_s=ended - started,
+                batch_size=options.batch_size,
             )
-            last_progress, progress_steps = ended, len(clock.ends)
-        if ended - last_checkpoint >= options.checkpoint_every_s:
-            state["last_checkpoint"] = session.save() or state.get("last_checkpoint")
-            _update_figures(state, clock, session, options)
-            write_training_json(options.run_dir, state)
-            last_checkpoint = time.time()
+        pending.clear()
+        return resolved[-1]
+
+    try:
+        while True:
+            if stop.signum is not None:
+                return "interrupted"
+            if options.max_steps is not None and len(clock.ends) >= options.max_steps:
+                return "completed"
+            if time.time() >= deadline:
+                return "deadline"
+            started = time.time()
+            raw = session.step()
+            ended = time.time()
+            clock.ends.append(ended)
+            pending.append((started, ended, first_step + len(clock.ends), raw))
+            due_progress = ended - last_progress >= options.progress_every_s or len(clock.ends) == 1
+            due_checkpoint = ended - last_checkpoint >= options.checkpoint_every_s
+            if not (due_progress or due_checkpoint or len(pending) >= read_every):
+                continue
+            values = write_pending()
+            ended = clock.ends[-1]
+            if due_progress:
+                rate = (len(clock.ends) - progress_steps) / max(ended - last_progress, 1e-9)
+                _print_progress(
+                    first_step + len(clock.ends),
+                    values["total_loss"],
+                    rate,
+                    ended - clock.start_unix,
+                    options.duration_s,
+                    first=len(clock.ends) == 1,
+                )
+                last_progress, progress_steps = ended, len(clock.ends)
+            if due_checkpoint:
+                state["last_checkpoint"] = session.save() or state.get("last_checkpoint")
+                _update_figures(state, clock, session, options)
+                write_training_json(options.run_dir, state)
+                last_checkpoint = time.time()
+    finally:
+        if pending:
+            write_pending()
 
 
 def _print_progress(step: int, loss: float, rate: float, elapsed: float, budget: float, first: bool) -> None:
@@ -245,9 +292,22 @@ def _update_figures(
     )
 
 
-def _initial_state(options: TrainOptions, device: DeviceInfo) -> dict[str, Any]:
+def _framework_fields(options: TrainOptions, device: DeviceInfo) -> dict[str, Any]:
+    if options.framework == "torch":
+        from training.torch_backend import torch_fields
+
+        return torch_fields(device.kind)
     import tensorflow as tf
 
+    return {
+        "framework": "tensorflow",
+        "framework_version": tf.__version__,
+        "tensorflow_devices": device.tensorflow_devices,
+        "tensorflow_version": tf.__version__,
+    }
+
+
+def _initial_state(options: TrainOptions, device: DeviceInfo) -> dict[str, Any]:
     preset = PRESETS[options.preset]
     return {
         "status": "running",
@@ -257,11 +317,11 @@ def _initial_state(options: TrainOptions, device: DeviceInfo) -> dict[str, Any]:
         "device_used": device.used,
         "gpu_names": device.gpu_names,
         "gpu_uuids": device.gpu_uuids,
-        "tensorflow_devices": device.tensorflow_devices,
-        "tensorflow_version": tf.__version__,
+        **_framework_fields(options, device),
         "preset": options.preset,
         "backbone": f"resnet{preset.backbone_depth}",
         "image_size": preset.image_size,
+        "loss_read_every_steps": options.loss_read_interval(),
         "batch_size": options.batch_size,
         "precision": options.precision,
         "dataset": str(options.dataset),
@@ -334,9 +394,12 @@ class TrainingSession:
         path = self.manager.save(checkpoint_number=self.global_step())
         return f"{CHECKPOINTS_DIR}/{Path(path).name}" if path else None
 
-    def step(self) -> dict[str, float]:
-        outputs = self._step_fn(self.iterator)
-        return {name: float(value) for name, value in outputs.items()}
+    def step(self) -> dict[str, Any]:
+        """The step's losses and learning rate as tensors (read later by resolve)."""
+        return self._step_fn(self.iterator)
+
+    def resolve(self, pending: list[dict[str, Any]]) -> list[dict[str, float]]:
+        return [{name: float(value) for name, value in outputs.items()} for outputs in pending]
 
     def _build_step_fn(self):
         tf, task, model, optimizer, strategy = self.tf, self.task, self.model, self.optimizer, self.strategy

@@ -69,7 +69,7 @@ def test_layout_lists_runs_and_picks_a_cpu_and_a_gpu_run(
     assert picker.multi is True
     assert sorted(picker.value) == sorted([run_ids["gpu"], run_ids["cpu"]])
     label = picker.options[1]["label"]
-    assert label == "cpu baseline · cpu · buildbox · 2026-11-19 13:02 UTC · 2m · completed"
+    assert label == "cpu baseline · cpu · tensorflow · buildbox · 2026-11-19 13:02 UTC · 2m · completed"
     assert picker.options[2]["label"].endswith("⚠")
 
 

@@ -245,3 +245,16 @@ def test_unreadable_sidecar_or_cache_off_falls_back_to_parsing(tmp_path: Path, m
     assert parsecache.sidecar_of(run.path / "telemetry.csv") is None
     runs.clear_caches()
     assert len(runs.read_telemetry(run)) == 20
+
+
+def test_framework_comes_from_training_json_and_older_runs_are_tensorflow(tmp_path) -> None:
+    from dashboard.runs import RunInfo
+
+    def run(training: dict) -> RunInfo:
+        return RunInfo(run_id="r", path=tmp_path, kind="runs", meta={}, training=training)
+
+    assert run({"framework": "torch", "framework_version": "2.11.0"}).framework == "torch"
+    assert run({"framework": "torch", "framework_version": "2.11.0"}).framework_version == "2.11.0"
+    assert run({"tensorflow_version": "2.20.0"}).framework == "tensorflow"
+    assert run({"config": {"task": {}}}).framework == "tensorflow"
+    assert run({}).framework == "n/a"

@@ -86,3 +86,12 @@ def test_reporter_prints_plain_lines_when_not_a_terminal_and_tracks_peaks(tmp_pa
     assert len(lines) == 3
     assert "step 1" in lines[-1]
     assert reporter.peaks == {"gpu0_temp_c": 64.0, "gpu0_power_w": 100.0}
+
+
+def test_timed_passes_the_framework_to_the_training_only_when_asked() -> None:
+    from collect.timed import build_parser, training_command
+
+    default = training_command(build_parser().parse_args(["10m"]))
+    assert "--framework" not in default
+    torch = training_command(build_parser().parse_args(["10m", "--framework", "torch"]))
+    assert torch[torch.index("--framework") + 1] == "torch"

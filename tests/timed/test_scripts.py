@@ -163,3 +163,40 @@ def test_a_short_real_run_prints_the_matching_gpu_command(tmp_path: Path) -> Non
     assert expected in result.stdout
     header = (run_dir / "telemetry.csv").read_text().splitlines()[0].split(",")
     assert "cpu_iowait_pct" in header
+
+
+@pytest.mark.slow
+def test_collect_cpu_torch_run_end_to_end(tmp_path: Path) -> None:
+    """`--framework torch` through the script and the collector: a torch run directory, TorchScript export."""
+    result = run_script(
+        "collect_cpu.sh", "3m", "--framework", "torch", "--data-dir", str(tmp_path), "--max-steps", "4",
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["label"] == "cpu torch small 3m"
+    assert run["command"][run["command"].index("--framework") + 1] == "torch"
+    training = json.loads((run_dir / "training.json").read_text())
+    assert training["framework"] == "torch" and training["steps"] == 4 and training["status"] == "completed"
+    assert (run_dir / "model" / "model.torchscript.pt").is_file()
+    phases = [row["phase"] for row in _rows(run_dir / "phases.csv")]
+    assert phases == ["train", "export", "evaluate", "detect", "infer"]
+    inference = json.loads((run_dir / "inference.json").read_text())
+    measured = {r["runtime"] for r in inference["runtimes"] if r["available"]}
+    assert "torchscript" in measured and "tf-savedmodel" not in measured  # the torch export, TF-free
+    assert "mAP@0.5" in result.stdout
+
+
+def test_torch_framework_installs_the_torch_extra_only() -> None:
+    def extras(*args: str) -> str:
+        command = f'source "{SCRIPTS}/lib.sh"; framework_extras "$@"'
+        done = subprocess.run(
+            ["bash", "-c", command, "extras", *args], capture_output=True, text=True, check=True
+        )
+        return done.stdout.strip()
+
+    assert extras("train,dashboard", "10m") == "train,dashboard"
+    assert extras("train,dashboard", "10m", "--framework", "torch") == "torch,dashboard"
+    assert extras("train,gpu,dashboard", "10m", "--label", "x", "--framework=torch") == "torch,dashboard"
+    assert extras("train,gpu,dashboard", "10m", "--framework", "tf") == "train,gpu,dashboard"

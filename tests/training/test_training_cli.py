@@ -51,7 +51,12 @@ def test_bad_arguments_exit_2_with_one_line(args: list[str], tmp_path: Path) -> 
 
 @no_gpu_here
 @pytest.mark.parametrize(
-    "args", [["devices", "--require", "gpu"], ["train", "--device", "gpu", "--duration", "1m"]]
+    "args",
+    [
+        ["devices", "--require", "gpu"],
+        ["devices", "--require", "gpu", "--framework", "torch"],
+        ["train", "--device", "gpu", "--duration", "1m"],
+    ],
 )
 def test_gpu_requested_without_gpu_fails_fast_in_one_line(args: list[str], tmp_path: Path) -> None:
     if args[0] == "train":

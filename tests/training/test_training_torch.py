@@ -1,0 +1,230 @@
+"""`--framework torch`: the torchvision twin, run for real where `import tensorflow` fails.
+
+Every subprocess here gets a sitecustomize (via PYTHONPATH) whose meta path finder raises ImportError
+for tensorflow, Model Garden and Keras and writes each attempt to a file: the torch path must generate
+its dataset, train, checkpoint, resume, export, evaluate and draw without them, as on a GPU machine
+that has PyTorch and no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from trainfixtures import REPO, training_env
+
+from runformat import read_json
+
+pytestmark = pytest.mark.slow
+
+BLOCKER = """
+import importlib.abc, importlib.machinery, os, sys
+
+BLOCKED = ("tensorflow", "tf_keras", "keras", "official", "orbit")
+
+
+class NoTensorFlow(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    # Probes (importlib.util.find_spec, as torch._dynamo makes) get a spec; importing fails.
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            return importlib.machinery.ModuleSpec(name, self, origin=f"/blocked/{name}")
+        return None
+
+    def create_module(self, spec):
+        with open(os.environ["BLOCKED_IMPORT_LOG"], "a") as log:
+            log.write(spec.name + "\\n")
+        raise ImportError(f"{spec.name} is blocked: the torch path must run without TensorFlow")
+
+    def exec_module(self, module):
+        raise ImportError(module.__name__)
+
+
+sys.meta_path.insert(0, NoTensorFlow())
+"""
+
+
+@pytest.fixture(scope="module")
+def no_tf_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    site = tmp_path_factory.mktemp("no-tensorflow")
+    (site / "sitecustomize.py").write_text(BLOCKER)
+    env = training_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["BLOCKED_IMPORT_LOG"] = str(site / "blocked-imports.txt")
+    return env
+
+
+def _cli(env: dict[str, str], *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "training", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="module")
+def torch_run(no_tf_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("torch")
+    dataset, run_dir = root / "waldo", root / "run"
+    made = _cli(no_tf_env, "dataset", "--out", str(dataset), "--train", "12", "--val", "3", "--seed", "3")
+    assert made.returncode == 0, made.stderr
+    trained = _cli(
+        no_tf_env,
+        "train",
+        "--framework",
+        "torch",
+        "--run-dir",
+        str(run_dir),
+        "--dataset",
+        str(dataset),
+        "--duration",
+        "5m",
+        "--max-steps",
+        "8",
+        "--checkpoint-every",
+        "1s",
+    )
+    return {"dataset": dataset, "run_dir": run_dir, "done": trained, "env": no_tf_env}
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_torch_run_trains_exports_evaluates_and_draws_without_tensorflow(torch_run: dict) -> None:
+    done, run_dir = torch_run["done"], torch_run["run_dir"]
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert "export: TorchScript of step 8" in done.stdout
+    blocked = Path(torch_run["env"]["BLOCKED_IMPORT_LOG"])
+    assert not blocked.exists(), f"the torch path tried to import: {blocked.read_text()}"
+    phases = [row["phase"] for row in _rows(run_dir / "phases.csv")]
+    assert phases == ["train", "export", "evaluate", "detect"]
+    rows = _rows(run_dir / "training.csv")
+    assert [int(row["step"]) for row in rows] == list(range(1, 9))
+    assert all(float(row["loss_total"]) > 0 and float(row["step_time_s"]) > 0 for row in rows)
+    report = read_json(run_dir / "eval.json")
+    assert report["num_images"] == 3 and report["framework"] == "torch" and report["global_step"] == 8
+    drawn = read_json(run_dir / "detections" / "detections.json")
+    assert [image["image_id"] for image in drawn["images"]] == ["val_0000", "val_0001", "val_0002"]
+    assert all((run_dir / "detections" / image["file"]).is_file() for image in drawn["images"])
+
+
+def test_training_json_records_the_framework_and_device(torch_run: dict) -> None:
+    info = read_json(torch_run["run_dir"] / "training.json")
+    assert info["status"] == "completed" and info["steps"] == 8 and info["global_step"] == 8
+    assert info["framework"] == "torch" and info["framework_version"].split(".")[0] == "2"
+    assert info["torch_device"] == "cpu" and info["device_used"] == "CPU" and info["gpu_names"] == []
+    assert info["precision"] == "float32" and info["loss_read_every_steps"] == 1
+    assert info["config"]["architecture"] == "resnet18_fpn128" and info["config"]["image_size"] == 256
+    assert info["last_checkpoint"] == "checkpoints/ckpt-8.pt"
+    checkpoints = sorted(p.name for p in (torch_run["run_dir"] / "checkpoints").iterdir())
+    assert "ckpt-8.pt" in checkpoints and len(checkpoints) <= 3
+
+
+def test_export_is_torchscript_that_loads_without_our_code(torch_run: dict) -> None:
+    import torch
+    import torchvision  # noqa: F401  (registers the ops the TorchScript calls)
+
+    model_dir = torch_run["run_dir"] / "model"
+    info = json.loads((model_dir / "export.json").read_text())
+    assert info["format"] == "torchscript" and info["framework"] == "torch" and info["global_step"] == 8
+    model = torch.jit.load(str(model_dir / info["file"]))
+    model.eval()
+    with torch.no_grad():
+        _, detections = model([torch.rand(3, 256, 256)])
+    assert set(detections[0]) == {"boxes", "scores", "labels"}
+
+
+def test_sigterm_stops_with_a_checkpoint_and_the_run_resumes(torch_run: dict, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "training", "train", "--framework", "torch", "--run-dir", str(run_dir),
+        "--dataset", str(torch_run["dataset"]), "--duration", "10m", "--checkpoint-every", "1h",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command, cwd=REPO, env=torch_run["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and process.poll() is None:
+            csv_path = run_dir / "training.csv"
+            if csv_path.exists() and len(csv_path.read_text().splitlines()) > 3:
+                break
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 143, stderr[-2000:]
+    info = read_json(run_dir / "training.json")
+    assert info["status"] == "interrupted" and info["steps"] >= 3
+    assert info["last_checkpoint"] == f"checkpoints/ckpt-{info['global_step']}.pt"
+    stopped_at = info["global_step"]
+
+    resumed = _cli(torch_run["env"], *command[3:], "--max-steps", "2", "--no-export")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    info = read_json(run_dir / "training.json")
+    assert info["initial_step"] == stopped_at and info["resumed_from"] == f"checkpoints/ckpt-{stopped_at}.pt"
+    assert info["global_step"] == stopped_at + 2
+    steps = [int(row["step"]) for row in _rows(run_dir / "training.csv")]
+    assert steps == list(range(1, stopped_at + 3))
+
+
+def test_evaluate_alone_on_a_torch_run(torch_run: dict, tmp_path: Path) -> None:
+    done = _cli(
+        torch_run["env"], "evaluate", "--run-dir", str(torch_run["run_dir"]), "--score-threshold", "0.0"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "mAP@0.5" in done.stdout
+    assert read_json(torch_run["run_dir"] / "eval.json")["score_threshold"] == 0.0
+
+
+def test_init_checkpoint_is_refused_for_torch(tmp_path: Path, no_tf_env: dict[str, str]) -> None:
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    done = _cli(no_tf_env, "train", "--framework", "torch", "--run-dir", str(tmp_path / "r"),
+                "--init-checkpoint", str(ckpt))  # fmt: skip
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--framework tf" in lines[0]
+
+
+def test_gpu_with_a_driver_but_no_cuda_in_torch_is_refused(tmp_path: Path, monkeypatch) -> None:
+    """A driver is present (faked: the hardware boundary) but torch sees no GPU: refuse in one line."""
+    from training import device
+
+    marker = tmp_path / "version"
+    marker.write_text("NVRM version: fake\n")
+    monkeypatch.setattr(device, "DRIVER_MARKERS", (str(marker),))
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a usable GPU")
+    with pytest.raises(device.DeviceError, match=r"torch.cuda.is_available\(\) is false"):
+        device.prepare_torch_device("gpu")
+
+
+def test_gpu_without_driver_fails_fast_for_torch(tmp_path: Path, no_tf_env: dict[str, str]) -> None:
+    from training.device import nvidia_driver_present
+
+    if nvidia_driver_present():
+        pytest.skip("this machine has an NVIDIA driver")
+    started = time.monotonic()
+    done = _cli(
+        no_tf_env, "train", "--framework", "torch", "--device", "gpu", "--run-dir", str(tmp_path / "r")
+    )
+    assert done.returncode == 1 and time.monotonic() - started < 20
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "gpu" in lines[0].lower()

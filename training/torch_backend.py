@@ -1,0 +1,223 @@
+"""The PyTorch backend of the timed loop: torchvision Faster R-CNN, our SGD step, our checkpoints.
+
+Same contract as the TensorFlow backend (training.trainer.TrainingSession): restore_or_initialize,
+global_step, save, step and resolve. step() returns the step's losses as a tensor still on the device;
+resolve() turns many steps' worth into numbers with one device-to-host copy, so the shared loop decides
+how often the host waits for the device (every step on a CPU, where it costs nothing; every few steps
+on a GPU).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from runformat import CHECKPOINTS_DIR
+from training.torch_model import TORCH_PRESETS, build_model, model_config
+
+MAX_CHECKPOINTS = 3
+CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
+# training.csv columns (runlog.LOSS_COLUMNS keys) from torchvision's loss names; model_loss and
+# total_loss are their sum (weight decay is applied by the optimizer, not added to a loss).
+TORCH_LOSSES = {
+    "rpn_score_loss": "loss_objectness",
+    "rpn_box_loss": "loss_rpn_box_reg",
+    "frcnn_cls_loss": "loss_classifier",
+    "frcnn_box_loss": "loss_box_reg",
+}
+VALUE_ORDER = (
+    "total_loss",
+    "rpn_score_loss",
+    "rpn_box_loss",
+    "frcnn_cls_loss",
+    "frcnn_box_loss",
+    "model_loss",
+)
+AUTOCAST_DTYPES = {"float16": "float16", "bfloat16": "bfloat16"}
+
+
+def torch_fields(device_kind: str) -> dict[str, Any]:
+    """What training.json records about the framework and the device torch used."""
+    import torch
+    import torchvision
+
+    return {
+        "framework": "torch",
+        "framework_version": torch.__version__,
+        "torchvision_version": torchvision.__version__,
+        "torch_device": "cuda:0" if device_kind == "gpu" else "cpu",
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def default_torch_precision(device_kind: str) -> str:
+    """float32 on a CPU; autocast to bfloat16 on a GPU that has it, else float16 (with loss scaling)."""
+    if device_kind != "gpu":
+        return "float32"
+    import torch
+
+    return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+
+
+class TorchSession:
+    def __init__(self, options, device_kind: str) -> None:
+        import torch
+
+        self.torch = torch
+        self.device = torch.device("cuda:0" if device_kind == "gpu" else "cpu")
+        preset = TORCH_PRESETS[options.preset]
+        self.learning_rate = preset.base_learning_rate_per_example * options.batch_size
+        self.warmup_steps = preset.warmup_steps
+        self.config = {
+            **model_config(options.preset),
+            "batch_size": options.batch_size,
+            "precision": options.precision,
+            "learning_rate": self.learning_rate,
+            "warmup_learning_rate": self.learning_rate / 20,
+            "seed": options.seed,
+        }
+        self.options = options
+        torch.manual_seed(options.seed)
+        self.model = build_model(self.config).to(self.device).train()
+        self.optimizer = torch.optim.SGD(
+            self.model.parameters(),
+            lr=self.learning_rate,
+            momentum=self.config["momentum"],
+            weight_decay=self.config["weight_decay"],
+        )
+        self.autocast_dtype = (
+            getattr(torch, AUTOCAST_DTYPES[options.precision], None)
+            if (options.precision in AUTOCAST_DTYPES)
+            else None
+        )
+        self.scaler = (
+            _grad_scaler(torch) if self.autocast_dtype is torch.float16 and device_kind == "gpu" else None
+        )
+        self.step_count = 0
+        self.checkpoint_dir: Path | None = None
+        self.restored_from: str | None = None
+        self.batches = None
+
+    def restore_or_initialize(self, checkpoint_dir: Path) -> int:
+        from training.torch_data import TrainBatches
+
+        self.checkpoint_dir = Path(checkpoint_dir)
+        latest = latest_checkpoint(self.checkpoint_dir)
+        if latest is not None:
+            state = _load(self.torch, latest, self.device)
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            if self.scaler is not None and state.get("scaler"):
+                self.scaler.load_state_dict(state["scaler"])
+            self.step_count = int(state["step"])
+            self.restored_from = f"{CHECKPOINTS_DIR}/{latest.name}"
+        self.batches = TrainBatches(
+            self.options.dataset, self.options.batch_size, self.options.seed, self.device, self.step_count
+        )
+        return self.step_count
+
+    def global_step(self) -> int:
+        return self.step_count
+
+    def save(self) -> str | None:
+        """Checkpoint at the current step; the run-relative path, or None if this step is already saved."""
+        assert self.checkpoint_dir is not None
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        path = self.checkpoint_dir / f"ckpt-{self.step_count}.pt"
+        if path.exists():
+            return None
+        state = {
+            "step": self.step_count,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler is not None else {},
+        }
+        partial = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        self.torch.save(state, partial)
+        os.replace(partial, path)
+        for old in sorted(_checkpoints(self.checkpoint_dir))[:-MAX_CHECKPOINTS]:
+            old[1].unlink(missing_ok=True)
+        return f"{CHECKPOINTS_DIR}/{path.name}"
+
+    def step(self) -> tuple[Any, float]:
+        torch = self.torch
+        assert self.batches is not None, "restore_or_initialize() first"
+        images, targets = self.batches.next()
+        rate = self._learning_rate(self.step_count)
+        for group in self.optimizer.param_groups:
+            group["lr"] = rate
+        with torch.autocast(
+            self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None
+        ):
+            losses = self.model(images, targets)
+        total = sum(losses.values())
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scaler is not None:
+            self.scaler.scale(total).backward()
+            self.scaler.unscale_(self.optimizer)
+        else:
+            total.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config["clip_grad_norm"])
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.step_count += 1
+        parts = [losses[TORCH_LOSSES[name]] for name in VALUE_ORDER[1:5]]
+        values = torch.stack([total, *parts, total]).detach().float()
+        return values, rate
+
+    def resolve(self, pending: list[tuple[Any, float]]) -> list[dict[str, float]]:
+        """Numbers for several steps' losses: one device-to-host copy (and wait) for all of them."""
+        table = self.torch.stack([values for values, _ in pending]).cpu().tolist()
+        return [
+            {**dict(zip(VALUE_ORDER, row, strict=True)), "learning_rate": rate}
+            for row, (_, rate) in zip(table, pending, strict=True)
+        ]
+
+    def _learning_rate(self, step: int) -> float:
+        if step >= self.warmup_steps:
+            return self.learning_rate
+        start = self.learning_rate / 20
+        return start + (self.learning_rate - start) * step / self.warmup_steps
+
+
+def _grad_scaler(torch):
+    amp = getattr(torch, "amp", None)
+    if amp is not None and hasattr(amp, "GradScaler"):
+        try:
+            return amp.GradScaler("cuda")
+        except TypeError:
+            pass
+    return torch.cuda.amp.GradScaler()
+
+
+def _checkpoints(directory: Path) -> list[tuple[int, Path]]:
+    if not directory.is_dir():
+        return []
+    found = []
+    for path in directory.iterdir():
+        match = CHECKPOINT_NAME.match(path.name)
+        if match:
+            found.append((int(match.group(1)), path))
+    return found
+
+
+def latest_checkpoint(directory: Path) -> Path | None:
+    found = sorted(_checkpoints(Path(directory)))
+    return found[-1][1] if found else None
+
+
+def checkpoint_step(path: Path) -> int | None:
+    match = CHECKPOINT_NAME.match(Path(path).name)
+    return int(match.group(1)) if match else None
+
+
+def _load(torch, path: Path, device) -> dict[str, Any]:
+    try:
+        return torch.load(path, map_location=device, weights_only=True)
+    except TypeError:  # torch older than 1.13 has no weights_only
+        return torch.load(path, map_location=device)

@@ -109,7 +109,9 @@ def test_torch_run_trains_exports_evaluates_and_draws_without_tensorflow(torch_r
     blocked = Path(torch_run["env"]["BLOCKED_IMPORT_LOG"])
     assert not blocked.exists(), f"the torch path tried to import: {blocked.read_text()}"
     phases = [row["phase"] for row in _rows(run_dir / "phases.csv")]
-    assert phases == ["train", "export", "evaluate", "detect"]
+    assert phases == ["train", "export", "evaluate", "detect", "infer"]  # infer: TorchScript, TF-free
+    inference = json.loads((run_dir / "inference.json").read_text())
+    assert {r["runtime"] for r in inference["runtimes"] if r["available"]} == {"torchscript"}
     rows = _rows(run_dir / "training.csv")
     assert [int(row["step"]) for row in rows] == list(range(1, 9))
     assert all(float(row["loss_total"]) > 0 and float(row["step_time_s"]) > 0 for row in rows)

@@ -85,7 +85,7 @@ class Energy:
         if self.cpu_j is not None:
             return None
         if self.cpu is not None:
-            return f"CPU {self.cpu.method} covers {self.cpu.coverage:.0%} of the run"
+            return f"{self.cpu.method} covers {self.cpu.coverage:.0%} of the run"
         return self.cpu_missing_reason
 
     @property
@@ -142,7 +142,7 @@ def _gpu_sources(
         counter_source(name, GPU_COUNTER, times, counter, window, gap) if counter is not None else None
     )
     from_power = power_source(name, GPU_POWER, times, power, window, gap) if power is not None else None
-    read = [s for s in (from_counter, from_power) if s is not None and s.covered_s > 0]
+    read = [s for s in (from_counter, from_power) if s is not None and (s.covered_s > 0 or s.resets)]
     checks = []
     if from_counter is not None and from_counter.resets:
         checks.append(f"{name} energy counter reset {from_counter.resets} time(s) (integrated piecewise)")

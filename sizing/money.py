@@ -139,9 +139,7 @@ def break_even(
     saving = (speedup - 1.0) * (prices.value_per_hour or 0.0) + (energy_saving or 0.0)
     if amount <= 0:
         if saving > 0:
-            return BreakEven(
-                0.0, None, amount, "nothing: it costs no more than the baseline", None, is_estimate
-            )
+            return BreakEven(0.0, None, amount, "costs no more than the baseline", None, is_estimate)
         return BreakEven(None, "never pays back: costs no more but saves nothing", amount, text)
     if saving <= 0:
         return BreakEven(None, "never pays back at these prices (it saves nothing)", amount, text)

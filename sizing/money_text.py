@@ -120,6 +120,8 @@ def break_even_text(c: Comparison, ctx: ReportContext) -> str:
     if even.hours is None:
         text = f"break-even: {even.reason}"
         return f"{text} ({assumptions(c, ctx)})" if even.hours_beyond_life is not None else text
+    if even.hours == 0:
+        return f"break-even at once: the GPU side {even.investment_text} ({assumptions(c, ctx)})"
     base_hours = even.hours * c.speedup if c.speedup else None
     text = (
         f"the GPU pays back {even.investment_text} after {fmt(even.hours, 1)} GPU training hours "

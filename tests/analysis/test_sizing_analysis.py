@@ -74,7 +74,9 @@ def test_energy_per_1000_examples_by_hand(cpu: RunAnalysis, gpu: RunAnalysis) ->
 
 def test_counter_and_integrated_energy_by_hand() -> None:
     times = np.array([0.0, 1.0, 2.0, 3.0])
-    counter = cov.counter_source("cpu", en.CPU_RAPL, times, np.array([0.0, 10.0, 30.0, 60.0]), (0.5, 2.5), 3.0)
+    counter = cov.counter_source(
+        "cpu", en.CPU_RAPL, times, np.array([0.0, 10.0, 30.0, 60.0]), (0.5, 2.5), 3.0
+    )
     assert counter.joules == pytest.approx(40.0) and counter.coverage == 1.0 and counter.resets == 0
     power = np.array([10.0, 20.0, 30.0, 40.0])
     integrated = cov.power_source("gpu0", en.GPU_POWER, times, power, (0.0, 3.0), 3.0)
@@ -104,7 +106,9 @@ def test_no_price_is_unknown_not_zero() -> None:
     assert plain.hardware_usd_per_1k_examples is None
     assert plain.total_usd_per_1k_examples is None
     hardware = {"host": "box", "cpu_model": "Xeon", "gpus": ["H100"]}
-    assert money.hardware_price("gpu", hardware, Prices(gpu_price=500.0)).usd is None  # the host is not priced
+    assert (
+        money.hardware_price("gpu", hardware, Prices(gpu_price=500.0)).usd is None
+    )  # the host is not priced
     assert money.hardware_price("gpu", hardware, Prices(gpu_price=500.0)).gpu_usd == 500.0
     assert money.hardware_price("cpu", hardware, Prices(gpu_price=500.0)).usd is None
     assert money.hardware_price("cpu", hardware, Prices(cpu_price=0.0)).usd == 0.0  # given as 0 is 0

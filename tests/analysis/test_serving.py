@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from sizing import RunData
-
 from sizing.load import load_run_dir
 from sizing.model import Prices
 from sizing.serving import markdown, serving_section

@@ -12,8 +12,7 @@ from sizingfixtures import reference_cpu, reference_gpu, telemetry_frame, traini
 from sizing import compare as cmp
 from sizing import coverage as cov
 from sizing import energy as en
-from sizing import money
-from sizing import thermal
+from sizing import money, thermal
 from sizing import throughput as tp
 from sizing.analysis import RunAnalysis, analyse_run
 from sizing.model import Prices, Thresholds, count_events, train_windows

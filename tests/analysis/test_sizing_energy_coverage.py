@@ -4,6 +4,7 @@ a counter that resets is integrated piecewise, a GPU run without GPU energy is n
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -60,7 +61,7 @@ def test_a_counter_that_resets_is_integrated_piecewise_and_said() -> None:
     reload_at = 30.0  # S+25: a driver reload in the middle of the steady state restarts the counter at 0
     counter = np.where(elapsed < reload_at, 300.0 * elapsed, 300.0 * (elapsed - reload_at) + 0.1)
     run = replace(run, telemetry=run.telemetry.assign(gpu0_energy_j=counter))
-    headline, data = report_json([reference_cpu(), run])
+    _, data = report_json([reference_cpu(), run])
     gpu = by_id(data)["fine-gpu"]
     assert gpu["energy_j_per_1k_examples"] == pytest.approx(17_500.0, rel=1e-3)  # (300 + 50) W / 20 ex/s
     assert gpu["energy_resets"] == 1 and gpu["energy_complete"]
@@ -148,7 +149,7 @@ def test_gpu_energy_matches_the_raw_files_whatever_the_interpolation(tmp_path: P
     rows = [r for r in _raw_rows(run_dir / "telemetry.csv") if STEADY[0] <= r["time_unix"] <= STEADY[1]]
     mean_w = 0.0
     for column in ("gpu0_energy_j", "cpu_energy_j"):  # each counter's mean power over its valid steps
-        pairs = list(zip(rows, rows[1:], strict=False))
+        pairs = list(itertools.pairwise(rows))
         valid = [(a, b) for a, b in pairs if b[column] >= a[column]]
         joules = sum(b[column] - a[column] for a, b in valid)
         mean_w += joules / sum(b["time_unix"] - a["time_unix"] for a, b in valid)

@@ -42,7 +42,8 @@ def test_a_gpu_against_a_gpu_pays_back_the_price_difference_per_model(tmp_path: 
     _two_gpu_dirs(tmp_path)
     out = tmp_path / "r.json"
     args = ["h100", "a100", "--data-dir", str(tmp_path), "--baseline", "a100", "--cpu-price", "1000",
-            "--gpu-price", f"{H100}=25000", "--gpu-price", f"{A100}=10000", "--value-per-hour", "100"]  # fmt: skip
+            "--gpu-price", f"{H100}=25000", "--gpu-price", f"{A100}=10000",
+            "--value-per-hour", "100"]  # fmt: skip
     assert sizing_main([*args, "--out", str(out)]) == 0
     data = json.loads(out.read_text(encoding="utf-8"))
     runs = {r["run_id"]: r for r in data["runs"]}
@@ -134,8 +135,8 @@ def test_bad_prices_are_one_line_and_exit_2(
 def test_host_prices_by_name_or_cpu_model() -> None:
     cpu = reference_cpu()
     by_host = build_report([cpu], ReportSettings(Prices(host_price_by_host=(("craftbox", 800.0),))))
-    by_model = build_report([cpu], ReportSettings(Prices(cpu_price=5.0,
-                                                         host_price_by_host=(("crafted xeon 8-core", 900.0),))))  # fmt: skip
+    by_cpu_model = (("crafted xeon 8-core", 900.0),)
+    by_model = build_report([cpu], ReportSettings(Prices(cpu_price=5.0, host_price_by_host=by_cpu_model)))
     assert to_json(by_host)["runs"][0]["hardware_price_usd"] == 800.0
     assert to_json(by_model)["runs"][0]["hardware_price_usd"] == 900.0  # its own price wins
     assert "$800.00" in render_markdown(by_host)

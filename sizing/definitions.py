@@ -4,7 +4,7 @@ into docs/sizing.md (a test checks they agree). Numbers come from the Thresholds
 from __future__ import annotations
 
 from sizing.coverage import COMPLETE_COVERAGE, MAX_GAP_INTERVALS
-from sizing.energy import CROSS_CHECK_TOLERANCE
+from sizing.energy import CROSS_CHECK_TOLERANCE, MIN_VALID_W
 from sizing.model import Thresholds
 from sizing.thermal import CONSTANT_FREQUENCY
 
@@ -88,7 +88,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"{COMPLETE_COVERAGE:.0%} of the window a source gives no figure: not measured (covers "
             "N % of the run). A GPU run's energy needs every charged GPU measured, never the CPU "
             "package alone; without the CPU package it says GPU board only. A GPU's counter is "
-            f"cross-checked against its integrated power (flagged above {CROSS_CHECK_TOLERANCE:.0%}).",
+            f"cross-checked against its integrated power (flagged above {CROSS_CHECK_TOLERANCE:.0%}); "
+            f"a measured source that averages under {MIN_VALID_W:g} W (a stuck counter, a 0 W gauge) is "
+            "ignored.",
         ),
         (
             "Cost",

@@ -27,6 +27,18 @@ GPU_POWER = "GPU board (integrated NVML power)"
 CPU_RAPL = "CPU package (RAPL)"
 GPU_NOT_REPORTED = "GPU board not reported"
 CROSS_CHECK_TOLERANCE = 0.10
+MIN_VALID_W = 1.0  # no GPU board or CPU package draws less while powered: a stuck counter or a 0 W gauge
+
+
+def _plausible(sources: list[SourceEnergy], checks: list[str]) -> list[SourceEnergy]:
+    """The sources whose mean power a powered board or package can draw; the others named in checks."""
+    kept = []
+    for s in sources:
+        if s.mean_w is not None and s.mean_w < MIN_VALID_W and not s.is_estimate:
+            checks.append(f"{s.source} {s.method} reads {s.mean_w:.1f} W (stuck or not supported): ignored")
+        else:
+            kept.append(s)
+    return kept
 
 
 @dataclass(frozen=True)
@@ -146,15 +158,16 @@ def _gpu_sources(
     checks = []
     if from_counter is not None and from_counter.resets:
         checks.append(f"{name} energy counter reset {from_counter.resets} time(s) (integrated piecewise)")
-    if from_counter and from_power and from_counter.mean_w is not None and from_power.mean_w is not None:
-        differ = relative_difference(from_counter.mean_w, from_power.mean_w)
+    valid = _plausible(read, checks)
+    if len(valid) == 2 and (counter_w := valid[0].mean_w) is not None and (power_w := valid[1].mean_w):
+        differ = relative_difference(counter_w, power_w)
         if differ is not None and differ > CROSS_CHECK_TOLERANCE:
             checks.append(
-                f"{name} energy counter ({from_counter.mean_w:.1f} W) and integrated power "
-                f"({from_power.mean_w:.1f} W) differ by {differ:.0%}"
+                f"{name} energy counter ({counter_w:.1f} W) and integrated power ({power_w:.1f} W) "
+                f"differ by {differ:.0%}"
             )
-    complete = [s for s in read if s.complete]
-    chosen = complete[0] if complete else max(read, key=lambda s: s.coverage, default=None)
+    complete = [s for s in valid if s.complete]
+    chosen = complete[0] if complete else max(valid, key=lambda s: s.coverage, default=None)
     return chosen, read, checks
 
 
@@ -178,8 +191,9 @@ def _cpu_source(
         estimate = power_source("cpu", label, times, power, window, gap, is_estimate=True)
         if estimate is not None and estimate.covered_s > 0:
             read.append(estimate)
-    complete = [s for s in read if s.complete]
-    chosen = complete[0] if complete else max(read, key=lambda s: s.coverage, default=None)
+    valid = _plausible(read, checks)
+    complete = [s for s in valid if s.complete]
+    chosen = complete[0] if complete else max(valid, key=lambda s: s.coverage, default=None)
     reason = "no RAPL; give a CPU TDP for an estimate" if tdp_w is None else "no RAPL and no CPU util"
     return chosen, read, reason, checks
 

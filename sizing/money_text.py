@@ -104,7 +104,9 @@ def assumptions(c: Comparison, ctx: ReportContext) -> str:
         else "time saved not valued (--value-per-hour)"
     )
     parts = [f"{life_text(prices)} (--amortise-years, --utilisation)", value]
-    if c.energy_saving_per_gpu_hour is not None and base is not None:
+    if c.energy_saving_per_gpu_hour is None:
+        parts.append("energy not counted (not measured on both sides)")
+    elif base is not None:
         side = c.group.first.steady_energy
         other = base.first.steady_energy
         if side is not None and other is not None:

@@ -155,3 +155,17 @@ def test_gpu_energy_matches_the_raw_files_whatever_the_interpolation(tmp_path: P
         mean_w += joules / sum(b["time_unix"] - a["time_unix"] for a, b in valid)
     gpu_and_cpu_w = mean_w
     assert reported == pytest.approx(gpu_and_cpu_w * 1000 / examples_per_s, rel=0.01)
+
+
+def test_a_stuck_counter_is_not_zero_watts_and_power_takes_over() -> None:
+    run = fine_gpu()
+    run = replace(run, telemetry=run.telemetry.assign(gpu0_energy_j=12_345.0))  # never advances
+    headline, data = report_json([reference_cpu(), run])
+    assert data["runs"][1]["energy_j_per_1k_examples"] == pytest.approx(17_500.0, rel=1e-3)  # from power
+    assert data["runs"][1]["energy_covers"].startswith("GPU board (integrated NVML power)")
+    assert any("reads 0.0 W (stuck or not supported): ignored" in w for w in data["warnings"])
+    assert "doubtful" not in headline[1]
+    alone = replace(run, telemetry=run.telemetry.assign(gpu0_power_w=np.nan))
+    headline, data = report_json([reference_cpu(), alone])
+    assert data["runs"][1]["energy_j_per_1k_examples"] is None  # not 2,500 J of RAPL alone, not 0 W
+    assert NOT_REPORTED in headline[1]

@@ -193,6 +193,12 @@ def time_to_section(ctx: ReportContext) -> Section:
     return Section("time_to", "Time to target", data, (table,))
 
 
+def _hardware_unknown(a) -> str:
+    if a.hardware_price.usd is not None:
+        return f"n/a ({tp.NO_WORK_COUNTER})"
+    return a.hardware_price.missing or NO_PRICE
+
+
 def _coverage_note(energy) -> str:
     """Sources that reset, or that cover less than the whole window."""
     if energy is None:
@@ -217,7 +223,7 @@ def energy_section(ctx: ReportContext) -> Section:
             marked(fmt(mean_w, 1, unknown=NOT_MEASURED), est),
             marked(fmt(kwh, 4, unknown=NOT_MEASURED), est), idle or "none",
             marked(fmt_usd(a.energy_usd_per_1k_examples, NOT_MEASURED), est),
-            fmt_usd(a.hardware_usd_per_1k_examples, a.hardware_price.missing or NO_PRICE),
+            fmt_usd(a.hardware_usd_per_1k_examples, _hardware_unknown(a)),
         ))  # fmt: skip
         data.append({
             "run_id": a.run_id, "covers": steady.covers if steady else NOT_MEASURED,

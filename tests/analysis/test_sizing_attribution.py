@@ -22,9 +22,10 @@ UNSAID = "the run does not say which GPUs trained"
 
 def test_a_run_that_does_not_say_which_gpus_trained_is_warned_in_the_headline() -> None:
     run = multi_gpu("multi", [0.0, 0.0, 95.0, 0.0], [60.0, 60.0, 300.0, 60.0], None)
-    report = build_report([reference_cpu(), run], ReportSettings())
+    report = build_report([reference_cpu(), run], ReportSettings(Prices(gpu_price=2000.0, cpu_price=1000.0)))
     assert f"energy and price charged for all 4 GPUs: {UNSAID}" in report.headline[1]
     data = to_json(report)
+    assert data["runs"][1]["hardware_price_usd"] == 1000.0 + 4 * 2000.0  # --gpu-price USD is each GPU
     assert data["runs"][1]["gpu_attribution_known"] is False and data["runs"][1]["charged_gpus"] == [
         0,
         1,

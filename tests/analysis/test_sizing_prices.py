@@ -132,6 +132,15 @@ def test_bad_prices_are_one_line_and_exit_2(
     assert message in err and err.count("\n") == 1 and not out.exists()
 
 
+def test_host_price_on_the_command_line(crafted_data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    args = ["ref-cpu", "ref-gpu", "--data-dir", str(crafted_data_dir), "--host-price", "craftbox=6000",
+            "--gpu-price", "2000", "--out", str(out)]  # fmt: skip
+    assert sizing_main(args) == 0
+    cpu, gpu = json.loads(out.read_text(encoding="utf-8"))["runs"]
+    assert cpu["hardware_price_usd"] == 6000.0 and gpu["hardware_price_usd"] == 8000.0
+
+
 def test_host_prices_by_name_or_cpu_model() -> None:
     cpu = reference_cpu()
     by_host = build_report([cpu], ReportSettings(Prices(host_price_by_host=(("craftbox", 800.0),))))

@@ -15,6 +15,13 @@ def _pairs(pairs: tuple[tuple[str, float], ...], unit: str) -> str:
     return ", ".join(f"{k}: {fmt_usd(v) if unit == '$' else f'{v:g} {unit}'}" for k, v in pairs)
 
 
+def _with_specific(every: float | None, specific: str) -> str:
+    """'$2,000.00', '$2,000.00; H100: $25,000.00', 'H100: $25,000.00; others: no price given'."""
+    if not specific:
+        return fmt_usd(every)
+    return f"{fmt_usd(every)}; {specific}" if every is not None else f"{specific}; others: {NO_PRICE}"
+
+
 def settings_section(ctx: ReportContext) -> Section:
     s = ctx.settings
     p, t = s.prices, s.thresholds
@@ -26,8 +33,8 @@ def settings_section(ctx: ReportContext) -> Section:
     )
     rows = (
         ("Tariff", f"${p.tariff_per_kwh:g} per kWh" if p.tariff_per_kwh is not None else NO_PRICE),
-        ("GPU price (each GPU)", fmt_usd(p.gpu_price) + (f" ({per_model})" if per_model else "")),
-        ("Host price (without GPUs)", fmt_usd(p.cpu_price) + (f" ({hosts})" if hosts else "")),
+        ("GPU price (each GPU)", _with_specific(p.gpu_price, per_model)),
+        ("Host price (without GPUs)", _with_specific(p.cpu_price, hosts)),
         ("Amortisation", f"{p.amortise_years:g} years"),
         (
             "Utilisation",

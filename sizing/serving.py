@@ -98,7 +98,7 @@ def run_rows(
 def _row(run: RunData, device: str, runtime: str, cell: dict, prices: Prices) -> ServingRow:
     start, end = float(cell["start_unix"]), float(cell["end_unix"])
     hardware = signature.hardware(run.meta, run.training_info, device)
-    gpus, _, _ = charged_gpu_columns(run, device)
+    gpus, attribution, attribution_known = charged_gpu_columns(run, device)
     tdp = prices.tdp_for(str(hardware.get("host") or ""), str(hardware.get("cpu_model") or ""))
     energy = energy_in(run.telemetry, (start, end), gpus, tdp, prices.idle_fraction, device == "gpu",
                        number(run.meta.get("interval_s")))  # fmt: skip
@@ -106,6 +106,8 @@ def _row(run: RunData, device: str, runtime: str, cell: dict, prices: Prices) ->
     joules = energy.total_j if energy is not None else None
     j_per_1000 = joules / images * 1000.0 if joules is not None and images else None
     method = energy.covers if energy is not None else f"{NOT_MEASURED} (no telemetry over the cell)"
+    if not attribution_known:
+        method += f" — charged for {attribution.split(' (')[0]}: the run does not say which GPUs it used"
     images_per_s = float(cell["images_per_s"])
     cost, note = usd_per_million_images(
         j_per_1000, images_per_s, money.hardware_price(device, hardware, prices), prices

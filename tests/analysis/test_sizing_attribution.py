@@ -77,6 +77,14 @@ def test_serving_charges_the_gpus_the_training_used(tmp_path: Path) -> None:
     assert row["energy_method"] == "GPU board (NVML energy counter) + CPU package (RAPL)"
 
 
+def test_serving_without_attribution_charges_every_gpu_and_says_so(tmp_path: Path) -> None:
+    _two_gpu_serving_run(tmp_path, [])
+    report = build_report([load_run_dir(tmp_path / "runs" / "serve")], ReportSettings())
+    (row,) = to_json(report)["sections"]["serving"]["rows"]
+    assert row["joules_per_1000_images"] == pytest.approx((60.0 + 300.0 + 50.0) * 2 / 800 * 1000)
+    assert row["energy_method"].endswith("charged for all 2 GPUs: the run does not say which GPUs it used")
+
+
 def test_serving_reads_the_loaded_telemetry_of_a_run_without_time_unix(tmp_path: Path) -> None:
     """Another tool's telemetry with elapsed_s only: sizing.load places it at run.json's start_unix;
     serving must use that same telemetry, not a second reader that finds no time column."""

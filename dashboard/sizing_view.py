@@ -22,6 +22,7 @@ from dashboard.runs import RunInfo, get_run, read_phases, read_telemetry, read_t
 from sizing import Report, ReportSettings, RunData, Table, UsageError, build_report
 from sizing.cli import settings_from_values
 from sizing.figures import report_figures
+from sizing.model import DEFAULT_UTILISATION, Prices
 from sizing.render import render_html, render_markdown
 
 PICKER_ID = "run-picker"
@@ -35,18 +36,23 @@ GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
 FORM_STYLE = {"display": "flex", "flexWrap": "wrap", "gap": "0.5em 1.5em", "margin": "0.5em 0 1em"}
 FIELD_STYLE = {"display": "flex", "flexDirection": "column", "fontSize": "0.9em"}
 
-# (input id suffix, label, default, step, minimum)
-FIELDS: tuple[tuple[str, str, float | None, float, float | None], ...] = (
+# (input id suffix, label, default, step, minimum); step None: a text field
+FIELDS: tuple[tuple[str, str, float | None, float | None, float | None], ...] = (
     ("tariff", "Tariff (USD per kWh)", 0.15, 0.01, 0),
-    ("gpu-price", "GPU price (USD)", None, 1, 0),
-    ("cpu-price", "Host / CPU price (USD)", None, 1, 0),
-    ("amortise-years", "Amortisation (years)", 3, 0.5, 0),
+    ("gpu-price", "GPU price (USD, each GPU)", None, 1, 0),
+    ("cpu-price", "Host price without GPUs (USD, each host)", None, 1, 0),
+    ("amortise-years", "Hardware life (years)", 3, 0.5, 0),
     ("value-per-hour", "Value of an hour saved (USD)", None, 1, 0),
     ("cpu-tdp-w", "CPU TDP for an estimate (W)", None, 1, 0),
     ("temp-threshold", "Temperature threshold (°C)", 80, 1, None),
     ("target-steps", "Target steps", 1000, 100, 0),
     ("target-loss", "Target loss (empty: reached by all)", None, 0.01, 0),
-)
+    ("utilisation", f"Utilisation over the life (0–1, default {DEFAULT_UTILISATION:g})", DEFAULT_UTILISATION,
+     0.05, 0),
+    ("idle-fraction", "Idle floor of the CPU estimate (0–1)", Prices.idle_fraction, 0.05, 0),
+    ("gpu-prices-by-model", "GPU prices per model (MODEL=USD, …)", None, None, None),
+    ("host-prices", "Host prices (HOST=USD, …)", None, None, None),
+)  # fmt: skip
 
 
 def field_id(name: str) -> str:
@@ -61,7 +67,9 @@ def layout() -> Any:
                 html.Span(label),
                 dcc.Input(
                     id=field_id(name), type="number", value=default, step=step, min=minimum, debounce=True
-                ),
+                )
+                if step is not None
+                else dcc.Input(id=field_id(name), type="text", value=default or "", debounce=True),
             ],
             className="sizing-field",
             style=FIELD_STYLE,
@@ -93,9 +101,7 @@ def register_callbacks(app: dash.Dash, data_dir: Path) -> None:
     """Wire the picker and the form to the result area and the downloads."""
     form = [Input(field_id(name), "value") for name, *_ in FIELDS]
 
-    @app.callback(
-        Output(RESULT_ID, "children"), Input(TABS_ID, "value"), Input(PICKER_ID, "value"), *form
-    )
+    @app.callback(Output(RESULT_ID, "children"), Input(TABS_ID, "value"), Input(PICKER_ID, "value"), *form)
     def _show(tab: str | None, run_ids: Sequence[str] | None, *values: float | None) -> list[Any]:
         if tab != TAB_VALUE:
             raise PreventUpdate  # hidden: switching to the tab renders it with the current selection

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from sizing import energy as en
-from sizing import signature, thermal
+from sizing import money, signature, thermal
 from sizing.bottleneck import Verdict, verdict
 from sizing.model import (
     Prices,
@@ -13,6 +15,7 @@ from sizing.model import (
     Thresholds,
     clip_window,
     gpu_indices,
+    mean_of,
     number,
     samples_in,
     train_windows,
@@ -31,12 +34,14 @@ class RunAnalysis:
     throughput: Throughput
     charged_gpus: tuple[int, ...]
     gpu_attribution: str
+    gpu_attribution_known: bool
     steady_energy: en.Energy | None
     training_energy: en.Energy | None
     j_per_1k_examples: float | None
     j_per_1k_steps: float | None
     energy_usd_per_1k_examples: float | None
     hardware_usd_per_1k_examples: float | None
+    hardware_price: money.HardwarePrice
     thermal: tuple[ThermalSummary, ...]
     throttling: tuple[ThrottleSummary, ...]
     verdict: Verdict
@@ -64,15 +69,47 @@ class RunAnalysis:
         return self.energy_usd_per_1k_examples + self.hardware_usd_per_1k_examples
 
 
-def charged_gpu_columns(run: RunData, kind: str) -> tuple[list[int], str]:
-    """The gpu<i> column indices whose energy is the run's: the GPUs the training used."""
+def charged_gpu_columns(run: RunData, kind: str) -> tuple[list[int], str, bool]:
+    """The gpu<i> column indices whose energy is the run's (the GPUs the training used), how that was
+    decided, and whether the run says so (False: every GPU is charged because it does not)."""
     if kind != "gpu":
-        return [], "CPU run: no GPU charged"
-    listed = [g for g in (run.meta.get("system") or {}).get("gpus") or [] if isinstance(g, dict)]
+        return [], "CPU run: no GPU charged", True
+    system = run.meta.get("system")
+    listed = [
+        g for g in (system.get("gpus") or [] if isinstance(system, dict) else []) if isinstance(g, dict)
+    ]
     if not listed:
-        return gpu_indices(run.telemetry), "every GPU column (run.json lists no GPUs)"
+        columns = gpu_indices(run.telemetry)
+        if len(columns) <= 1:
+            return columns, "the only GPU column (run.json lists no GPUs)", True
+        return columns, f"all {len(columns)} GPU columns (run.json lists no GPUs)", False
     used, how = signature.used_gpus(run.meta, run.training_info)
-    return [i for i, g in enumerate(listed) if g in used], how
+    uuids = run.training_info.get("gpu_uuids")
+    named = isinstance(uuids, list) and any(g.get("uuid") in uuids for g in listed)
+    return [i for i, g in enumerate(listed) if g in used], how, len(listed) <= 1 or named
+
+
+def working_gpus(samples: pd.DataFrame, gpus: list[int], attribution_known: bool) -> list[int]:
+    """The GPUs whose utilization judges the run: the charged ones; when the run does not say which
+    trained, those that did work (mean utilization ≥ 1 %), so idle neighbours do not read as underused."""
+    if attribution_known:
+        return gpus
+    busy = [i for i in gpus if (m := mean_of(samples, f"gpu{i}_util_pct")) is not None and m >= 1.0]
+    return busy or gpus
+
+
+def energy_warnings(run_id: str, kind: str, energy: en.Energy | None) -> list[str]:
+    """What the energy figure lacks, and what its sources' checks found."""
+    if energy is None:
+        return []
+    found = [f"{run_id}: {check}" for check in energy.checks]
+    if energy.total_j is None:
+        found.append(f"{run_id}: energy not measured ({energy.missing})")
+    elif energy.is_partial:
+        found.append(
+            f"{run_id}: its energy counts the GPU board only: CPU not measured ({energy.cpu_missing})"
+        )
+    return found
 
 
 def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnalysis:
@@ -98,30 +135,23 @@ def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnal
                 f"{run.run_id}: no telemetry samples in the steady state; using the training window"
             )
         measured = samples_in(telemetry, training_window)
-    gpus, attribution = charged_gpu_columns(run, kind)
-    if kind == "gpu" and "training.json names none" in attribution:
+    gpus, attribution, attribution_known = charged_gpu_columns(run, kind)
+    if not attribution_known:
         warnings.append(
             f"{run.run_id}: energy charged for {attribution}; record gpu_uuids to charge only the used GPU"
         )
     hw = signature.hardware(meta, info, kind)
     tdp = prices.tdp_for(str(hw.get("host") or ""), str(hw.get("cpu_model") or ""))
-    steady_energy = en.energy_in(telemetry, steady, gpus, tdp, prices.idle_fraction)
-    training_energy = en.energy_in(telemetry, training_window, gpus, tdp, prices.idle_fraction)
+    interval = number(meta.get("interval_s"))
+    steady_energy = en.energy_in(telemetry, steady, gpus, tdp, prices.idle_fraction, kind == "gpu", interval)
+    training_energy = en.energy_in(
+        telemetry, training_window, gpus, tdp, prices.idle_fraction, kind == "gpu", interval
+    )
+    warnings += energy_warnings(run.run_id, kind, steady_energy)
     total = steady_energy.total_j if steady_energy else None
     window_s = steady_energy.window_s if steady_energy else 0.0
     per_k_examples = en.joules_per_1000(total, window_s, rate.examples_per_s)
-    if (
-        steady_energy is not None
-        and steady_energy.cpu_j is None
-        and (kind == "cpu" or steady_energy.gpu_j is not None)
-    ):
-        part = "; its energy counts the GPU board only" if kind == "gpu" else ""
-        warnings.append(
-            f"{run.run_id}: CPU energy not measured (no RAPL){part}; give a CPU TDP for an estimate"
-        )
-    if kind == "gpu" and steady_energy is not None and steady_energy.gpu_j is None:
-        warnings.append(f"{run.run_id}: no GPU energy or power readings for the GPU(s) it used")
-    interval = number(meta.get("interval_s"))
+    price = money.hardware_price(kind, hw, prices)
     in_training = samples_in(telemetry, training_window)
     baseline_mhz = thermal.cpu_frequency_baseline(in_training, thresholds)
     measured_throttles = [
@@ -141,17 +171,19 @@ def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnal
         throughput=rate,
         charged_gpus=tuple(gpus),
         gpu_attribution=attribution,
+        gpu_attribution_known=attribution_known,
         steady_energy=steady_energy,
         training_energy=training_energy,
         j_per_1k_examples=per_k_examples,
         j_per_1k_steps=en.joules_per_1000(total, window_s, rate.steps_per_s),
         energy_usd_per_1k_examples=en.energy_usd(per_k_examples, prices),
-        hardware_usd_per_1k_examples=en.hardware_usd_per_1000(
-            en.hardware_price(kind, prices), rate.examples_per_s, prices
-        ),
+        hardware_usd_per_1k_examples=money.hardware_usd_per_1000(price.usd, rate.examples_per_s, prices),
+        hardware_price=price,
         thermal=tuple(thermal.temperature_summaries(in_training, thresholds.temp_threshold_c, interval)),
         throttling=tuple(training_throttles),
-        verdict=verdict(kind, measured, gpus, measured_throttles, thresholds),
+        verdict=verdict(
+            kind, measured, working_gpus(measured, gpus, attribution_known), measured_throttles, thresholds
+        ),
         evaluation=dict(run.evaluation),
         min_smoothed_loss=min_smoothed_loss(run.training),
         warnings=tuple(warnings),

@@ -51,13 +51,14 @@ def core_counts(samples: pd.DataFrame, thresholds: Thresholds) -> tuple[float | 
 
 
 def utilization_numbers(samples: pd.DataFrame, gpus: Sequence[int], thresholds: Thresholds) -> dict:
-    """Means over the samples: the busiest charged GPU, CPU, iowait, steal, disk, the training's tree."""
+    """Means over the samples: the least busy charged GPU (it limits data-parallel training), CPU,
+    iowait, steal, disk, the training's tree."""
     per_gpu = [
         m for i in (gpus or gpu_indices(samples)) if (m := mean_of(samples, f"gpu{i}_util_pct")) is not None
     ]
     saturated, idle, cores = core_counts(samples, thresholds)
     return {
-        "gpu_util_pct": max(per_gpu) if per_gpu else None,
+        "gpu_util_pct": min(per_gpu) if per_gpu else None,
         "cpu_util_pct": mean_of(samples, "cpu_util_pct"),
         "cpu_iowait_pct": mean_of(samples, "cpu_iowait_pct"),
         "cpu_steal_pct": mean_of(samples, "cpu_steal_pct"),

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sizing.context import DEFAULT_TARGET_STEPS, ReportSettings
 from sizing.load import load_runs
-from sizing.model import Prices, RunData, Thresholds, UsageError
+from sizing.model import DEFAULT_UTILISATION, Prices, RunData, Thresholds, UsageError
 from sizing.render import render_html, render_json, render_markdown
 from sizing.report import build_report
 
@@ -68,6 +68,38 @@ def _host_tdp(text: str) -> tuple[str, float]:
     return host, _positive(watts)
 
 
+def _priced(text: str) -> tuple[str | None, float]:
+    """USD (every GPU) or MODEL=USD."""
+    key, sep, usd = text.rpartition("=")
+    if sep and not key.strip():
+        raise argparse.ArgumentTypeError(f"expected USD or MODEL=USD, got {text!r}")
+    return (key.strip() or None), _non_negative(usd if sep else text)
+
+
+def _host_price(text: str) -> tuple[str, float]:
+    host, sep, usd = text.rpartition("=")
+    if not sep or not host.strip():
+        raise argparse.ArgumentTypeError(f"expected HOST=USD or CPU_MODEL=USD, got {text!r}")
+    return host.strip(), _non_negative(usd)
+
+
+def _utilisation(text: str) -> float:
+    value = _positive(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction > 0 and ≤ 1, got {text!r}")
+    return value
+
+
+def gpu_prices(
+    given: Sequence[tuple[str | None, float]],
+) -> tuple[float | None, tuple[tuple[str, float], ...]]:
+    """--gpu-price values: the one for every GPU (plain USD, at most once) and those per model."""
+    plain = [usd for model, usd in given if model is None]
+    if len(plain) > 1:
+        raise UsageError("--gpu-price USD (every GPU) given more than once; use MODEL=USD per model")
+    return (plain[0] if plain else None), tuple((m, usd) for m, usd in given if m is not None)
+
+
 def _fraction(text: str) -> float:
     value = _non_negative(text)
     if value >= 1:
@@ -83,13 +115,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tariff", type=_non_negative, default=0.15, help="electricity, USD per kWh (default 0.15)"
     )
-    p.add_argument(
-        "--gpu-price", type=_non_negative, help="price of the GPU(s), USD (default: no price given)"
-    )
-    p.add_argument("--cpu-price", type=_non_negative, help="price of the host without GPU, USD")
-    p.add_argument(
-        "--amortise-years", type=_positive, default=3.0, help="lifetime, round the clock (default 3)"
-    )
+    p.add_argument("--gpu-price", type=_priced, action="append", default=[], metavar="[MODEL=]USD",
+                   help="price of each GPU (USD), or of each GPU of one model (MODEL=USD); repeatable "
+                   "(default: no price given)")  # fmt: skip
+    p.add_argument("--cpu-price", type=_non_negative, help="price of every host without GPUs, USD")
+    p.add_argument("--host-price", type=_host_price, action="append", default=[], metavar="HOST=USD",
+                   help="price of one host without GPUs (host name or CPU model); repeatable")  # fmt: skip
+    p.add_argument("--amortise-years", type=_positive, default=3.0, help="hardware life in years (default 3)")
+    p.add_argument("--utilisation", type=_utilisation, default=DEFAULT_UTILISATION, metavar="FRACTION",
+                   help="how busy the hardware will be over its life, > 0 and ≤ 1 "
+                   f"(default {DEFAULT_UTILISATION:g}: round the clock)")  # fmt: skip
     p.add_argument(
         "--value-per-hour", type=_non_negative, help="what an hour of training time saved is worth"
     )
@@ -109,15 +144,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace, baseline: str | None) -> ReportSettings:
+    every_gpu, per_model = gpu_prices(args.gpu_price)
     prices = Prices(
         tariff_per_kwh=args.tariff,
-        gpu_price=args.gpu_price,
+        gpu_price=every_gpu,
         cpu_price=args.cpu_price,
         amortise_years=args.amortise_years,
         value_per_hour=args.value_per_hour,
         cpu_tdp_w=args.cpu_tdp_w,
         cpu_tdp_by_host=tuple(args.cpu_tdp),
         idle_fraction=args.idle_fraction,
+        gpu_price_by_model=per_model,
+        host_price_by_host=tuple(args.host_price),
+        utilisation=args.utilisation,
     )
     return ReportSettings(prices, Thresholds(temp_threshold_c=args.temp_threshold), args.target_steps,
                           args.target_loss, baseline)  # fmt: skip
@@ -131,12 +170,18 @@ def settings_from_values(
     amortise_years: float | None = None,
     value_per_hour: float | None = None,
     cpu_tdp_w: float | None = None,
+    idle_fraction: float | None = None,
+    utilisation: float | None = None,
+    gpu_prices_by_model: str | None = None,
+    host_prices: str | None = None,
     temp_threshold: float | None = None,
     target_steps: float | None = None,
     target_loss: float | None = None,
 ) -> ReportSettings:
     """Settings from form values (None = not given, defaults where there is one); UsageError if invalid."""
     years = _optional_float("amortisation years", amortise_years)
+    idle = _optional_float("idle fraction", idle_fraction)
+    busy = _optional_float("utilisation", utilisation)
     prices = Prices(
         tariff_per_kwh=_optional_float("tariff", tariff),
         gpu_price=_optional_float("GPU price", gpu_price),
@@ -144,6 +189,10 @@ def settings_from_values(
         amortise_years=Prices.amortise_years if years is None else years,
         value_per_hour=_optional_float("value per hour", value_per_hour),
         cpu_tdp_w=_optional_float("CPU TDP", cpu_tdp_w),
+        idle_fraction=Prices.idle_fraction if idle is None else idle,
+        utilisation=DEFAULT_UTILISATION if busy is None else busy,
+        gpu_price_by_model=_price_list("GPU prices per model", gpu_prices_by_model),
+        host_price_by_host=_price_list("host prices", host_prices),
     )
     problems = prices.problems()
     if problems:
@@ -160,6 +209,22 @@ def settings_from_values(
     if loss is not None and not (math.isfinite(loss) and loss > 0):
         raise UsageError(f"target loss must be a number > 0, got {target_loss!r}")
     return ReportSettings(prices, Thresholds(temp_threshold_c=temp), int(steps), loss, None)
+
+
+def _price_list(name: str, text: object) -> tuple[tuple[str, float], ...]:
+    """'A100=9000, H100=25000' (a form's text field) as (key, USD) pairs."""
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return ()
+    found = []
+    for item in str(text).replace(";", ",").split(","):
+        if not item.strip():
+            continue
+        key, sep, usd = item.rpartition("=")
+        value = _optional_float(f"{name} ({item.strip()!r})", usd) if sep and key.strip() else None
+        if value is None:
+            raise UsageError(f"{name}: expected NAME=USD, got {item.strip()!r}")
+        found.append((key.strip(), value))
+    return tuple(found)
 
 
 def _optional_float(name: str, value: object) -> float | None:

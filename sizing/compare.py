@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sizing import energy as en
-from sizing import signature
+from sizing import money, signature
 from sizing.analysis import RunAnalysis
 from sizing.model import Prices
 from sizing.stats import Spread, ratio_ci95, spread
@@ -59,8 +58,15 @@ class Comparison:
     speedup: float | None
     speedup_ci95: tuple[float, float] | None
     energy_saving_per_gpu_hour: float | None
-    break_even_hours: float | None
-    break_even_is_estimate: bool
+    break_even: money.BreakEven | None  # None for the baseline and for CPU groups
+
+    @property
+    def break_even_hours(self) -> float | None:
+        return self.break_even.hours if self.break_even else None
+
+    @property
+    def break_even_is_estimate(self) -> bool:
+        return bool(self.break_even and self.break_even.is_estimate)
 
 
 def group_key(a: RunAnalysis) -> tuple:
@@ -105,7 +111,7 @@ def compare(groups: Sequence[Group], baseline: Group | None, prices: Prices) -> 
     found = []
     for g in groups:
         if baseline is None:
-            found.append(Comparison(g, False, False, (), False, None, None, None, None, False))
+            found.append(Comparison(g, False, False, (), False, None, None, None, None))
             continue
         is_base = g is baseline
         diffs = tuple(signature.differences(g.first.workload, baseline.first.workload))
@@ -115,10 +121,12 @@ def compare(groups: Sequence[Group], baseline: Group | None, prices: Prices) -> 
             factor = g.examples_per_s.mean / baseline.examples_per_s.mean
         saving, even = None, None
         if g.kind == "gpu" and not is_base:
-            saving = en.energy_saving_per_gpu_hour(
+            saving = money.energy_saving_per_gpu_hour(
                 g.examples_per_s.mean, g.energy_usd_per_1k.mean, baseline.energy_usd_per_1k.mean
             )
-            even = en.break_even_hours(factor, prices.gpu_price, prices.value_per_hour, saving)
+            estimate = saving is not None and (g.energy_is_estimate or baseline.energy_is_estimate)
+            even = money.break_even(factor, g.first.hardware_price, baseline.first.hardware_price,
+                                    baseline.kind, saving, prices, estimate)  # fmt: skip
         found.append(
             Comparison(
                 group=g,
@@ -129,9 +137,7 @@ def compare(groups: Sequence[Group], baseline: Group | None, prices: Prices) -> 
                 speedup=factor,
                 speedup_ci95=None if is_base else ratio_ci95(g.examples_per_s, baseline.examples_per_s),
                 energy_saving_per_gpu_hour=saving,
-                break_even_hours=even,
-                break_even_is_estimate=saving is not None
-                and (g.energy_is_estimate or baseline.energy_is_estimate),
+                break_even=even,
             )
         )
     return found

@@ -3,6 +3,8 @@ into docs/sizing.md (a test checks they agree). Numbers come from the Thresholds
 
 from __future__ import annotations
 
+from sizing.coverage import COMPLETE_COVERAGE, MAX_GAP_INTERVALS
+from sizing.energy import CROSS_CHECK_TOLERANCE, MIN_VALID_W
 from sizing.model import Thresholds
 from sizing.thermal import CONSTANT_FREQUENCY
 
@@ -62,9 +64,15 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "sizes of the two sides match.",
         ),
         (
+            "GPU attribution",
+            "a GPU run is charged for the GPUs the training used: training.json `gpu_uuids` matched "
+            "to run.json's GPUs; a host with one GPU, its GPU; otherwise every GPU, with a warning in "
+            "the headline. Serving charges by the same rule. The limiting GPU of data-parallel "
+            "training is the least busy of them.",
+        ),
+        (
             "Energy",
-            "GPU board energy of the GPUs the training used (training.json `gpu_uuids`; a single-GPU "
-            "host's GPU; else all, with a warning) from the NVML counter, else integrated NVML power; "
+            "GPU board energy of the charged GPUs from the NVML counter, else integrated NVML power; "
             "the other GPUs' mean draw is listed apart, not charged. CPU package energy from RAPL, "
             "else, with a TDP (per host or for all), an ESTIMATE: TDP × (idle floor + (1 − idle "
             "floor) × CPU util). A CPU run counts CPU energy only. Board and package energy are not "
@@ -72,10 +80,26 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "examples/s.",
         ),
         (
+            "Energy coverage",
+            "each source is integrated over the time its valid readings cover: two readings at most "
+            f"{MAX_GAP_INTERVALS:g} sampling intervals apart cover the time between them; a counter "
+            "that goes down there (driver reload, GPU reset, wrap) covers nothing there and counts "
+            "a reset (integrated piecewise). Mean power = energy / covered time. Below "
+            f"{COMPLETE_COVERAGE:.0%} of the window a source gives no figure: not measured (covers "
+            "N % of the run). A GPU run's energy needs every charged GPU measured, never the CPU "
+            "package alone; without the CPU package it says GPU board only. A GPU's counter is "
+            f"cross-checked against its integrated power (flagged above {CROSS_CHECK_TOLERANCE:.0%}); "
+            f"a measured source that averages under {MIN_VALID_W:g} W (a stuck counter, a 0 W gauge) is "
+            "ignored.",
+        ),
+        (
             "Cost",
-            "energy (kWh) × tariff + the prices given (host, plus GPU for a GPU run) / (amortisation "
-            "years × 8,760 h) × hours per 1,000 examples. A price not given is shown as no price "
-            "given, never $0; a total needs both parts.",
+            "energy (kWh) × tariff + hardware price / working hours × hours per 1,000 examples. "
+            "Hardware price = the host (`--host-price HOST=USD`, else `--cpu-price`) + each GPU the "
+            "run used (`--gpu-price MODEL=USD`, else `--gpu-price USD`); working hours = "
+            "amortisation years × 8,760 h × utilisation. A price not given is no price given, "
+            "never $0: a hardware cost or a total is shown only when every price it sums was "
+            "given; otherwise the line says what it covers (energy only, GPU not priced).",
         ),
         (
             "Speedup",
@@ -85,10 +109,13 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
         ),
         (
             "Break-even",
-            "GPU price / saving per GPU training hour, where one GPU hour saves (speedup − 1) hours "
-            "of baseline time at the value per hour, plus the baseline's energy cost for that hour's "
-            "examples minus the GPU run's. Never when the saving is ≤ 0; marked ESTIMATE when an "
-            "energy estimate is in it.",
+            "investment / saving per GPU training hour. Investment: the GPU side's GPUs (a GPU "
+            "baseline's GPUs subtracted: the price difference; hosts included when both are "
+            "priced). Saving: (speedup − 1) hours of baseline time at the value per hour, plus the "
+            "baseline's energy cost for that hour's examples minus the GPU run's. Never when the "
+            "saving is ≤ 0; does not pay back when it needs more GPU hours than the hardware's "
+            "working hours; marked ESTIMATE when an energy estimate is in it. Its assumptions "
+            "(life, utilisation, value per hour, what the energy covers) are printed beside it.",
         ),
         (
             "Throttling",
@@ -103,7 +130,7 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
         ("Thermal", "peak temperature and time at or above the threshold (sum of the sample intervals)."),
         (
             "Verdicts",
-            "over the measurement window, first match: GPU-bound (GPU run, busiest used GPU ≥ "
+            "over the measurement window, first match: GPU-bound (GPU run, least busy used GPU ≥ "
             f"{t.gpu_bound_util_pct:g} %); CPU-bound (CPU run, CPU ≥ {t.cpu_saturated_pct:g} %); "
             f"I/O-bound (iowait ≥ {t.iowait_pct:g} % or disk busy ≥ {t.disk_saturated_pct:g} %); "
             f"host-bound (GPU run with CPU ≥ {t.cpu_saturated_pct:g} %, or on average ≥ 1 logical CPU "

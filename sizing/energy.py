@@ -1,8 +1,9 @@
-"""Energy charged to a run, what it covers, and cost and break-even from it.
+"""Energy charged to a run in one window: each source's coverage, what the total covers, what is missing.
 
-Only the GPUs the training used are charged (training.json's `gpu_uuids`); the others' draw is listed
-apart. Each figure says what it covers: GPU board (NVML), CPU package (RAPL) or an ESTIMATE from a TDP.
-None of these is wall power (fans, memory, disks, PSU losses are outside).
+Only the GPUs the training used are charged; the others' draw is listed apart. Each figure says what it
+covers: GPU board (NVML), CPU package (RAPL) or an ESTIMATE from a TDP. None of these is wall power. A
+source below COMPLETE_COVERAGE of the window gives no figure ("not measured (covers N % of the run)");
+a GPU run whose charged GPUs are not all measured gets no energy at all (never the CPU package alone).
 """
 
 from __future__ import annotations
@@ -12,88 +13,189 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sizing.model import HOURS_PER_YEAR, JOULES_PER_KWH, Prices, times_of, values_of
+from sizing.coverage import (
+    SourceEnergy,
+    counter_source,
+    max_gap_s,
+    power_source,
+    relative_difference,
+)
+from sizing.model import JOULES_PER_KWH, Prices, gpu_indices, times_of, values_of
 
 GPU_COUNTER = "GPU board (NVML energy counter)"
 GPU_POWER = "GPU board (integrated NVML power)"
 CPU_RAPL = "CPU package (RAPL)"
+GPU_NOT_REPORTED = "GPU board not reported"
+CROSS_CHECK_TOLERANCE = 0.10
+MIN_VALID_W = 1.0  # no GPU board or CPU package draws less while powered: a stuck counter or a 0 W gauge
+
+
+def _plausible(sources: list[SourceEnergy], checks: list[str]) -> list[SourceEnergy]:
+    """The sources whose mean power a powered board or package can draw; the others named in checks."""
+    kept = []
+    for s in sources:
+        if s.mean_w is not None and s.mean_w < MIN_VALID_W and not s.is_estimate:
+            checks.append(f"{s.source} {s.method} reads {s.mean_w:.1f} W (stuck or not supported): ignored")
+        else:
+            kept.append(s)
+    return kept
 
 
 @dataclass(frozen=True)
 class Energy:
-    """Energy in one window, what each part covers, and GPUs present but not charged."""
+    """Energy in one window: the charged GPUs' and the CPU's chosen sources, and what they lack."""
 
     window_s: float
-    gpu_j: float | None
-    gpu_covers: str | None
-    cpu_j: float | None
-    cpu_covers: str | None
-    cpu_is_estimate: bool = False
+    is_gpu_run: bool
+    gpus: tuple[tuple[int, SourceEnergy | None], ...]
+    cpu: SourceEnergy | None
+    cpu_missing_reason: str
     idle_gpus_w: tuple[tuple[int, float | None], ...] = ()
+    checks: tuple[str, ...] = ()  # cross-check disagreements and resets, one phrase each
+    considered: tuple[SourceEnergy, ...] = ()  # every source read, chosen or not (JSON)
+
+    @property
+    def gpu_j(self) -> float | None:
+        if not self.gpus or any(s is None or s.window_j is None for _, s in self.gpus):
+            return None
+        return sum(s.window_j for _, s in self.gpus if s is not None and s.window_j is not None)
+
+    @property
+    def gpu_covers(self) -> str | None:
+        if self.gpu_j is None:
+            return None
+        return " + ".join(sorted({s.method for _, s in self.gpus if s is not None}))
+
+    @property
+    def gpu_missing(self) -> str | None:
+        """Why the GPU board energy is not known ("GPU board not reported", "gpu1 covers 40 % ...")."""
+        if not self.is_gpu_run or self.gpu_j is not None:
+            return None
+        if not self.gpus or all(s is None for _, s in self.gpus):
+            return GPU_NOT_REPORTED
+        parts = [
+            f"gpu{i} board not reported" if s is None else f"gpu{i} covers {s.coverage:.0%} of the run"
+            for i, s in self.gpus
+            if s is None or not s.complete
+        ]
+        return "; ".join(parts)
+
+    @property
+    def cpu_j(self) -> float | None:
+        return self.cpu.window_j if self.cpu is not None else None
+
+    @property
+    def cpu_covers(self) -> str | None:
+        return self.cpu.method if self.cpu_j is not None and self.cpu is not None else None
+
+    @property
+    def cpu_is_estimate(self) -> bool:
+        return self.cpu_j is not None and self.cpu is not None and self.cpu.is_estimate
+
+    @property
+    def cpu_missing(self) -> str | None:
+        if self.cpu_j is not None:
+            return None
+        if self.cpu is not None:
+            return f"{self.cpu.method} covers {self.cpu.coverage:.0%} of the run"
+        return self.cpu_missing_reason
 
     @property
     def total_j(self) -> float | None:
-        parts = [j for j in (self.gpu_j, self.cpu_j) if j is not None]
-        return sum(parts) if parts else None
+        """GPU run: the charged GPUs' board energy (+ the CPU's when known); CPU run: the CPU's."""
+        if self.is_gpu_run:
+            gpu = self.gpu_j
+            return None if gpu is None else gpu + (self.cpu_j or 0.0)
+        return self.cpu_j
+
+    @property
+    def is_partial(self) -> bool:
+        """A GPU run's figure without the CPU package: the GPU board only."""
+        return self.is_gpu_run and self.gpu_j is not None and self.cpu_j is None
 
     @property
     def covers(self) -> str:
+        if self.total_j is None:
+            return f"not measured ({self.missing})"
         parts = [c for c in (self.gpu_covers, self.cpu_covers) if c]
-        return " + ".join(parts) if parts else "not measured"
+        text = " + ".join(parts)
+        return f"{text} only; CPU not measured ({self.cpu_missing})" if self.is_partial else text
+
+    @property
+    def missing(self) -> str:
+        """Why there is no total ('' when there is one)."""
+        if self.total_j is not None:
+            return ""
+        return (self.gpu_missing if self.is_gpu_run else self.cpu_missing) or "no readings"
+
+    def as_json(self) -> dict:
+        return {
+            "window_s": self.window_s,
+            "energy_j": self.total_j,
+            "complete": self.total_j is not None and not self.is_partial,
+            "covers": self.covers,
+            "gpu_energy_j": self.gpu_j,
+            "cpu_energy_j": self.cpu_j,
+            "not_measured_reason": self.missing or None,
+            "sources": [s.as_json() for s in self.considered],
+            "checks": list(self.checks),
+        }
 
 
-def counter_energy_j(times: np.ndarray, counter: np.ndarray, start: float, end: float) -> float | None:
-    """Joules a cumulative counter advanced over [start, end], interpolating linearly between samples."""
-    valid = np.isfinite(times) & np.isfinite(counter)
-    times, counter = times[valid], counter[valid]
-    if times.size < 2 or end <= start:
-        return None
-    start, end = max(start, times[0]), min(end, times[-1])
-    if end <= start:
-        return None
-    return float(np.interp(end, times, counter) - np.interp(start, times, counter))
+def _gpu_sources(
+    telemetry: pd.DataFrame, index: int, window: tuple[float, float], gap: float
+) -> tuple[SourceEnergy | None, list[SourceEnergy], list[str]]:
+    """The GPU's chosen source (counter when complete, else power when complete, else the better
+    covered), every source read, and what the cross-check found."""
+    times, name = times_of(telemetry), f"gpu{index}"
+    counter = values_of(telemetry, f"{name}_energy_j")
+    power = values_of(telemetry, f"{name}_power_w")
+    from_counter = (
+        counter_source(name, GPU_COUNTER, times, counter, window, gap) if counter is not None else None
+    )
+    from_power = power_source(name, GPU_POWER, times, power, window, gap) if power is not None else None
+    read = [s for s in (from_counter, from_power) if s is not None and (s.covered_s > 0 or s.resets)]
+    checks = []
+    if from_counter is not None and from_counter.resets:
+        checks.append(f"{name} energy counter reset {from_counter.resets} time(s) (integrated piecewise)")
+    valid = _plausible(read, checks)
+    if len(valid) == 2 and (counter_w := valid[0].mean_w) is not None and (power_w := valid[1].mean_w):
+        differ = relative_difference(counter_w, power_w)
+        if differ is not None and differ > CROSS_CHECK_TOLERANCE:
+            checks.append(
+                f"{name} energy counter ({counter_w:.1f} W) and integrated power ({power_w:.1f} W) "
+                f"differ by {differ:.0%}"
+            )
+    complete = [s for s in valid if s.complete]
+    chosen = complete[0] if complete else max(valid, key=lambda s: s.coverage, default=None)
+    return chosen, read, checks
 
 
-def integrated_energy_j(times: np.ndarray, power_w: np.ndarray, start: float, end: float) -> float | None:
-    """Trapezoidal integral of power over [start, end] (interpolated at both ends)."""
-    valid = np.isfinite(times) & np.isfinite(power_w)
-    times, power_w = times[valid], power_w[valid]
-    if times.size < 2:
-        return None
-    cumulative = np.concatenate([[0.0], np.cumsum(np.diff(times) * (power_w[1:] + power_w[:-1]) / 2)])
-    return counter_energy_j(times, cumulative, start, end)
-
-
-def one_gpu_energy_j(
-    telemetry: pd.DataFrame, index: int, start: float, end: float
-) -> tuple[float | None, str]:
+def _cpu_source(
+    telemetry: pd.DataFrame, window: tuple[float, float], gap: float, tdp_w: float | None,
+    idle_fraction: float,
+) -> tuple[SourceEnergy | None, list[SourceEnergy], str, list[str]]:  # fmt: skip
+    """RAPL when complete, else the TDP ESTIMATE (TDP × (idle floor + (1 − idle floor) × CPU util))."""
     times = times_of(telemetry)
-    counter = values_of(telemetry, f"gpu{index}_energy_j")
-    if counter is not None and (joules := counter_energy_j(times, counter, start, end)) is not None:
-        return joules, GPU_COUNTER
-    power = values_of(telemetry, f"gpu{index}_power_w")
-    if power is not None and (joules := integrated_energy_j(times, power, start, end)) is not None:
-        return joules, GPU_POWER
-    return None, ""
-
-
-def cpu_energy_j(
-    telemetry: pd.DataFrame, start: float, end: float, tdp_w: float | None, idle_fraction: float
-) -> tuple[float | None, str | None, bool]:
-    """RAPL package energy, else an ESTIMATE: TDP × (idle floor + (1 − idle floor) × CPU util)."""
-    times = times_of(telemetry)
+    read, checks = [], []
     counter = values_of(telemetry, "cpu_energy_j")
-    if counter is not None and (joules := counter_energy_j(times, counter, start, end)) is not None:
-        return joules, CPU_RAPL, False
+    rapl = counter_source("cpu", CPU_RAPL, times, counter, window, gap) if counter is not None else None
+    if rapl is not None and rapl.covered_s > 0:
+        read.append(rapl)
+        if rapl.resets:
+            checks.append(f"RAPL counter reset {rapl.resets} time(s) (integrated piecewise)")
     util = values_of(telemetry, "cpu_util_pct")
-    if tdp_w is None or util is None:
-        return None, None, False
-    power = tdp_w * (idle_fraction + (1.0 - idle_fraction) * util / 100.0)
-    joules = integrated_energy_j(times, power, start, end)
-    if joules is None:
-        return None, None, False
-    label = f"ESTIMATE: CPU package from {tdp_w:g} W TDP, {idle_fraction:.0%} idle floor, × CPU util"
-    return joules, label, True
+    if tdp_w is not None and util is not None:
+        power = tdp_w * (idle_fraction + (1.0 - idle_fraction) * np.clip(util, 0.0, 100.0) / 100.0)
+        label = f"ESTIMATE: CPU package from {tdp_w:g} W TDP, {idle_fraction:.0%} idle floor, × CPU util"
+        estimate = power_source("cpu", label, times, power, window, gap, is_estimate=True)
+        if estimate is not None and estimate.covered_s > 0:
+            read.append(estimate)
+    valid = _plausible(read, checks)
+    complete = [s for s in valid if s.complete]
+    chosen = complete[0] if complete else max(valid, key=lambda s: s.coverage, default=None)
+    reason = "no RAPL; give a CPU TDP for an estimate" if tdp_w is None else "no RAPL and no CPU util"
+    return chosen, read, reason, checks
 
 
 def energy_in(
@@ -102,42 +204,40 @@ def energy_in(
     charged_gpus: list[int],
     cpu_tdp_w: float | None,
     idle_fraction: float,
+    is_gpu_run: bool | None = None,
+    nominal_interval_s: float | None = None,
 ) -> Energy | None:
     """Energy over the window: the charged GPUs (none for a CPU run) and the CPU; others listed apart."""
-    if window is None or telemetry.empty or times_of(telemetry).size < 2:
+    times = times_of(telemetry)
+    if window is None or telemetry.empty or np.isfinite(times).sum() < 2 or window[1] <= window[0]:
         return None
-    start, end = window
-    gpu_total, covers, idle = 0.0, set(), []
+    gap = max_gap_s(times, nominal_interval_s)
+    gpus, considered, checks = [], [], []
     for index in charged_gpus:
-        joules, how = one_gpu_energy_j(telemetry, index, start, end)
-        if joules is None:
-            gpu_total = None
-            break
-        gpu_total += joules
-        covers.add(how)
-    if not charged_gpus:
-        gpu_total = None
-    present = {
-        int(c.split("_")[0][3:]) for c in telemetry.columns if c.startswith("gpu") and c[3:4].isdigit()
-    }
-    for index in sorted(present - set(charged_gpus)):
-        joules, _ = one_gpu_energy_j(telemetry, index, start, end)
-        idle.append((index, joules / (end - start) if joules is not None else None))
-    cpu_j, cpu_covers, estimate = cpu_energy_j(telemetry, start, end, cpu_tdp_w, idle_fraction)
+        chosen, read, found = _gpu_sources(telemetry, index, window, gap)
+        gpus.append((index, chosen))
+        considered += read
+        checks += found
+    idle = []
+    for index in sorted(set(gpu_indices(telemetry)) - set(charged_gpus)):
+        chosen, _, _ = _gpu_sources(telemetry, index, window, gap)
+        idle.append((index, chosen.mean_w if chosen is not None else None))
+    cpu, read, reason, found = _cpu_source(telemetry, window, gap, cpu_tdp_w, idle_fraction)
     return Energy(
-        end - start,
-        gpu_total,
-        " + ".join(sorted(covers)) if gpu_total is not None else None,
-        cpu_j,
-        cpu_covers,
-        estimate,
-        tuple(idle),
+        window_s=window[1] - window[0],
+        is_gpu_run=bool(charged_gpus) if is_gpu_run is None else is_gpu_run,
+        gpus=tuple(gpus),
+        cpu=cpu,
+        cpu_missing_reason=reason,
+        idle_gpus_w=tuple(idle),
+        checks=tuple(checks + found),
+        considered=tuple(considered + read),
     )
 
 
 def joules_per_1000(joules: float | None, window_s: float, per_s: float | None) -> float | None:
     """Mean power over the window × the time 1,000 units (examples or steps) take at the steady rate."""
-    if joules is None or not per_s or window_s <= 0:
+    if joules is None or not per_s or per_s <= 0 or window_s <= 0:
         return None
     return joules / window_s * 1000.0 / per_s
 
@@ -146,37 +246,3 @@ def energy_usd(j_per_1000: float | None, prices: Prices) -> float | None:
     if j_per_1000 is None or prices.tariff_per_kwh is None:
         return None
     return j_per_1000 / JOULES_PER_KWH * prices.tariff_per_kwh
-
-
-def hardware_price(kind: str, prices: Prices) -> float | None:
-    """The prices given that apply: the host's (CPU price), plus the GPU's for a GPU run; None if none."""
-    given = [p for p in (prices.cpu_price, prices.gpu_price if kind == "gpu" else None) if p is not None]
-    return sum(given) if given else None
-
-
-def hardware_usd_per_1000(price: float | None, per_s: float | None, prices: Prices) -> float | None:
-    """The price amortised over its years of round-the-clock use, for the time 1,000 units take."""
-    if price is None or not per_s:
-        return None
-    return price / (prices.amortise_years * HOURS_PER_YEAR) * (1000.0 / per_s / 3600.0)
-
-
-def energy_saving_per_gpu_hour(
-    gpu_examples_per_s: float | None, gpu_usd_per_1k: float | None, base_usd_per_1k: float | None
-) -> float | None:
-    """Energy cost the baseline would pay for one GPU hour's examples, minus what the GPU run pays."""
-    if not gpu_examples_per_s or gpu_usd_per_1k is None or base_usd_per_1k is None:
-        return None
-    return gpu_examples_per_s * 3600.0 / 1000.0 * (base_usd_per_1k - gpu_usd_per_1k)
-
-
-def break_even_hours(
-    speedup: float | None, gpu_price: float | None, value_per_hour: float | None, energy_saving: float | None
-) -> float | None:
-    """GPU training hours until the time (and energy) saved has paid the GPU's price; inf = never."""
-    if speedup is None or gpu_price is None:
-        return None
-    if value_per_hour is None and energy_saving is None:
-        return None
-    saving = (speedup - 1.0) * (value_per_hour or 0.0) + (energy_saving or 0.0)
-    return float("inf") if saving <= 0 else gpu_price / saving

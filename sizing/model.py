@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 HOURS_PER_YEAR = 8760.0
+DEFAULT_UTILISATION = 1.0
 JOULES_PER_KWH = 3.6e6
 GPU_COLUMN = re.compile(r"^gpu(\d+)_")
 CORE_UTIL_COLUMN = re.compile(r"^cpu(\d+)_util_pct$")
@@ -54,6 +55,9 @@ class Prices:
     cpu_tdp_w: float | None = None
     cpu_tdp_by_host: tuple[tuple[str, float], ...] = ()
     idle_fraction: float = 0.3
+    gpu_price_by_model: tuple[tuple[str, float], ...] = ()  # per GPU of that model
+    host_price_by_host: tuple[tuple[str, float], ...] = ()  # host name or CPU model
+    utilisation: float = DEFAULT_UTILISATION  # the fraction of its life the box will be busy
 
     def tdp_for(self, host: str, cpu_model: str) -> float | None:
         """The TDP given for this host (by host name or CPU model), else the one for every host."""
@@ -72,6 +76,8 @@ class Prices:
             ("value per hour", self.value_per_hour, True),
             ("CPU TDP", self.cpu_tdp_w, False),
             *((f"CPU TDP of {key}", watts, False) for key, watts in self.cpu_tdp_by_host),
+            *((f"GPU price of {key}", usd, True) for key, usd in self.gpu_price_by_model),
+            *((f"host price of {key}", usd, True) for key, usd in self.host_price_by_host),
         ]
         found = []
         for name, value, zero_ok in checks:
@@ -82,6 +88,8 @@ class Prices:
                 found.append(f"{name} must be a number {bound}, got {value!r}")
         if not (math.isfinite(self.idle_fraction) and 0 <= self.idle_fraction < 1):
             found.append(f"idle fraction must be ≥ 0 and < 1, got {self.idle_fraction!r}")
+        if not (math.isfinite(self.utilisation) and 0 < self.utilisation <= 1):
+            found.append(f"utilisation must be > 0 and ≤ 1, got {self.utilisation!r}")
         return found
 
 

@@ -4,27 +4,15 @@ from __future__ import annotations
 
 from sizing.context import ReportContext
 from sizing.model import Section, Table
-from sizing.serving import ServingPrices, ServingSection, serving_section
+from sizing.serving import ServingSection, serving_section
 from sizing.text import NO_PRICE
 
 HEADERS = ("Run", "Device", "Runtime", "Batch", "Images/s", "p99 ms/image", "J per 1,000 images",
            "$ per million images")  # fmt: skip
 
 
-def serving_prices(ctx: ReportContext) -> ServingPrices:
-    prices = ctx.settings.prices
-    return ServingPrices(
-        tariff_per_kwh=prices.tariff_per_kwh,
-        gpu_price=prices.gpu_price,
-        cpu_price=prices.cpu_price,
-        amortise_years=prices.amortise_years,
-        cpu_tdp_w=prices.cpu_tdp_w,
-    )
-
-
 def serving_report_section(ctx: ReportContext) -> Section:
-    run_dirs = [run.path for run in ctx.runs if run.path is not None]
-    section = serving_section(run_dirs, serving_prices(ctx))
+    section = serving_section(ctx.runs, ctx.settings.prices)
     rows = [*(_row(r) for r in section.rows), *_unavailable_rows(section)]
     if not rows:
         note = "No run in the report has inference results (inference.json): serving not measured."
@@ -32,7 +20,7 @@ def serving_report_section(ctx: ReportContext) -> Section:
         cores = f"{section.cpu_cores_replaced:.1f}" if section.cpu_cores_replaced is not None else "n/a"
         note = f"CPU cores one GPU replaces for this model: {cores} ({section.cpu_cores_note})."
     data = {
-        "rows": [r.__dict__ for r in section.rows],
+        "rows": [dict(r.__dict__) for r in section.rows],
         "unavailable": [{"run_id": a, "runtime": b, "reason": c} for a, b, c in section.unavailable],
         "cpu_cores_replaced": section.cpu_cores_replaced,
         "cpu_cores_note": section.cpu_cores_note,

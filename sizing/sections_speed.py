@@ -2,22 +2,44 @@
 
 from __future__ import annotations
 
+from sizing import money
+from sizing import money_text as mt
 from sizing import throughput as tp
 from sizing.context import ReportContext
-from sizing.model import JOULES_PER_KWH, Section, Table
+from sizing.json_out import break_even_json, spread_json
+from sizing.model import DEFAULT_UTILISATION, JOULES_PER_KWH, Section, Table
 from sizing.text import NO_PRICE, NOT_MEASURED, fmt, fmt_seconds, fmt_spread, fmt_usd, marked
+
+
+def _pairs(pairs: tuple[tuple[str, float], ...], unit: str) -> str:
+    return ", ".join(f"{k}: {fmt_usd(v) if unit == '$' else f'{v:g} {unit}'}" for k, v in pairs)
+
+
+def _with_specific(every: float | None, specific: str) -> str:
+    """'$2,000.00', '$2,000.00; H100: $25,000.00', 'H100: $25,000.00; others: no price given'."""
+    if not specific:
+        return fmt_usd(every)
+    return f"{fmt_usd(every)}; {specific}" if every is not None else f"{specific}; others: {NO_PRICE}"
 
 
 def settings_section(ctx: ReportContext) -> Section:
     s = ctx.settings
     p, t = s.prices, s.thresholds
     tdp = f"{p.cpu_tdp_w:g} W" if p.cpu_tdp_w is not None else "not given"
-    per_host = ", ".join(f"{k}: {w:g} W" for k, w in p.cpu_tdp_by_host)
+    per_host, per_model, hosts = (
+        _pairs(p.cpu_tdp_by_host, "W"),
+        _pairs(p.gpu_price_by_model, "$"),
+        _pairs(p.host_price_by_host, "$"),
+    )
     rows = (
         ("Tariff", f"${p.tariff_per_kwh:g} per kWh" if p.tariff_per_kwh is not None else NO_PRICE),
-        ("GPU price", fmt_usd(p.gpu_price)),
-        ("CPU / host price", fmt_usd(p.cpu_price)),
-        ("Amortisation", f"{p.amortise_years:g} years of round-the-clock use"),
+        ("GPU price (each GPU)", _with_specific(p.gpu_price, per_model)),
+        ("Host price (without GPUs)", _with_specific(p.cpu_price, hosts)),
+        ("Amortisation", f"{p.amortise_years:g} years"),
+        (
+            "Utilisation",
+            f"{p.utilisation:.0%} of the time busy (default {DEFAULT_UTILISATION:.0%}; --utilisation)",
+        ),
         ("Value of an hour saved", fmt_usd(p.value_per_hour)),
         ("CPU TDP for an estimate", tdp + (f" ({per_host})" if per_host else "")),
         ("Idle floor of the estimate", f"{p.idle_fraction:.0%} of TDP"),
@@ -25,7 +47,24 @@ def settings_section(ctx: ReportContext) -> Section:
         ("Target steps", f"{s.target_steps:,}"),
         ("Target loss", fmt(ctx.target_loss, 4) + ("" if s.target_loss is not None else " (reached by all)")),
     )
-    data = {k: v for k, v in rows}
+    data = {
+        "tariff_usd_per_kwh": p.tariff_per_kwh,
+        "gpu_price_usd": p.gpu_price,
+        "gpu_price_usd_by_model": dict(p.gpu_price_by_model),
+        "host_price_usd": p.cpu_price,
+        "host_price_usd_by_host": dict(p.host_price_by_host),
+        "amortise_years": p.amortise_years,
+        "utilisation": p.utilisation,
+        "life_hours": money.life_hours(p),
+        "value_usd_per_hour": p.value_per_hour,
+        "cpu_tdp_w": p.cpu_tdp_w,
+        "cpu_tdp_w_by_host": dict(p.cpu_tdp_by_host),
+        "idle_fraction": p.idle_fraction,
+        "temp_threshold_c": t.temp_threshold_c,
+        "target_steps": s.target_steps,
+        "target_loss": ctx.target_loss,
+        "target_loss_given": s.target_loss is not None,
+    }
     return Section("settings", "Settings", data, (Table("Settings", ("Setting", "Value"), rows),))
 
 
@@ -65,7 +104,7 @@ def comparison_rows(ctx: ReportContext) -> list[tuple[str, ...]]:
             like = "yes" if c.like_for_like else "NOT like-for-like: " + "; ".join(c.differences)
             ci = f" (95 % CI {c.speedup_ci95[0]:.2f}–{c.speedup_ci95[1]:.2f})" if c.speedup_ci95 else ""
             speed = fmt(c.speedup, 2, "×") + ci
-            even = "n/a (CPU)" if g.kind != "gpu" else break_even_cell(c, ctx)
+            even = "n/a (CPU)" if g.kind != "gpu" else mt.break_even_cell(c)
         steps = "n/a (batch differs)"
         if c.batches_match or c.is_baseline:
             steps = f"{fmt_spread(g.steps_per_s, 3)} steps/s, " + fmt(
@@ -74,9 +113,10 @@ def comparison_rows(ctx: ReportContext) -> list[tuple[str, ...]]:
         estimate = g.energy_is_estimate
         rows.append((
             g.name, str(len(g.run_ids)), fmt_spread(g.examples_per_s, 3, tp.NO_WORK_COUNTER), speed, like,
-            marked(fmt_spread(g.j_per_1k_examples, 0, NOT_MEASURED), estimate),
+            marked(fmt_spread(g.j_per_1k_examples, 0, f"{NOT_MEASURED} ({mt.energy_unknown_reason(g)})"),
+                   estimate),
             marked(fmt_usd(g.energy_usd_per_1k.mean, NOT_MEASURED), estimate),
-            fmt_usd(g.hardware_usd_per_1k.mean),
+            fmt_usd(g.hardware_usd_per_1k.mean, mt.hardware_missing(g, ctx.settings.prices)),
             marked(fmt_usd(g.total_usd_per_1k.mean, _total_unknown(g)), estimate),
             steps, even,
         ))  # fmt: skip
@@ -91,18 +131,31 @@ def _j_per_1k_steps(g) -> float | None:
 def _total_unknown(g) -> str:
     if g.energy_usd_per_1k.mean is None:
         return f"n/a (energy {NOT_MEASURED})"
-    return f"n/a ({NO_PRICE})"
+    return f"n/a ({g.first.hardware_price.missing or NO_PRICE})"
 
 
-def break_even_cell(c, ctx: ReportContext) -> str:
-    hours = c.break_even_hours
-    if hours is None:
-        return (
-            f"n/a ({NO_PRICE})"
-            if ctx.settings.prices.gpu_price is None
-            else "n/a (no value per hour or energy)"
-        )
-    return marked(fmt(hours, 1), c.break_even_is_estimate)
+def comparison_data(ctx: ReportContext) -> list[dict]:
+    """One entry per configuration (group of repeats), the baseline included."""
+    found = []
+    for c in ctx.comparisons:
+        g = c.group
+        same_batch = c.batches_match or c.is_baseline
+        found.append({
+            "name": g.name, "group": list(g.run_ids), "is_baseline": c.is_baseline, "device": g.kind,
+            "examples_per_s": spread_json(g.examples_per_s),
+            "steps_per_s": spread_json(g.steps_per_s) if same_batch else None,
+            "speedup": 1.0 if c.is_baseline else c.speedup,
+            "speedup_ci95": list(c.speedup_ci95) if c.speedup_ci95 else None,
+            "like_for_like": True if c.is_baseline else c.like_for_like, "differences": list(c.differences),
+            "energy_j_per_1k_examples": spread_json(g.j_per_1k_examples),
+            "energy_j_per_1k_steps": _j_per_1k_steps(g) if same_batch else None,
+            "energy_is_estimate": g.energy_is_estimate,
+            "energy_usd_per_1k_examples": g.energy_usd_per_1k.mean,
+            "hardware_usd_per_1k_examples": g.hardware_usd_per_1k.mean,
+            "total_usd_per_1k_examples": g.total_usd_per_1k.mean,
+            **break_even_json(c),
+        })  # fmt: skip
+    return found
 
 
 def comparison_section(ctx: ReportContext) -> Section:
@@ -113,31 +166,54 @@ def comparison_section(ctx: ReportContext) -> Section:
         "Mean ± sample standard deviation (min–max, n) over repeats (same workload and hardware). "
         "Energy is board/package energy, not wall power."
     )
-    return Section(
-        "comparison", "Comparison", [], (Table("Comparison", headers, tuple(comparison_rows(ctx)), note),)
-    )
+    table = Table("Comparison", headers, tuple(comparison_rows(ctx)), note)
+    return Section("comparison", "Comparison", comparison_data(ctx), (table,))
 
 
 def time_to_section(ctx: ReportContext) -> Section:
-    rows = []
+    rows, data = [], []
     for run, a in zip(ctx.runs, ctx.analyses, strict=True):
         to_steps = tp.time_to_steps(
             run.training, run.training_info, ctx.settings.target_steps, a.throughput.steps_per_s
         )
         steps_text = fmt_seconds(to_steps.seconds) + (" (projected)" if to_steps.projected else "")
-        loss_text = "n/a"
+        loss_text, hit = "n/a", None
         if ctx.target_loss is not None:
             hit = tp.time_to_loss(run.training, run.training_info, ctx.target_loss)
             loss_text = (
                 "not reached" if hit.seconds is None else f"{fmt_seconds(hit.seconds)} (step {hit.step:,.0f})"
             )
         rows.append((a.run_id, steps_text, loss_text, fmt(a.min_smoothed_loss, 4)))
+        data.append({
+            "run_id": a.run_id, "target_steps": ctx.settings.target_steps,
+            "time_to_target_steps_s": to_steps.seconds, "time_to_target_steps_projected": to_steps.projected,
+            "target_loss": ctx.target_loss,
+            "time_to_target_loss_s": hit.seconds if hit else None,
+            "target_loss_reached_at_step": hit.step if hit and hit.seconds is not None else None,
+            "lowest_smoothed_loss": a.min_smoothed_loss,
+        })  # fmt: skip
     headers = ("Run", f"Time to {ctx.settings.target_steps:,} steps",
                f"Time to loss ≤ {fmt(ctx.target_loss, 4)}", "Lowest smoothed loss")  # fmt: skip
     table = Table(
         "Time to target", headers, tuple(rows), "Elapsed training time, from training.json's start."
     )
-    return Section("time_to", "Time to target", [], (table,))
+    return Section("time_to", "Time to target", data, (table,))
+
+
+def _hardware_unknown(a) -> str:
+    if a.hardware_price.usd is not None:
+        return f"n/a ({tp.NO_WORK_COUNTER})"
+    return a.hardware_price.missing or NO_PRICE
+
+
+def _coverage_note(energy) -> str:
+    """Sources that reset, or that cover less than the whole window."""
+    if energy is None:
+        return ""
+    notes = [f"{s.source} {s.method.split(' (')[0]} covers {s.coverage:.0%}" for s in energy.considered
+             if s.coverage < 0.995]  # fmt: skip
+    notes += [c for c in energy.checks]
+    return f" [{'; '.join(notes)}]" if notes else ""
 
 
 def energy_section(ctx: ReportContext) -> Section:
@@ -149,22 +225,21 @@ def energy_section(ctx: ReportContext) -> Section:
         idle = ", ".join(f"gpu{i} {fmt(w, 1, ' W')}" for i, w in steady.idle_gpus_w) if steady else ""
         est = a.energy_is_estimate
         rows.append((
-            a.run_id, steady.covers if steady else NOT_MEASURED,
+            a.run_id, (steady.covers if steady else NOT_MEASURED) + _coverage_note(steady),
             marked(fmt(a.j_per_1k_examples, 0, unknown=NOT_MEASURED), est),
             marked(fmt(mean_w, 1, unknown=NOT_MEASURED), est),
             marked(fmt(kwh, 4, unknown=NOT_MEASURED), est), idle or "none",
             marked(fmt_usd(a.energy_usd_per_1k_examples, NOT_MEASURED), est),
-            fmt_usd(a.hardware_usd_per_1k_examples),
+            fmt_usd(a.hardware_usd_per_1k_examples, _hardware_unknown(a)),
         ))  # fmt: skip
-        data.append(
-            {
-                "run_id": a.run_id,
-                "covers": steady.covers if steady else NOT_MEASURED,
-                "charged_gpus": list(a.charged_gpus),
-                "gpu_attribution": a.gpu_attribution,
-                "idle_gpus_mean_w": {f"gpu{i}": w for i, w in steady.idle_gpus_w} if steady else {},
-            }
-        )
+        data.append({
+            "run_id": a.run_id, "covers": steady.covers if steady else NOT_MEASURED,
+            "charged_gpus": list(a.charged_gpus), "gpu_attribution": a.gpu_attribution,
+            "gpu_attribution_known": a.gpu_attribution_known,
+            "idle_gpus_mean_w": {f"gpu{i}": w for i, w in steady.idle_gpus_w} if steady else {},
+            "mean_power_w": mean_w, "training_energy_kwh": kwh,
+            "steady": steady.as_json() if steady else None, "training": whole.as_json() if whole else None,
+        })  # fmt: skip
     headers = ("Run", "What it covers", "J per 1,000 examples", "Mean power (W)", "Training energy (kWh)",
                "GPUs not charged (mean draw)", "Energy $ per 1,000 examples",
                "Hardware $ per 1,000 examples")  # fmt: skip

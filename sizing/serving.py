@@ -1,38 +1,28 @@
-"""Serving: what the trained model costs to run, from each run's inference.json and telemetry.csv.
+"""Serving: what the trained model costs to run, from each run's inference.json and its loaded telemetry.
 
-Pure functions over run directories (they only read). Per runtime × batch size: images/s, p99 ms per
-image, J per 1,000 images (NVML / RAPL counters over the cell's own window, else an estimate marked
-ESTIMATE, else "not measured"), $ per million images when prices are given, and how many CPU cores one
-GPU replaces for this model. Definitions: docs/sizing.md, "Serving".
+Pure functions over RunData (sizing.load), under the same model as training: the same GPU attribution
+(sizing.analysis.charged_gpu_columns), the same energy sources with coverage and the TDP estimate with its
+idle floor (sizing.energy), the same prices, life and utilisation (sizing.money). Per runtime × batch
+size: images/s, p99 ms per image, J per 1,000 images over the cell's own window, $ per million images, and
+how many CPU cores one GPU replaces for this model, from like-for-like runs only unless none is.
+Definitions: docs/sizing.md, "Serving".
 """
 
 from __future__ import annotations
 
-import csv
-import itertools
 import json
 import math
-import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sizing import money, signature
+from sizing.analysis import charged_gpu_columns
+from sizing.energy import energy_in, energy_usd
+from sizing.model import Prices, RunData, number, samples_in
+from sizing.text import NO_PRICE, NOT_MEASURED
+
 INFERENCE_JSON = "inference.json"
-TELEMETRY_CSV = "telemetry.csv"
-RUN_JSON = "run.json"
-JOULES_PER_KWH = 3.6e6
-SECONDS_PER_YEAR = 365.25 * 24 * 3600
-NO_PRICE = "no price given"
-_GPU_ENERGY = re.compile(r"^gpu(\d+)_energy_j$")
-_GPU_POWER = re.compile(r"^gpu(\d+)_power_w$")
-
-
-@dataclass(frozen=True)
-class ServingPrices:
-    tariff_per_kwh: float | None = None
-    gpu_price: float | None = None  # USD, the GPU(s)
-    cpu_price: float | None = None  # USD, the host (counted for GPU runs too: the GPU needs one)
-    amortise_years: float = 3.0
-    cpu_tdp_w: float | None = None  # for an estimate of CPU energy where RAPL is unreadable
 
 
 @dataclass(frozen=True)
@@ -45,7 +35,8 @@ class ServingRow:
     latency_ms_p99: float
     ms_per_image_p99: float
     joules_per_1000_images: float | None
-    energy_method: str  # "NVML + RAPL", "ESTIMATE: ...", or "not measured: ..."
+    energy_method: str  # what the energy covers, "… (ESTIMATE …)", or "not measured (why)"
+    energy_is_estimate: bool
     usd_per_million_images: float | None
     cost_note: str
     cpu_cores_used: float | None  # mean of the process tree's CPU use over the cell, in cores
@@ -58,148 +49,146 @@ class ServingSection:
     cpu_cores_replaced: float | None = None
     cpu_cores_note: str = "not measured: needs a CPU run and a GPU run with inference.json"
     warnings: list[str] = field(default_factory=list)
+    workloads: dict[str, dict] = field(default_factory=dict)  # run id → training workload signature
 
 
-def serving_section(run_dirs: list[Path], prices: ServingPrices | None = None) -> ServingSection:
+def serving_section(runs: Sequence[RunData], prices: Prices | None = None) -> ServingSection:
     """Every measured runtime × batch size of every run, and the CPU cores one GPU replaces."""
-    prices = prices or ServingPrices()
+    prices = prices or Prices()
     section = ServingSection()
-    for run_dir in run_dirs:
-        run_dir = Path(run_dir)
-        summary = read_json_or_none(run_dir / INFERENCE_JSON)
+    for run in runs:
+        summary = read_json_or_none(run.path / INFERENCE_JSON) if run.path is not None else None
         if summary is None:
-            section.warnings.append(f"{run_dir.name}: no inference.json (the run skipped or lost it)")
+            section.warnings.append(f"{run.run_id}: no inference.json (the run skipped or lost it)")
             continue
-        rows, unavailable = run_rows(run_dir, summary, prices)
+        rows, unavailable = run_rows(run, summary, prices)
         section.rows += rows
         section.unavailable += unavailable
-    section.cpu_cores_replaced, section.cpu_cores_note = cpu_cores_replaced(section.rows)
+        section.workloads[run.run_id] = signature.workload(run.training_info)
+    section.cpu_cores_replaced, section.cpu_cores_note = cpu_cores_replaced(section.rows, section.workloads)
     return section
 
 
 def run_rows(
-    run_dir: Path, summary: dict, prices: ServingPrices
+    run: RunData, summary: dict, prices: Prices
 ) -> tuple[list[ServingRow], list[tuple[str, str, str]]]:
-    device = str(summary.get("device") or "cpu")
-    telemetry = read_telemetry(run_dir / TELEMETRY_CSV)
+    device = "gpu" if str(summary.get("device") or "cpu").lower().startswith(("gpu", "cuda")) else "cpu"
     rows, unavailable = [], []
-    for entry in summary.get("runtimes", []):
-        if not entry.get("available"):
-            unavailable.append(
-                (run_dir.name, entry.get("runtime", "?"), entry.get("reason", "no reason given"))
-            )
+    runtimes = summary.get("runtimes")
+    for entry in runtimes if isinstance(runtimes, list) else []:
+        if not isinstance(entry, dict):
             continue
-        for cell in entry.get("cells", []):
-            if not _number(cell.get("images_per_s")):
-                reason = cell.get("error", "no measured call")
-                unavailable.append(
-                    (run_dir.name, f"{entry['runtime']} batch {cell.get('batch_size')}", reason)
-                )
+        name = str(entry.get("runtime", "?"))
+        if not entry.get("available"):
+            unavailable.append((run.run_id, name, str(entry.get("reason", "no reason given"))))
+            continue
+        cells = entry.get("cells")
+        for cell in cells if isinstance(cells, list) else []:
+            if not isinstance(cell, dict):
                 continue
-            rows.append(_row(run_dir.name, device, entry["runtime"], cell, telemetry, prices))
+            if not _positive(cell.get("images_per_s")) or number(cell.get("start_unix")) is None \
+                    or number(cell.get("end_unix")) is None:  # fmt: skip
+                reason = str(cell.get("error", "no measured call"))
+                unavailable.append((run.run_id, f"{name} batch {cell.get('batch_size')}", reason))
+                continue
+            rows.append(_row(run, device, name, cell, prices))
     return rows, unavailable
 
 
-def _row(
-    run_id: str, device: str, runtime: str, cell: dict, telemetry: dict, prices: ServingPrices
-) -> ServingRow:
+def _row(run: RunData, device: str, runtime: str, cell: dict, prices: Prices) -> ServingRow:
     start, end = float(cell["start_unix"]), float(cell["end_unix"])
-    joules, method = cell_energy_j(telemetry, start, end, device, prices.cpu_tdp_w)
-    j_per_1000 = joules / cell["images"] * 1000.0 if joules is not None and cell.get("images") else None
-    cost, note = usd_per_million_images(j_per_1000, cell["images_per_s"], device, prices)
+    hardware = signature.hardware(run.meta, run.training_info, device)
+    gpus, attribution, attribution_known = charged_gpu_columns(run, device)
+    tdp = prices.tdp_for(str(hardware.get("host") or ""), str(hardware.get("cpu_model") or ""))
+    energy = energy_in(run.telemetry, (start, end), gpus, tdp, prices.idle_fraction, device == "gpu",
+                       number(run.meta.get("interval_s")))  # fmt: skip
+    images = number(cell.get("images"))
+    joules = energy.total_j if energy is not None else None
+    j_per_1000 = joules / images * 1000.0 if joules is not None and images else None
+    method = energy.covers if energy is not None else f"{NOT_MEASURED} (no telemetry over the cell)"
+    if not attribution_known:
+        method += f" — charged for {attribution.split(' (')[0]}: the run does not say which GPUs it used"
+    images_per_s = float(cell["images_per_s"])
+    cost, note = usd_per_million_images(
+        j_per_1000, images_per_s, money.hardware_price(device, hardware, prices), prices
+    )
+    window = samples_in(run.telemetry, (start, end))
+    if window.empty:  # a cell shorter than the sampling interval: the first row after it covers it
+        later = run.telemetry[run.telemetry["time_unix"] > end] if "time_unix" in run.telemetry else window
+        window = later.head(1)
+    cores = window["proc_cpu_pct"].mean() / 100.0 if "proc_cpu_pct" in window and not window.empty else None
     return ServingRow(
-        run_id=run_id,
+        run_id=run.run_id,
         device=device,
         runtime=runtime,
-        batch_size=int(cell["batch_size"]),
-        images_per_s=float(cell["images_per_s"]),
-        latency_ms_p99=float(cell["latency_ms_p99"]),
-        ms_per_image_p99=float(cell["ms_per_image_p99"]),
+        batch_size=int(number(cell.get("batch_size")) or 0),
+        images_per_s=images_per_s,
+        latency_ms_p99=number(cell.get("latency_ms_p99")) or math.nan,
+        ms_per_image_p99=number(cell.get("ms_per_image_p99")) or math.nan,
         joules_per_1000_images=j_per_1000,
         energy_method=method,
+        energy_is_estimate=bool(energy and energy.cpu_is_estimate and joules is not None),
         usd_per_million_images=cost,
         cost_note=note,
-        cpu_cores_used=mean_in_window(telemetry, "proc_cpu_pct", start, end, scale=0.01),
+        cpu_cores_used=float(cores) if cores is not None and math.isfinite(cores) else None,
     )
-
-
-def cell_energy_j(
-    telemetry: dict, start: float, end: float, device: str, cpu_tdp_w: float | None
-) -> tuple[float | None, str]:
-    """GPU energy (GPU runs: NVML counter, else integrated power) plus CPU energy (RAPL, else TDP × util)."""
-    parts: list[tuple[float, str]] = []
-    if device == "gpu":
-        gpu = _gpu_energy_j(telemetry, start, end)
-        if gpu is None:
-            return None, "not measured: no GPU energy or power in telemetry.csv over the cell"
-        parts.append(gpu)
-    rapl = counter_advance(telemetry.get("time_unix"), telemetry.get("cpu_energy_j"), start, end)
-    if rapl is not None:
-        parts.append((rapl, "RAPL"))
-    elif cpu_tdp_w is not None and telemetry.get("cpu_util_pct") is not None:
-        power = [cpu_tdp_w * u / 100.0 for u in telemetry["cpu_util_pct"]]
-        joules = integrated(telemetry["time_unix"], power, start, end)
-        if joules is None:
-            return None, "not measured: too few telemetry rows over the cell"
-        parts.append((joules, f"ESTIMATE: {cpu_tdp_w:g} W CPU TDP × CPU util"))
-    else:
-        what = "GPU only; " if parts else ""
-        return None, f"not measured: {what}no RAPL in telemetry.csv (give a CPU TDP for an estimate)"
-    return sum(j for j, _ in parts), " + ".join(m for _, m in parts)
-
-
-def _gpu_energy_j(telemetry: dict, start: float, end: float) -> tuple[float, str] | None:
-    times = telemetry.get("time_unix")
-    counters = [c for name, c in telemetry.items() if _GPU_ENERGY.match(name)]
-    joules = [counter_advance(times, c, start, end) for c in counters]
-    if counters and all(j is not None for j in joules):
-        return sum(joules), "NVML energy"
-    powers = [p for name, p in telemetry.items() if _GPU_POWER.match(name)]
-    joules = [integrated(times, p, start, end) for p in powers]
-    if powers and all(j is not None for j in joules):
-        return sum(joules), "NVML power integrated"
-    return None
 
 
 def usd_per_million_images(
-    j_per_1000: float | None, images_per_s: float, device: str, prices: ServingPrices
+    j_per_1000: float | None, images_per_s: float, price: money.HardwarePrice, prices: Prices
 ) -> tuple[float | None, str]:
-    """Energy at the tariff plus the hardware amortised over its years of round-the-clock use."""
-    hardware_price = (prices.cpu_price or 0.0) + ((prices.gpu_price or 0.0) if device == "gpu" else 0.0)
-    parts, notes = [], []
-    if prices.tariff_per_kwh is not None:
-        if j_per_1000 is not None:
-            parts.append(j_per_1000 * 1000.0 / JOULES_PER_KWH * prices.tariff_per_kwh)
-            notes.append(f"energy at ${prices.tariff_per_kwh:g}/kWh")
-        else:
-            notes.append("energy not measured")
-    if hardware_price > 0 and images_per_s > 0 and prices.amortise_years > 0:
-        seconds = 1e6 / images_per_s
-        parts.append(hardware_price / (prices.amortise_years * SECONDS_PER_YEAR) * seconds)
-        notes.append(f"${hardware_price:,.0f} hardware over {prices.amortise_years:g} years")
-    if not parts:
-        return None, NO_PRICE if not notes else "; ".join(notes)
-    return sum(parts), " + ".join(notes)
+    """Energy at the tariff plus the hardware over its working hours; a total only when both are known."""
+    energy = energy_usd(j_per_1000, prices)
+    energy = energy * 1000.0 if energy is not None else None
+    hardware = money.hardware_usd_per_1000(price.usd, images_per_s, prices)
+    hardware = hardware * 1000.0 if hardware is not None else None
+    life = f"over a {prices.amortise_years:g}-year life at {prices.utilisation:.0%} use"
+    if energy is not None and hardware is not None:
+        return (
+            energy + hardware,
+            f"energy at ${prices.tariff_per_kwh:g}/kWh + ${price.usd:,.0f} hardware {life}",
+        )
+    if energy is not None:
+        return energy, f"energy only ({price.missing or NO_PRICE})"
+    if hardware is not None:
+        return hardware, f"hardware only ({life}; energy {NOT_MEASURED})"
+    return (
+        None,
+        NO_PRICE if prices.tariff_per_kwh is None else f"energy {NOT_MEASURED}, hardware: {price.missing}",
+    )
 
 
-def cpu_cores_replaced(rows: list[ServingRow]) -> tuple[float | None, str]:
-    """Best GPU images/s ÷ best CPU images/s per core used (cores from the process's CPU use)."""
+def cpu_cores_replaced(rows: list[ServingRow], workloads: dict[str, dict]) -> tuple[float | None, str]:
+    """Best GPU images/s ÷ best CPU images/s per core used (cores from the process's CPU use), over the
+    like-for-like GPU/CPU pairs (same training workload); without one, over all, marked NOT like-for-like."""
     gpu = [r for r in rows if r.device == "gpu"]
-    cpu = [r for r in rows if r.device == "cpu"]
-    if not gpu or not cpu:
+    cpu = [r for r in rows if r.device == "cpu" and r.cpu_cores_used and r.cpu_cores_used > 0]
+    if not gpu or not [r for r in rows if r.device == "cpu"]:
         return None, "not measured: needs a CPU run and a GPU run with inference.json"
-    best_gpu = max(gpu, key=lambda r: r.images_per_s)
-    per_core = [
-        (r.images_per_s / r.cpu_cores_used, r) for r in cpu if r.cpu_cores_used and r.cpu_cores_used > 0
-    ]
-    if not per_core:
+    if not cpu:
         return None, "not measured: the CPU run's telemetry has no proc_cpu_pct over its inference"
-    rate, best_cpu = max(per_core, key=lambda pair: pair[0])
-    cores = best_gpu.images_per_s / rate
-    return cores, (
+    pairs = [(g, c) for g in gpu for c in cpu]
+    alike = [(g, c) for g, c in pairs if not _differences(workloads, g.run_id, c.run_id)]
+    chosen = alike or pairs
+    best_gpu = max((g for g, _ in chosen), key=lambda r: r.images_per_s)
+    best_cpu = max((c for g, c in chosen if g.run_id == best_gpu.run_id), key=_per_core)
+    rate = best_cpu.images_per_s / (best_cpu.cpu_cores_used or 1.0)
+    note = (
         f"{best_gpu.runtime} batch {best_gpu.batch_size} on the GPU ({best_gpu.images_per_s:.1f} images/s) ÷ "
         f"{best_cpu.runtime} batch {best_cpu.batch_size} on the CPU ({rate:.2f} images/s per core used)"
     )
+    if not alike:
+        differ = "; ".join(_differences(workloads, best_gpu.run_id, best_cpu.run_id))
+        note = f"NOT like-for-like ({differ}): {note}"
+    return best_gpu.images_per_s / rate, note
+
+
+def _per_core(row: ServingRow) -> float:
+    return row.images_per_s / (row.cpu_cores_used or 1.0)
+
+
+def _differences(workloads: dict[str, dict], a: str, b: str) -> list[str]:
+    return signature.differences(workloads.get(a, {}), workloads.get(b, {}))
 
 
 def markdown(section: ServingSection) -> str:
@@ -228,9 +217,6 @@ def markdown(section: ServingSection) -> str:
     return "\n".join(lines)
 
 
-# --- reading ---------------------------------------------------------------------------------------
-
-
 def read_json_or_none(path: Path) -> dict | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -239,76 +225,5 @@ def read_json_or_none(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def read_telemetry(path: Path) -> dict[str, list[float]]:
-    """Columns of telemetry.csv as floats (nan for an empty or unparseable cell); {} if absent."""
-    try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            rows = list(csv.DictReader(handle))
-    except OSError:
-        return {}
-    if not rows:
-        return {}
-    return {name: [_float(row.get(name)) for row in rows] for name in rows[0] if name}
-
-
-def counter_advance(
-    times: list[float] | None, counter: list[float] | None, start: float, end: float
-) -> float | None:
-    """How far a cumulative counter advanced over [start, end], interpolated linearly between rows."""
-    if times is None or counter is None:
-        return None
-    points = [(t, c) for t, c in zip(times, counter, strict=False) if math.isfinite(t) and math.isfinite(c)]
-    if len(points) < 2:
-        return None
-    start, end = max(start, points[0][0]), min(end, points[-1][0])
-    if end <= start:
-        return None
-    return _interp(points, end) - _interp(points, start)
-
-
-def integrated(
-    times: list[float] | None, power_w: list[float] | None, start: float, end: float
-) -> float | None:
-    """Trapezoidal integral of a power column over [start, end]."""
-    if times is None or power_w is None:
-        return None
-    points = [(t, p) for t, p in zip(times, power_w, strict=False) if math.isfinite(t) and math.isfinite(p)]
-    if len(points) < 2:
-        return None
-    cumulative, total = [points[0][0]], [0.0]
-    for (t0, p0), (t1, p1) in itertools.pairwise(points):
-        cumulative.append(t1)
-        total.append(total[-1] + (t1 - t0) * (p0 + p1) / 2)
-    return counter_advance(cumulative, total, start, end)
-
-
-def mean_in_window(
-    telemetry: dict, column: str, start: float, end: float, scale: float = 1.0
-) -> float | None:
-    """Mean of a column over the rows in [start, end], widened to the nearest row either side."""
-    times, values = telemetry.get("time_unix"), telemetry.get(column)
-    if times is None or values is None:
-        return None
-    picked = [v for t, v in zip(times, values, strict=False) if start <= t <= end and math.isfinite(v)]
-    if not picked:  # a cell shorter than the sampling interval: the first row after it covers it
-        after = [v for t, v in zip(times, values, strict=False) if t > end and math.isfinite(v)]
-        picked = after[:1]
-    return sum(picked) / len(picked) * scale if picked else None
-
-
-def _interp(points: list[tuple[float, float]], at: float) -> float:
-    for (t0, c0), (t1, c1) in itertools.pairwise(points):
-        if t0 <= at <= t1:
-            return c0 if t1 == t0 else c0 + (c1 - c0) * (at - t0) / (t1 - t0)
-    return points[-1][1]
-
-
-def _float(text: str | None) -> float:
-    try:
-        return float(text) if text not in (None, "") else math.nan
-    except ValueError:
-        return math.nan
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+def _positive(value: object) -> bool:
+    return (found := number(value)) is not None and found > 0

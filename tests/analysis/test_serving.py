@@ -8,15 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from sizing.serving import (
-    NO_PRICE,
-    SECONDS_PER_YEAR,
-    ServingPrices,
-    counter_advance,
-    integrated,
-    markdown,
-    serving_section,
-)
+from sizing import RunData
+from sizing.load import load_run_dir
+from sizing.model import Prices
+from sizing.serving import markdown, serving_section
+from sizing.text import NO_PRICE
 
 T0 = 1_795_000_000.0
 
@@ -38,7 +34,7 @@ def _cell(batch_size: int, images_per_s: float, start: float, end: float, p99_ms
 
 def _write_run(
     root: Path, name: str, device: str, cells: list[dict], telemetry: list[dict], refused: bool = True
-) -> Path:
+) -> RunData:
     run_dir = root / name
     run_dir.mkdir()
     runtimes = [{"runtime": "tf-savedmodel", "available": True, "cells": cells}]
@@ -51,7 +47,7 @@ def _write_run(
         writer = csv.DictWriter(handle, fieldnames=list(telemetry[0]))
         writer.writeheader()
         writer.writerows(telemetry)
-    return run_dir
+    return load_run_dir(run_dir)
 
 
 def _telemetry(seconds: int, **per_second) -> list[dict]:
@@ -74,10 +70,14 @@ def test_cpu_run_with_rapl_gives_joules_per_1000_images(tmp_path: Path) -> None:
     section = serving_section([run])
     (row,) = section.rows
     assert row.joules_per_1000_images == pytest.approx(10_000.0)
-    assert row.energy_method == "RAPL"
+    assert row.energy_method == "CPU package (RAPL)"
     assert row.ms_per_image_p99 == pytest.approx(225.0) and row.images_per_s == 5.0
     assert row.cpu_cores_used == pytest.approx(2.0)
-    assert row.usd_per_million_images is None and row.cost_note == NO_PRICE
+    # the default tariff prices the energy; no hardware price given: energy only, and says so
+    assert row.usd_per_million_images == pytest.approx(10_000.0 * 1000 / 3.6e6 * 0.15)
+    assert row.cost_note == "energy only (host not priced)"
+    (bare,) = serving_section([run], Prices(tariff_per_kwh=None)).rows
+    assert bare.usd_per_million_images is None and bare.cost_note == NO_PRICE
     assert section.unavailable == [("cpu", "torchscript", "no TorchScript model")]
 
 
@@ -87,9 +87,9 @@ def test_without_rapl_energy_is_not_measured_or_an_estimate_marked_as_such(tmp_p
     )
     (row,) = serving_section([run]).rows
     assert row.joules_per_1000_images is None and row.energy_method.startswith("not measured")
-    (row,) = serving_section([run], ServingPrices(cpu_tdp_w=100.0)).rows
-    # 100 W × 50 % over 4 s = 200 J for 8 images
-    assert row.joules_per_1000_images == pytest.approx(25_000.0)
+    (row,) = serving_section([run], Prices(cpu_tdp_w=100.0)).rows
+    # 100 W × (30 % idle floor + 70 % × 50 %) over 4 s = 260 J for 8 images, as in training
+    assert row.joules_per_1000_images == pytest.approx(32_500.0)
     assert row.energy_method.startswith("ESTIMATE")
 
 
@@ -101,15 +101,15 @@ def test_gpu_run_counts_gpu_and_cpu_energy_and_prices(tmp_path: Path) -> None:
         [_cell(8, 400.0, T0 + 1, T0 + 3, 40.0)],
         _telemetry(5, gpu0_energy_j=250.0, cpu_energy_j=50.0, proc_cpu_pct=100.0),
     )
-    prices = ServingPrices(tariff_per_kwh=0.36, gpu_price=10_000.0, cpu_price=2_000.0, amortise_years=3)
+    prices = Prices(tariff_per_kwh=0.36, gpu_price=10_000.0, cpu_price=2_000.0, amortise_years=3)
     (row,) = serving_section([run], prices).rows
     # 300 W over 2 s = 600 J for 800 images = 750 J per 1,000 images
     assert row.joules_per_1000_images == pytest.approx(750.0)
-    assert row.energy_method == "NVML energy + RAPL"
+    assert row.energy_method == "GPU board (NVML energy counter) + CPU package (RAPL)"
     energy_usd = 750.0 * 1000 / 3.6e6 * 0.36  # per million images
-    hardware_usd = 12_000.0 / (3 * SECONDS_PER_YEAR) * (1e6 / 400.0)
+    hardware_usd = 12_000.0 / (3 * 8760 * 3600) * (1e6 / 400.0)  # the same 8,760-hour year as training
     assert row.usd_per_million_images == pytest.approx(energy_usd + hardware_usd)
-    assert "energy at $0.36/kWh" in row.cost_note and "$12,000 hardware over 3 years" in row.cost_note
+    assert "energy at $0.36/kWh" in row.cost_note and "$12,000 hardware over a 3-year life" in row.cost_note
 
 
 def test_cpu_cores_one_gpu_replaces(tmp_path: Path) -> None:
@@ -128,7 +128,8 @@ def test_cpu_cores_one_gpu_replaces(tmp_path: Path) -> None:
     assert section.cpu_cores_replaced == pytest.approx(40.0)
     assert "tf-savedmodel batch 4 on the CPU" in section.cpu_cores_note
     gpu_row = next(r for r in section.rows if r.device == "gpu")
-    assert gpu_row.energy_method.startswith("not measured")  # GPU power, but no CPU energy: not the whole
+    # GPU power but no CPU energy: shown as the GPU board only, as in training
+    assert gpu_row.energy_method.startswith("GPU board (integrated NVML power) only; CPU not measured")
     text = markdown(section)
     assert "CPU cores one GPU replaces for this model: 40.0" in text
     assert "cannot take this model: no TorchScript model" in text
@@ -138,14 +139,8 @@ def test_one_device_only_and_missing_files_are_said(tmp_path: Path) -> None:
     cpu = _write_run(tmp_path, "cpu", "cpu", [_cell(1, 4.0, T0 + 1, T0 + 4, 300.0)], _telemetry(5, load1=1.0))
     empty = tmp_path / "empty"
     empty.mkdir()
-    section = serving_section([cpu, empty])
+    (empty / "telemetry.csv").write_text("time_unix,cpu_util_pct\n1,5\n2,5\n")
+    section = serving_section([cpu, load_run_dir(empty)])
     assert section.cpu_cores_replaced is None and section.cpu_cores_note.startswith("not measured")
     assert section.warnings == ["empty: no inference.json (the run skipped or lost it)"]
     assert section.rows[0].cpu_cores_used is None
-
-
-def test_counter_and_integral_interpolate_between_rows() -> None:
-    times = [0.0, 1.0, 2.0]
-    assert counter_advance(times, [0.0, 10.0, 30.0], 0.5, 1.5) == pytest.approx(5.0 + 10.0)
-    assert integrated(times, [10.0, 10.0, 10.0], 0.25, 1.75) == pytest.approx(15.0)
-    assert counter_advance(times, [0.0, 10.0, 30.0], 5.0, 6.0) is None

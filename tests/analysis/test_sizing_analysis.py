@@ -10,8 +10,9 @@ import pytest
 from sizingfixtures import reference_cpu, reference_gpu, telemetry_frame, training_frame
 
 from sizing import compare as cmp
+from sizing import coverage as cov
 from sizing import energy as en
-from sizing import thermal
+from sizing import money, thermal
 from sizing import throughput as tp
 from sizing.analysis import RunAnalysis, analyse_run
 from sizing.model import Prices, Thresholds, count_events, train_windows
@@ -72,20 +73,24 @@ def test_energy_per_1000_examples_by_hand(cpu: RunAnalysis, gpu: RunAnalysis) ->
 
 def test_counter_and_integrated_energy_by_hand() -> None:
     times = np.array([0.0, 1.0, 2.0, 3.0])
-    assert en.counter_energy_j(times, np.array([0.0, 10.0, 30.0, 60.0]), 0.5, 2.5) == pytest.approx(40.0)
+    counter = cov.counter_source(
+        "cpu", en.CPU_RAPL, times, np.array([0.0, 10.0, 30.0, 60.0]), (0.5, 2.5), 3.0
+    )
+    assert counter.joules == pytest.approx(40.0) and counter.coverage == 1.0 and counter.resets == 0
     power = np.array([10.0, 20.0, 30.0, 40.0])
-    assert en.integrated_energy_j(times, power, 0.0, 3.0) == pytest.approx(75.0)
-    assert en.counter_energy_j(times[:1], power[:1], 0.0, 1.0) is None
+    integrated = cov.power_source("gpu0", en.GPU_POWER, times, power, (0.0, 3.0), 3.0)
+    assert integrated.joules == pytest.approx(75.0) and integrated.window_j == pytest.approx(75.0)
+    assert cov.counter_source("cpu", en.CPU_RAPL, times[:1], power[:1], (0.0, 1.0), 3.0) is None
 
 
 def test_cpu_estimate_has_an_idle_floor_and_is_marked() -> None:
     telemetry = telemetry_frame(0.0, 11, cpu_util_pct=50.0)
-    assert en.cpu_energy_j(telemetry, 0.0, 10.0, None, 0.3) == (None, None, False)
-    joules, covers, estimate = en.cpu_energy_j(telemetry, 0.0, 10.0, 100.0, 0.3)
-    assert joules == pytest.approx(100.0 * (0.3 + 0.7 * 0.5) * 10)  # 650 J, not 500: idle draw counts
-    assert estimate and covers.startswith("ESTIMATE")
+    assert en.energy_in(telemetry, (0.0, 10.0), [], None, 0.3).cpu_j is None
+    energy = en.energy_in(telemetry, (0.0, 10.0), [], 100.0, 0.3)
+    assert energy.cpu_j == pytest.approx(100.0 * (0.3 + 0.7 * 0.5) * 10)  # 650 J, not 500: idle draw counts
+    assert energy.cpu_is_estimate and energy.cpu_covers.startswith("ESTIMATE")
     idle = telemetry_frame(0.0, 11, cpu_util_pct=0.0)
-    assert en.cpu_energy_j(idle, 0.0, 10.0, 100.0, 0.3)[0] == pytest.approx(300.0)  # never 0 W at idle
+    assert en.energy_in(idle, (0.0, 10.0), [], 100.0, 0.3).cpu_j == pytest.approx(300.0)  # never 0 W at idle
 
 
 def test_cost_per_1000_examples_by_hand(cpu: RunAnalysis, gpu: RunAnalysis) -> None:
@@ -99,8 +104,13 @@ def test_no_price_is_unknown_not_zero() -> None:
     plain = analyse_run(reference_cpu(), Prices(), Thresholds())
     assert plain.hardware_usd_per_1k_examples is None
     assert plain.total_usd_per_1k_examples is None
-    assert en.hardware_price("gpu", Prices(gpu_price=500.0)) == 500.0
-    assert en.hardware_price("cpu", Prices(gpu_price=500.0)) is None
+    hardware = {"host": "box", "cpu_model": "Xeon", "gpus": ["H100"]}
+    assert (
+        money.hardware_price("gpu", hardware, Prices(gpu_price=500.0)).usd is None
+    )  # the host is not priced
+    assert money.hardware_price("gpu", hardware, Prices(gpu_price=500.0)).gpu_usd == 500.0
+    assert money.hardware_price("cpu", hardware, Prices(gpu_price=500.0)).usd is None
+    assert money.hardware_price("cpu", hardware, Prices(cpu_price=0.0)).usd == 0.0  # given as 0 is 0
     assert en.energy_usd(1000.0, Prices(tariff_per_kwh=None)) is None
 
 
@@ -119,10 +129,16 @@ def test_break_even_by_hand(cpu: RunAnalysis, gpu: RunAnalysis) -> None:
 
 
 def test_break_even_edge_cases() -> None:
-    assert en.break_even_hours(1.0, 2000.0, 10.0, 0.0) == math.inf
-    assert en.break_even_hours(3.0, None, 10.0, None) is None
-    assert en.break_even_hours(3.0, 2000.0, None, None) is None
-    assert en.break_even_hours(3.0, 2000.0, None, 4.0) == pytest.approx(500.0)
+    gpu = money.HardwarePrice(None, 2000.0, ())
+    cpu = money.HardwarePrice(None, 0.0, ())
+    prices = Prices(value_per_hour=10.0)
+    never = money.break_even(1.0, gpu, cpu, "cpu", 0.0, prices)
+    assert never.hours is None and never.reason.startswith("never pays back")
+    unpriced = money.break_even(3.0, money.HardwarePrice(None, None, ("GPU H100",)), cpu, "cpu", None, prices)
+    assert unpriced.hours is None and "GPU not priced (H100)" in unpriced.reason
+    no_value = money.break_even(3.0, gpu, cpu, "cpu", None, Prices())
+    assert no_value.hours is None and "--value-per-hour" in no_value.reason
+    assert money.break_even(3.0, gpu, cpu, "cpu", 4.0, Prices()).hours == pytest.approx(500.0)
 
 
 def test_bad_prices_are_reported() -> None:

@@ -18,7 +18,7 @@ def test_every_definition_is_in_the_docs_verbatim() -> None:
 
 def test_the_definitions_follow_the_thresholds_in_use() -> None:
     changed = dict(definitions(Thresholds(gpu_bound_util_pct=70.0, iowait_pct=15.0)))
-    assert "busiest used GPU ≥ 70 %" in changed["Verdicts"] and "iowait ≥ 15 %" in changed["Verdicts"]
+    assert "least busy used GPU ≥ 70 %" in changed["Verdicts"] and "iowait ≥ 15 %" in changed["Verdicts"]
     assert changed["Verdicts"] != dict(DEFINITIONS)["Verdicts"]
 
 

@@ -109,8 +109,8 @@ def test_markdown_report_has_the_decision_and_definitions(markdown: str) -> None
     # 2,000 / 190.0675 = 10.5226 GPU hours; × 20 = 210.45 baseline hours
     assert "20.00× the baseline's examples/s" in markdown
     assert (
-        "pays back its $2,000.00 after 10.5 GPU training hours (≈ 210.5 hours of baseline training)"
-        in markdown
+        "pays back its $2,000.00 after 10.5 GPU training hours (≈ 210.5 hours of baseline training; "
+        "3-year life at 100% use" in markdown
     )
     assert "## Definitions" in markdown
     assert "**Steady state**" in markdown and "**Break-even**" in markdown and "**Like-for-like**" in markdown
@@ -257,10 +257,17 @@ def test_command_line_entry_point(crafted_data_dir: Path, tmp_path: Path) -> Non
 def test_break_even_wording_without_prices_and_from_energy_alone() -> None:
     runs = [reference_cpu(), reference_gpu()]
     bare = build_report(runs, ReportSettings())
-    assert "break-even: no price given for the GPU (--gpu-price)" in bare.headline[1]
+    assert "break-even: not computed: GPU not priced (Crafted H100) (--gpu-price)" in bare.headline[1]
     energy_only = build_report(runs, ReportSettings(prices=Prices(gpu_price=2000.0)))
-    # no value per hour: only the energy saved pays back, $0.0675 per GPU hour → 2,000 / 0.0675 hours
-    assert "after 29,629.6 GPU training hours" in energy_only.headline[1]
+    # no value per hour: only the energy saved pays back, $0.0675 per GPU hour → 2,000 / 0.0675 = 29,630
+    # hours, beyond the 26,280 hours of a 3-year life round the clock: no break-even figure
+    assert (
+        "does not pay back within the 3-year life at 100% use (29,630 GPU hours needed, 26,280 "
+        "available)" in energy_only.headline[1]
+    )
+    assert "29,629.6" not in energy_only.headline[1]
+    longer = build_report(runs, ReportSettings(prices=Prices(gpu_price=2000.0, amortise_years=4.0)))
+    assert "after 29,629.6 GPU training hours" in longer.headline[1]
 
 
 def test_json_output_has_the_documented_fields(crafted_data_dir: Path, tmp_path: Path) -> None:

@@ -104,3 +104,28 @@ def test_callbacks_are_wired_to_the_run_picker(crafted_data_dir: Path) -> None:
     assert "CPU-bound" in all_text(content)
     with pytest.raises(PreventUpdate):  # another tab is showing: no report is built
         show["callback"].__wrapped__("timeseries", ["ref-cpu"], *DEFAULTS)
+
+
+def test_the_form_has_the_prices_utilisation_and_idle_floor_of_the_cli(crafted_data_dir: Path) -> None:
+    names = [name for name, *_ in sizing_view.FIELDS]
+    assert {"utilisation", "idle-fraction", "gpu-prices-by-model", "host-prices"} <= set(names)
+    values = dict(zip(names, DEFAULTS, strict=True))
+    values.update({"utilisation": 0.5, "idle-fraction": 0.1, "gpu-prices-by-model": "Crafted H100=3000",
+                   "host-prices": "craftbox=1000", "value-per-hour": 10})  # fmt: skip
+    settings = sizing_view.settings_of(list(values.values()))
+    prices = settings.prices
+    assert (prices.utilisation, prices.idle_fraction) == (0.5, 0.1)
+    assert prices.gpu_price_by_model == (("Crafted H100", 3000.0),)
+    assert prices.host_price_by_host == (("craftbox", 1000.0),)
+    text = all_text(
+        sizing_view.sizing_content(crafted_data_dir, ["ref-cpu", "ref-gpu"], list(values.values()))
+    )
+    assert "pays back its $3,000.00 after" in text and "3-year life at 50% use" in text
+    values["gpu-prices-by-model"] = "H100"
+    assert "GPU prices per model: expected NAME=USD, got 'H100'" in all_text(
+        sizing_view.sizing_content(crafted_data_dir, ["ref-cpu"], list(values.values()))
+    )
+    values["gpu-prices-by-model"], values["utilisation"] = "", 0
+    assert "utilisation must be > 0 and ≤ 1" in all_text(
+        sizing_view.sizing_content(crafted_data_dir, ["ref-cpu"], list(values.values()))
+    )

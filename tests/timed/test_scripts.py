@@ -110,14 +110,16 @@ def test_collect_cpu_short_run_end_to_end(tmp_path: Path) -> None:
     assert inference["status"] == "completed" and inference["batch_sizes"] == [1, 4]
     assert "tf-savedmodel" in {r["runtime"] for r in inference["runtimes"] if r["available"]}
     # the serving figures come from this run's own files: energy per image needs RAPL or NVML (or a TDP)
-    from sizing.serving import ServingPrices, serving_section
+    from sizing.load import load_run_dir
+    from sizing.model import Prices
+    from sizing.serving import serving_section
 
-    section = serving_section([run_dir], ServingPrices(cpu_tdp_w=65.0))
+    section = serving_section([load_run_dir(run_dir)], Prices(cpu_tdp_w=65.0))
     assert {row.runtime for row in section.rows} >= {"tf-savedmodel"}
     for row in section.rows:
         assert row.images_per_s > 0 and row.cpu_cores_used is not None
         assert row.joules_per_1000_images is not None and row.joules_per_1000_images > 0
-        assert row.energy_method == "RAPL" or row.energy_method.startswith("ESTIMATE")
+        assert row.energy_method == "CPU package (RAPL)" or row.energy_method.startswith("ESTIMATE")
     assert abs(t_first - run["start_unix"]) < 2.0
 
     assert "Run " in result.stdout and str(run_dir) in result.stdout

@@ -1,0 +1,133 @@
+"""Multi-GPU attribution everywhere (issue 18, item 6) and one model under training and serving (item 8)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from energyfixtures import multi_gpu, serving_cell, write_serving_run
+from sizingfixtures import GPU_TRAIN_START, reference_cpu, reference_gpu, telemetry_frame, with_info
+
+from sizing import Prices, ReportSettings, build_report, to_json
+from sizing.analysis import analyse_run
+from sizing.cli import main as sizing_main
+from sizing.load import load_run_dir
+from sizing.model import Thresholds
+
+UNSAID = "the run does not say which GPUs trained"
+
+
+def test_a_run_that_does_not_say_which_gpus_trained_is_warned_in_the_headline() -> None:
+    run = multi_gpu("multi", [0.0, 0.0, 95.0, 0.0], [60.0, 60.0, 300.0, 60.0], None)
+    report = build_report([reference_cpu(), run], ReportSettings(Prices(gpu_price=2000.0, cpu_price=1000.0)))
+    assert f"energy and price charged for all 4 GPUs: {UNSAID}" in report.headline[1]
+    data = to_json(report)
+    assert data["runs"][1]["hardware_price_usd"] == 1000.0 + 4 * 2000.0  # --gpu-price USD is each GPU
+    assert data["runs"][1]["gpu_attribution_known"] is False and data["runs"][1]["charged_gpus"] == [
+        0,
+        1,
+        2,
+        3,
+    ]
+    named = build_report([reference_cpu(), with_info(run, gpu_uuids=["GPU-2"])], ReportSettings())
+    assert UNSAID not in named.headline[1]
+    assert to_json(named)["runs"][1]["charged_gpus"] == [2]
+
+
+def test_gpu_columns_without_a_gpu_list_in_run_json_are_warned_too() -> None:
+    run = multi_gpu("bare", [95.0, 95.0], [300.0, 300.0], None)
+    run = replace(run, meta={**run.meta, "system": {**run.meta["system"], "gpus": []}})
+    report = build_report([reference_cpu(), run], ReportSettings())
+    assert f"charged for all 2 GPU columns: {UNSAID}" in report.headline[1]
+
+
+def test_the_least_busy_gpu_limits_data_parallel_training() -> None:
+    run = multi_gpu("ddp", [95.0, 40.0], [300.0, 150.0], ["GPU-0", "GPU-1"])
+    result = analyse_run(run, Prices(), Thresholds())
+    assert result.verdict.numbers["gpu_util_pct"] == pytest.approx(40.0)
+    assert result.verdict.primary != "GPU-bound"  # one GPU waits on the other more than half the time
+    balanced = analyse_run(multi_gpu("even", [95.0, 92.0], [300.0, 290.0], ["GPU-0", "GPU-1"]), Prices(),
+                           Thresholds())  # fmt: skip
+    assert balanced.verdict.primary == "GPU-bound"
+
+
+def test_idle_neighbours_of_an_unattributed_run_do_not_read_as_underused() -> None:
+    run = multi_gpu("multi", [0.0, 0.0, 95.0, 0.0], [60.0, 60.0, 300.0, 60.0], None)
+    assert analyse_run(run, Prices(), Thresholds()).verdict.primary == "GPU-bound"
+
+
+def _two_gpu_serving_run(tmp_path: Path, uuids: list[str]) -> Path:
+    """Serving on gpu1 (300 W) of a 2-GPU host whose gpu0 idles at 60 W; RAPL 50 W; 400 images/s."""
+    run = multi_gpu("serve", [0.0, 95.0], [60.0, 300.0], uuids)
+    return write_serving_run(
+        tmp_path / "runs", run, "gpu", [serving_cell(8, 400.0, GPU_TRAIN_START + 41, GPU_TRAIN_START + 43)]
+    )
+
+
+def test_serving_charges_the_gpus_the_training_used(tmp_path: Path) -> None:
+    _two_gpu_serving_run(tmp_path, ["GPU-1"])
+    out = tmp_path / "r.json"
+    assert sizing_main(["serve", "--data-dir", str(tmp_path), "--out", str(out)]) == 0
+    (row,) = json.loads(out.read_text(encoding="utf-8"))["sections"]["serving"]["rows"]
+    # (300 W of gpu1 + 50 W RAPL) × 2 s / 800 images; not the idle gpu0's 60 W as well
+    assert row["joules_per_1000_images"] == pytest.approx(875.0)
+    assert row["energy_method"] == "GPU board (NVML energy counter) + CPU package (RAPL)"
+
+
+def test_serving_without_attribution_charges_every_gpu_and_says_so(tmp_path: Path) -> None:
+    _two_gpu_serving_run(tmp_path, [])
+    report = build_report([load_run_dir(tmp_path / "runs" / "serve")], ReportSettings())
+    (row,) = to_json(report)["sections"]["serving"]["rows"]
+    assert row["joules_per_1000_images"] == pytest.approx((60.0 + 300.0 + 50.0) * 2 / 800 * 1000)
+    assert row["energy_method"].endswith("charged for all 2 GPUs: the run does not say which GPUs it used")
+
+
+def test_serving_reads_the_loaded_telemetry_of_a_run_without_time_unix(tmp_path: Path) -> None:
+    """Another tool's telemetry with elapsed_s only: sizing.load places it at run.json's start_unix;
+    serving must use that same telemetry, not a second reader that finds no time column."""
+    cpu = reference_cpu("elapsed-only")
+    start = cpu.meta["start_unix"]
+    telemetry = telemetry_frame(start, 81, cpu_util_pct=90.0, cpu_energy_j=40.0 * np.arange(81),
+                                proc_cpu_pct=200.0).drop(columns=["time_unix"])  # fmt: skip
+    run_dir = write_serving_run(tmp_path / "runs", replace(cpu, telemetry=telemetry), "cpu",
+                                [serving_cell(4, 5.0, start + 2, start + 6)])  # fmt: skip
+    assert "time_unix" not in (run_dir / "telemetry.csv").read_text().splitlines()[0]
+    out = tmp_path / "r.json"
+    assert sizing_main(["elapsed-only", "--data-dir", str(tmp_path), "--out", str(out)]) == 0
+    (row,) = json.loads(out.read_text(encoding="utf-8"))["sections"]["serving"]["rows"]
+    assert row["joules_per_1000_images"] == pytest.approx(40.0 * 4 / 20 * 1000)  # 40 W × 4 s / 20 images
+    assert row["cpu_cores_used"] == pytest.approx(2.0)
+
+
+def test_serving_estimate_and_prices_follow_the_training_model(tmp_path: Path) -> None:
+    cpu = reference_cpu("est")
+    start = cpu.meta["start_unix"]
+    no_rapl = replace(cpu, telemetry=cpu.telemetry.drop(columns=["cpu_energy_j"]).assign(proc_cpu_pct=100.0))
+    write_serving_run(tmp_path / "runs", no_rapl, "cpu", [serving_cell(4, 5.0, start + 10, start + 14)])
+    prices = Prices(cpu_tdp_w=100.0, idle_fraction=0.2, cpu_price=1000.0, utilisation=0.5)
+    report = build_report([load_run_dir(tmp_path / "runs" / "est")], ReportSettings(prices))
+    (row,) = to_json(report)["sections"]["serving"]["rows"]
+    watts = 100.0 * (0.2 + 0.8 * 0.9)  # the same idle floor as the training's estimate
+    assert row["joules_per_1000_images"] == pytest.approx(watts * 4 / 20 * 1000)
+    assert row["energy_is_estimate"] is True
+    hardware = 1000.0 / (3 * 8760 * 0.5 * 3600) * 1e6 / 5.0  # the same year, life and utilisation
+    energy = watts * 4 / 20 * 1e6 / 3.6e6 * 0.15
+    assert row["usd_per_million_images"] == pytest.approx(hardware + energy)
+
+
+def test_cpu_cores_one_gpu_replaces_is_marked_when_not_like_for_like(tmp_path: Path) -> None:
+    cpu = with_info(reference_cpu("cpu-serve"), batch_size=2)
+    start = cpu.meta["start_unix"]
+    cpu = replace(cpu, telemetry=cpu.telemetry.assign(proc_cpu_pct=200.0))
+    write_serving_run(tmp_path / "runs", cpu, "cpu", [serving_cell(4, 5.0, start + 2, start + 6)])
+    gpu = with_info(reference_gpu("gpu-serve"), batch_size=8)
+    write_serving_run(tmp_path / "runs", gpu, "gpu",
+                      [serving_cell(8, 100.0, GPU_TRAIN_START + 41, GPU_TRAIN_START + 43)])  # fmt: skip
+    out = tmp_path / "r.json"
+    assert sizing_main(["cpu-serve", "gpu-serve", "--data-dir", str(tmp_path), "--out", str(out)]) == 0
+    serving = json.loads(out.read_text(encoding="utf-8"))["sections"]["serving"]
+    assert serving["cpu_cores_replaced"] == pytest.approx(40.0)
+    assert serving["cpu_cores_note"].startswith("NOT like-for-like (batch_size 8 vs 2)")

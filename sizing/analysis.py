@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from sizing import energy as en
 from sizing import signature, thermal
 from sizing.bottleneck import Verdict, verdict
+from sizing.gpu_verdicts import gpu_findings
 from sizing.model import (
     Prices,
     RunData,
@@ -19,6 +20,8 @@ from sizing.model import (
 )
 from sizing.thermal import ThermalSummary, ThrottleSummary
 from sizing.throughput import FROM_TOTALS, Throughput, min_smoothed_loss, throughput
+
+NOT_RECORDED_GPUS = "training GPUs"  # run.json `not_recorded` key of imported GPU logs
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,8 @@ class RunAnalysis:
 
     @property
     def energy_is_estimate(self) -> bool:
-        return bool(self.steady_energy and self.steady_energy.cpu_is_estimate)
+        energy = self.steady_energy or self.training_energy
+        return bool(energy and (energy.cpu_is_estimate or "ESTIMATE" in (energy.gpu_covers or "")))
 
     @property
     def workload_name(self) -> str:
@@ -71,6 +75,12 @@ def charged_gpu_columns(run: RunData, kind: str) -> tuple[list[int], str]:
     listed = [g for g in (run.meta.get("system") or {}).get("gpus") or [] if isinstance(g, dict)]
     if not listed:
         return gpu_indices(run.telemetry), "every GPU column (run.json lists no GPUs)"
+    not_recorded = run.meta.get("not_recorded")
+    unknown = isinstance(not_recorded, dict) and NOT_RECORDED_GPUS in not_recorded
+    if unknown and len(listed) > 1 and not run.training_info.get("gpu_uuids"):
+        return list(
+            range(len(listed))
+        ), f"all {len(listed)} GPUs: which trained is not recorded (imported log)"
     used, how = signature.used_gpus(run.meta, run.training_info)
     return [i for i, g in enumerate(listed) if g in used], how
 
@@ -99,7 +109,7 @@ def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnal
             )
         measured = samples_in(telemetry, training_window)
     gpus, attribution = charged_gpu_columns(run, kind)
-    if kind == "gpu" and "training.json names none" in attribution:
+    if kind == "gpu" and ("training.json names none" in attribution or "not recorded" in attribution):
         warnings.append(
             f"{run.run_id}: energy charged for {attribution}; record gpu_uuids to charge only the used GPU"
         )
@@ -151,7 +161,14 @@ def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnal
         ),
         thermal=tuple(thermal.temperature_summaries(in_training, thresholds.temp_threshold_c, interval)),
         throttling=tuple(training_throttles),
-        verdict=verdict(kind, measured, gpus, measured_throttles, thresholds),
+        verdict=verdict(
+            kind,
+            measured,
+            gpus,
+            measured_throttles,
+            thresholds,
+            gpu_findings(measured, gpus, (meta.get("system") or {}).get("gpus") or [], thresholds),
+        ),
         evaluation=dict(run.evaluation),
         min_smoothed_loss=min_smoothed_loss(run.training),
         warnings=tuple(warnings),

@@ -15,7 +15,9 @@ import pandas as pd
 from sizing.model import HOURS_PER_YEAR, JOULES_PER_KWH, Prices, times_of, values_of
 
 GPU_COUNTER = "GPU board (NVML energy counter)"
-GPU_POWER = "GPU board (integrated NVML power)"
+GPU_POWER = "GPU board (integrated NVML average power)"
+GPU_INSTANT_POWER = "GPU board (integrated NVML instant power)"
+ESTIMATE_SPACING_S = 1.0
 CPU_RAPL = "CPU package (RAPL)"
 
 
@@ -67,14 +69,28 @@ def integrated_energy_j(times: np.ndarray, power_w: np.ndarray, start: float, en
 def one_gpu_energy_j(
     telemetry: pd.DataFrame, index: int, start: float, end: float
 ) -> tuple[float | None, str]:
+    """The board's total-energy counter, else integrated instant power, else integrated average power;
+    integrated readings ≥ ESTIMATE_SPACING_S apart are marked ESTIMATE (NVML samples power only part of
+    the time, and a 1 s average lags and smooths the load)."""
     times = times_of(telemetry)
     counter = values_of(telemetry, f"gpu{index}_energy_j")
     if counter is not None and (joules := counter_energy_j(times, counter, start, end)) is not None:
         return joules, GPU_COUNTER
-    power = values_of(telemetry, f"gpu{index}_power_w")
-    if power is not None and (joules := integrated_energy_j(times, power, start, end)) is not None:
-        return joules, GPU_POWER
+    for suffix, label in (("power_instant_w", GPU_INSTANT_POWER), ("power_w", GPU_POWER)):
+        power = values_of(telemetry, f"gpu{index}_{suffix}")
+        if power is None or (joules := integrated_energy_j(times, power, start, end)) is None:
+            continue
+        spacing = reading_spacing_s(times[np.isfinite(power)], start, end)
+        if spacing is not None and spacing >= ESTIMATE_SPACING_S:
+            return joules, f"ESTIMATE: {label}, readings {spacing:.3g} s apart"
+        return joules, label
     return None, ""
+
+
+def reading_spacing_s(times: np.ndarray, start: float, end: float) -> float | None:
+    """Median time between the readings inside [start, end]; None with fewer than two."""
+    inside = np.sort(times[(times >= start) & (times <= end)])
+    return float(np.median(np.diff(inside))) if inside.size >= 2 else None
 
 
 def cpu_energy_j(

@@ -149,7 +149,7 @@ def energy_section(ctx: ReportContext) -> Section:
         idle = ", ".join(f"gpu{i} {fmt(w, 1, ' W')}" for i, w in steady.idle_gpus_w) if steady else ""
         est = a.energy_is_estimate
         rows.append((
-            a.run_id, steady.covers if steady else NOT_MEASURED,
+            a.run_id, (steady or whole).covers if steady or whole else NOT_MEASURED,
             marked(fmt(a.j_per_1k_examples, 0, unknown=NOT_MEASURED), est),
             marked(fmt(mean_w, 1, unknown=NOT_MEASURED), est),
             marked(fmt(kwh, 4, unknown=NOT_MEASURED), est), idle or "none",
@@ -159,7 +159,7 @@ def energy_section(ctx: ReportContext) -> Section:
         data.append(
             {
                 "run_id": a.run_id,
-                "covers": steady.covers if steady else NOT_MEASURED,
+                "covers": (steady or whole).covers if steady or whole else NOT_MEASURED,
                 "charged_gpus": list(a.charged_gpus),
                 "gpu_attribution": a.gpu_attribution,
                 "idle_gpus_mean_w": {f"gpu{i}": w for i, w in steady.idle_gpus_w} if steady else {},

@@ -53,7 +53,8 @@ def field_value(nvml: Any, handle: Any, field_id: int) -> float:
     if int(entry.nvmlReturn) != 0:
         raise FieldValueError(int(entry.nvmlReturn))
     value_type = int(entry.valueType)
-    return float(getattr(entry.value, _VALUE_FIELDS[value_type] if value_type < len(_VALUE_FIELDS) else "dVal"))
+    member = _VALUE_FIELDS[value_type] if value_type < len(_VALUE_FIELDS) else "dVal"
+    return float(getattr(entry.value, member))
 
 
 def _text(value: Any) -> str:

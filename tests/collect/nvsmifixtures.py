@@ -26,12 +26,30 @@ UNITS = {
     "fan.speed": "%",
 }
 FULL_FIELDS = [
-    "timestamp", "index", "name", "uuid", "pci.bus_id", "pstate", "utilization.gpu", "utilization.memory",
-    "temperature.gpu", "temperature.memory", "power.draw.average", "power.draw.instant", "enforced.power.limit",
-    "clocks.sm", "clocks.mem", "clocks.max.sm", "memory.used", "memory.total", "fan.speed",
-    "clocks_event_reasons.active", "clocks_event_reasons.sw_power_cap", "clocks_event_reasons.hw_thermal_slowdown",
+    "timestamp",
+    "index",
+    "name",
+    "uuid",
+    "pci.bus_id",
+    "pstate",
+    "utilization.gpu",
+    "utilization.memory",
+    "temperature.gpu",
+    "temperature.memory",
+    "power.draw.average",
+    "power.draw.instant",
+    "enforced.power.limit",
+    "clocks.sm",
+    "clocks.mem",
+    "clocks.max.sm",
+    "memory.used",
+    "memory.total",
+    "fan.speed",
+    "clocks_event_reasons.active",
+    "clocks_event_reasons.sw_power_cap",
+    "clocks_event_reasons.hw_thermal_slowdown",
     "pcie.link.gen.current",
-]  # fmt: skip
+]
 BASIC_FIELDS = ["timestamp", "utilization.gpu", "power.draw", "temperature.gpu", "clocks.sm", "memory.used"]
 
 
@@ -61,8 +79,14 @@ class Gpu:
 
 def capped(index: int = 0) -> Gpu:
     """Held at its 700 W software cap: SM clock well below max at an unremarkable 77 °C."""
-    return Gpu(index, util=lambda k: 99.0, power=lambda k: 696.0 + (k % 3), sm_mhz=lambda k: 1410.0 + 10 * (k % 4),
-               temp_c=77.0, reasons=lambda k: 0x4)  # fmt: skip
+    return Gpu(
+        index,
+        util=lambda k: 99.0,
+        power=lambda k: 696.0 + (k % 3),
+        sm_mhz=lambda k: 1410.0 + 10 * (k % 4),
+        temp_c=77.0,
+        reasons=lambda k: 0x4,
+    )
 
 
 def stalled(index: int = 0) -> Gpu:
@@ -138,10 +162,28 @@ def query_gpu_log(
 
 
 def dmon_log(
-    gpus: Sequence[Gpu], start: datetime = datetime(2026, 11, 23, 14, 2, 1), samples: int = 20, repeat_header: int = 0
+    gpus: Sequence[Gpu],
+    start: datetime = datetime(2026, 11, 23, 14, 2, 1),
+    samples: int = 20,
+    repeat_header: int = 0,
 ) -> str:
     """`nvidia-smi dmon -s pucm -o DT`: header and units lines, then one line per GPU per second."""
-    names = ["pwr", "gtemp", "mtemp", "sm", "mem", "enc", "dec", "jpg", "ofa", "mclk", "pclk", "fb", "bar1", "ccpm"]
+    names = [
+        "pwr",
+        "gtemp",
+        "mtemp",
+        "sm",
+        "mem",
+        "enc",
+        "dec",
+        "jpg",
+        "ofa",
+        "mclk",
+        "pclk",
+        "fb",
+        "bar1",
+        "ccpm",
+    ]
     units = ["W", "C", "C", "%", "%", "%", "%", "%", "%", "MHz", "MHz", "MB", "MB", "MB"]
     head = "#Date       Time        gpu " + " ".join(f"{n:>6}" for n in names)
     unit_line = "#YYYYMMDD   HH:MM:SS    Idx " + " ".join(f"{u:>6}" for u in units)
@@ -151,8 +193,22 @@ def dmon_log(
             lines += [head, unit_line]
         moment = start + timedelta(seconds=k)
         for gpu in gpus:
-            cells = [f"{gpu.power(k):.0f}", f"{gpu.temp_c:.0f}", "-", f"{gpu.util(k):.0f}", f"{gpu.util(k) * 0.4:.0f}",
-                     "0", "0", "-", "-", "2619", f"{gpu.sm_mhz(k):.0f}", str(gpu.mem_used_mib), "3", "0"]  # fmt: skip
+            cells = [
+                f"{gpu.power(k):.0f}",
+                f"{gpu.temp_c:.0f}",
+                "-",
+                f"{gpu.util(k):.0f}",
+                f"{gpu.util(k) * 0.4:.0f}",
+                "0",
+                "0",
+                "-",
+                "-",
+                "2619",
+                f"{gpu.sm_mhz(k):.0f}",
+                str(gpu.mem_used_mib),
+                "3",
+                "0",
+            ]
             lines.append(
                 f" {moment:%Y%m%d}   {moment:%H:%M:%S}   {gpu.index:>3} " + " ".join(f"{c:>6}" for c in cells)
             )

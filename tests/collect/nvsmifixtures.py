@@ -124,6 +124,7 @@ def value(gpu: Gpu, field: str, k: int, units: bool) -> str:
         "clocks_event_reasons.sw_power_cap": "Active" if reasons & 0x4 else "Not Active",
         "clocks_throttle_reasons.sw_power_cap": "Active" if reasons & 0x4 else "Not Active",
         "clocks_event_reasons.hw_thermal_slowdown": "Active" if reasons & 0x40 else "Not Active",
+        "clocks_throttle_reasons.hw_slowdown": "Active" if reasons & 0x8 else "Not Active",
         "pcie.link.gen.current": "5",
     }
     text = raw[field]

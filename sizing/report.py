@@ -171,7 +171,9 @@ def to_json(report: Report) -> dict:
             "steps_per_s": a.throughput.steps_per_s,
             "energy_j_per_1k_examples": a.j_per_1k_examples,
             "energy_is_estimate": a.energy_is_estimate,
-            "energy_covers": a.steady_energy.covers if a.steady_energy else NOT_MEASURED,
+            "energy_covers": energy.covers
+            if (energy := a.steady_energy or a.training_energy)
+            else NOT_MEASURED,
             "energy_usd_per_1k_examples": a.energy_usd_per_1k_examples,
             "hardware_usd_per_1k_examples": a.hardware_usd_per_1k_examples,
             "verdict": a.verdict.primary,

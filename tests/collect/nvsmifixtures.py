@@ -3,10 +3,18 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
 
 UNITS = {
     "utilization.gpu": "%",
@@ -229,3 +237,53 @@ def four_gpus(straggler: int | None = None) -> list[Gpu]:
             )
         gpus.append(gpu)
     return gpus
+
+
+SADC_PLACES = ("/usr/lib/sysstat/sadc", "/usr/lib64/sa/sadc", "/usr/libexec/sysstat/sadc", "/usr/lib/sa/sadc")
+LOG_ZONE = timezone(timedelta(hours=2))  # the synthetic log is written as if on a host at UTC+02:00
+
+
+def sadc_or_skip() -> str:
+    sadc = shutil.which("sadc") or next((p for p in SADC_PLACES if os.access(p, os.X_OK)), None)
+    if sadc is None or shutil.which("sadf") is None:
+        message = "needs Debian's sysstat (sadc, sadf): apt-get install sysstat, as root"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return sadc
+
+
+def collect(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m collect ARGS` as a user runs it, with this checkout first on the path."""
+    repo = Path(__file__).resolve().parents[2]
+    return subprocess.run(
+        [sys.executable, "-m", "collect", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ | {"PYTHONPATH": str(repo)},
+    )
+
+
+def sysstat_run_with_gpu_log(data_dir: Path, scratch: Path, samples: int = 6) -> tuple[Path, Path]:
+    """A real `sadc` recording of the next seconds, imported with import-sysstat, and a synthetic
+    nvidia-smi log of the same seconds (two GPUs, one held at its power cap, 0.5 s apart, written in
+    UTC+02:00 local time) merged into it with `import-nvidia-smi --into`; the run and the log."""
+    sadc = sadc_or_skip()
+    scratch.mkdir(parents=True, exist_ok=True)
+    recording = scratch / "sa-e2e"
+    subprocess.run([sadc, "-S", "XALL", "1", str(samples), str(recording)], check=True, timeout=60)
+    done = collect("import-sysstat", str(recording), "--data-dir", str(data_dir), "--label", "web01 sysstat")
+    assert done.returncode == 0, done.stderr
+    run_dir = Path(done.stderr.strip().rsplit(" into ", 1)[1])
+    meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    first = datetime.fromtimestamp(meta["start_unix"], LOG_ZONE).replace(tzinfo=None)
+    count = int((meta["end_unix"] - meta["start_unix"]) / 0.5) + 1
+    log = scratch / "gpu-web01.csv"
+    log.write_text(
+        query_gpu_log([Gpu(0), capped(1)], start=first, samples=count, interval_s=0.5), encoding="utf-8"
+    )
+    done = collect("import-nvidia-smi", str(log), "--into", str(run_dir), "--utc-offset", "+02:00")
+    assert done.returncode == 0, done.stderr
+    return run_dir, log

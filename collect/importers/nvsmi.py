@@ -62,7 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--into", type=Path, metavar="RUN_DIR", help="add the GPU columns to this run")
     where.add_argument("--data-dir", type=Path, default=Path("data"), help="where runs/<run_id>/ goes")
-    parser.add_argument("--label", default="", help="free text stored in run.json (default: nvidia-smi FILE)")
+    parser.add_argument(
+        "--label",
+        default="",
+        help="free text stored in run.json (default: nvidia-smi FILE; with --into: the run's own)",
+    )
     parser.add_argument(
         "--gpus", type=_positive_int, help="GPUs per sample, for a log without index/uuid/pci.bus_id"
     )
@@ -207,7 +211,9 @@ def import_log(args: argparse.Namespace) -> tuple[Path, GpuLog, int]:
     gpus = describe_gpus(log, rows)
     driver = next((d["driver_version"] for d in log.descriptions.values() if d.get("driver_version")), None)
     if args.into is not None:
-        run_dir = merge_into(Path(args.into), columns, rows, gpus, driver, imported, notes, NOT_RECORDED)
+        run_dir = merge_into(
+            Path(args.into), columns, rows, gpus, driver, imported, notes, NOT_RECORDED, args.label
+        )
     else:
         run_dir = _new_run(args, columns, rows, gpus, driver, imported, notes)
     return run_dir, log, len(rows)

@@ -39,6 +39,7 @@ def merge_into(
     imported: dict[str, Any],
     notes: list[str],
     not_recorded: dict[str, str],
+    label: str = "",
 ) -> Path:
     meta_path, telemetry_path = run_dir / RUN_JSON, run_dir / TELEMETRY_CSV
     if not meta_path.is_file() or not telemetry_path.is_file():
@@ -85,6 +86,8 @@ def merge_into(
         meta["notes"].append(
             f"{' and '.join(outside)} of the log's samples lie outside the run: its span grew"
         )
+    if label:
+        meta["label"] = label
     meta.update(
         start_unix=start, start_utc=utc(start), end_unix=end, end_utc=utc(end),
         actual_duration_s=round(end - start, 3), samples=len(ordered),

@@ -117,8 +117,12 @@ def test_the_log_may_start_before_the_run(tmp_path: Path) -> None:
     first = datetime.fromtimestamp(T0 - 20, timezone.utc).replace(tzinfo=None) + timedelta(milliseconds=500)
     log = tmp_path / "gpu.csv"
     log.write_text(query_gpu_log([Gpu()], start=first, samples=40), encoding="utf-8")
-    assert collect("import-nvidia-smi", str(log), "--into", str(run_dir), "--utc-offset", "Z").returncode == 0
+    done = collect(
+        "import-nvidia-smi", str(log), "--into", str(run_dir), "--utc-offset", "Z", "--label", "db1 + GPU"
+    )
+    assert done.returncode == 0, done.stderr
     meta, rows = read_json(run_dir / "run.json"), rows_of(run_dir)
+    assert meta["label"] == "db1 + GPU"
     assert meta["start_unix"] == T0 - 19.5 and float(rows[0]["elapsed_s"]) == 0.0
     assert all(float(r["elapsed_s"]) == round(float(r["time_unix"]) - meta["start_unix"], 3) for r in rows)
     assert any("before its start" in note for note in meta["notes"])

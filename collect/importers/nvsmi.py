@@ -19,8 +19,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from collect.importers.nvsmi_fields import GpuLog, NvsmiImportError, Value
 from collect.importers.nvsmi_merge import merge_into
-from collect.importers.nvsmi_parse import GpuLog, NvsmiImportError, Value, parse_log
+from collect.importers.nvsmi_parse import parse_log
 from collect.importers.rundir import RunDirError, stage_and_publish, utc, write_csv
 from collect.sources.nvml import GPU_COLUMN_SUFFIXES
 from runformat import FORMAT_VERSION, RUN_JSON, TELEMETRY_CSV, new_run_id, write_json_atomic

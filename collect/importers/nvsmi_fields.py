@@ -7,7 +7,8 @@ column) and `nvidia-smi dmon`'s short column names; docs/run-format.md ("Importe
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
 MIB = 1024 * 1024
 # Which GPU a line is about.
@@ -144,3 +145,37 @@ def reason_active(text: str) -> bool | None:
     if stripped == "not active":
         return False
     return None
+
+
+# ------------------------------------------------------------------------------- what a log holds
+
+Value = float | int | str | None
+
+
+class NvsmiImportError(Exception):
+    """The log cannot be imported; the message is one line for the user."""
+
+
+@dataclass
+class Line:
+    number: int
+    moment: datetime
+    gpu_id: str | None
+    values: dict[str, Value]  # column suffix -> value
+    description: dict[str, str]
+
+
+@dataclass
+class GpuLog:
+    """What an nvidia-smi log holds, one entry per sample, each with one reading per GPU."""
+
+    format: str
+    fields: list[str]
+    samples: list[tuple[datetime, dict[str, dict[str, Value]]]] = field(default_factory=list)
+    gpu_keys: list[str] = field(default_factory=list)
+    identified_by: str = "one GPU (one line per sample)"
+    descriptions: dict[str, dict[str, str]] = field(default_factory=dict)
+    suffixes: list[str] = field(default_factory=list)  # every column suffix the log fills, in field order
+    kept: dict[str, str] = field(default_factory=dict)  # unknown field -> its column suffix
+    notes: list[str] = field(default_factory=list)
+    truncated_tail: str | None = None

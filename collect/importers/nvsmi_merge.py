@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from collect.importers.nvsmi_parse import NvsmiImportError, Value
+from collect.importers.nvsmi_fields import NvsmiImportError, Value
 from collect.importers.rundir import read_csv, utc, write_csv
 from runformat import RUN_JSON, TELEMETRY_CSV, TRAINING_CSV, read_json, write_json_atomic
 

@@ -6,9 +6,6 @@ Times stay as the log wrote them (local wall-clock, no zone); collect.importers.
 
 from __future__ import annotations
 
-import itertools
-import statistics
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,6 +19,10 @@ from collect.importers.nvsmi_fields import (
     REASON_BITS,
     TIME_FIELDS,
     Field,
+    GpuLog,
+    Line,
+    NvsmiImportError,
+    Value,
     is_unavailable,
     kept_column_suffix,
     parse_value,
@@ -29,40 +30,9 @@ from collect.importers.nvsmi_fields import (
     reason_name,
     split_header_name,
 )
+from collect.importers.nvsmi_gpus import group_samples
 
-Value = float | int | str | None
 QUERY_TIME_FORMATS = ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S")
-BURST_GAP_FRACTION = 0.2  # lines closer than this share of the sampling interval belong to one sample
-BURST_SHARE = 0.3  # this share of gaps being that small means several lines per sample
-
-
-class NvsmiImportError(Exception):
-    """The log cannot be imported; the message is one line for the user."""
-
-
-@dataclass
-class Line:
-    number: int
-    moment: datetime
-    gpu_id: str | None
-    values: dict[str, Value]  # column suffix -> value
-    description: dict[str, str]
-
-
-@dataclass
-class GpuLog:
-    """What an nvidia-smi log holds, one entry per sample, each with one reading per GPU."""
-
-    format: str
-    fields: list[str]
-    samples: list[tuple[datetime, dict[str, dict[str, Value]]]] = field(default_factory=list)
-    gpu_keys: list[str] = field(default_factory=list)
-    identified_by: str = "one GPU (one line per sample)"
-    descriptions: dict[str, dict[str, str]] = field(default_factory=dict)
-    suffixes: list[str] = field(default_factory=list)  # every column suffix the log fills, in field order
-    kept: dict[str, str] = field(default_factory=dict)  # unknown field -> its column suffix
-    notes: list[str] = field(default_factory=list)
-    truncated_tail: str | None = None
 
 
 @dataclass
@@ -84,7 +54,7 @@ def parse_log(text: str, fields: Sequence[str] | None = None, gpus: int | None =
     ends_cleanly = text.endswith("\n")
     first = lines[0][1].strip()
     if first.startswith("#") and "gpu" in first.lstrip("#").lower().split():
-        log, parsed = _parse_dmon(lines, ends_cleanly)
+        log, parsed = _parse_dmon(lines)
     elif first.startswith("#"):
         raise NvsmiImportError(
             f"line {lines[0][0]}: a '#' line without dmon's `gpu` column: not an nvidia-smi log"
@@ -93,7 +63,7 @@ def parse_log(text: str, fields: Sequence[str] | None = None, gpus: int | None =
         log, parsed = _parse_query(lines, fields, ends_cleanly)
     if not parsed:
         raise NvsmiImportError("no readings after the header")
-    _group_samples(log, parsed, gpus)
+    group_samples(log, parsed, gpus)
     return log
 
 
@@ -174,6 +144,7 @@ def _query_columns(header: list[str], log: GpuLog) -> _Columns:
             columns.descriptions.append((position, kind))
             if columns.gpu_id is None or id_rank.index(kind) < id_rank.index(columns.gpu_id[1]):
                 columns.gpu_id = (position, kind)
+                log.identified_by = f"{name} column"
         elif name in DESCRIPTION_FIELDS:
             columns.descriptions.append((position, DESCRIPTION_FIELDS[name]))
         elif (reason := reason_name(name)) is not None:
@@ -247,14 +218,14 @@ def _moment(text: str) -> datetime | None:
 # ----------------------------------------------------------------------------------------------- dmon
 
 
-def _parse_dmon(lines: list[tuple[int, str]], ends_cleanly: bool) -> tuple[GpuLog, list[Line]]:
+def _parse_dmon(lines: list[tuple[int, str]]) -> tuple[GpuLog, list[Line]]:
     header = [name.lower() for name in lines[0][1].lstrip("#").split()]
     if "date" not in header or "time" not in header:
         raise NvsmiImportError(
             "dmon output without date and time columns: record with `nvidia-smi dmon -o DT` "
             "so each line has its time"
         )
-    log = GpuLog("dmon", header)
+    log = GpuLog("dmon", header, identified_by="gpu column (dmon)")
     date_at, time_at, gpu_at = header.index("date"), header.index("time"), header.index("gpu")
     readers: list[tuple[int, str, Field | None]] = []
     for position, name in enumerate(header):
@@ -291,7 +262,6 @@ def _parse_dmon(lines: list[tuple[int, str]], ends_cleanly: bool) -> tuple[GpuLo
             raise NvsmiImportError(f"line {number}: {problem}")
         values = {suffix: parse_value(cells[at], spec) for at, suffix, spec in readers}
         parsed.append(Line(number, moment, cells[gpu_at], values, {"index": cells[gpu_at]}))
-    del ends_cleanly
     return log, parsed
 
 
@@ -300,92 +270,3 @@ def _dmon_moment(cells: list[str], date_at: int, time_at: int) -> datetime | Non
         return datetime.strptime(f"{cells[date_at]} {cells[time_at]}", "%Y%m%d %H:%M:%S")
     except ValueError:
         return None
-
-
-# ------------------------------------------------------------------------------------- samples and GPUs
-
-
-def burst_sizes(moments: Sequence[datetime]) -> list[int] | None:
-    """Lines per sample when consecutive timestamps come in bursts a few ms apart; None when they do not."""
-    if len(moments) < 3:
-        return None
-    gaps = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(moments)]
-    ordered = sorted(gaps)
-    interval = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-    if interval <= 0:
-        return None
-    small = [gap < BURST_GAP_FRACTION * interval for gap in gaps]
-    if sum(small) < BURST_SHARE * len(gaps):
-        return None
-    sizes, size = [], 1
-    for is_small in small:
-        if is_small:
-            size += 1
-        else:
-            sizes.append(size)
-            size = 1
-    sizes.append(size)
-    return sizes
-
-
-def _group_samples(log: GpuLog, parsed: list[Line], gpus: int | None) -> None:
-    with_ids = parsed[0].gpu_id is not None
-    if with_ids:
-        kind = "index" if log.format == "dmon" else None
-        kind = kind or next((k for k in ("index", "uuid", "pci_bus_id") if k in parsed[0].description), "id")
-        log.identified_by = f"{kind.replace('_', '.')} column"
-        ids = list(dict.fromkeys(line.gpu_id or "" for line in parsed))
-        if kind == "index" and all(i.isdigit() for i in ids):
-            ids.sort(key=int)
-        if gpus is not None and gpus != len(ids):
-            raise NvsmiImportError(
-                f"--gpus {gpus}, but the log's {log.identified_by} names {len(ids)} GPU(s)"
-            )
-        log.gpu_keys = ids
-        current: dict[str, dict[str, Value]] = {}
-        for line in parsed:
-            assert line.gpu_id is not None
-            if not current or line.gpu_id in current:
-                current = {}
-                log.samples.append((line.moment, current))
-            current[line.gpu_id] = line.values
-            log.descriptions.setdefault(line.gpu_id, {}).update(line.description)
-        return
-    count = _gpu_count_by_order(log, [line.moment for line in parsed], gpus)
-    log.gpu_keys = [str(i) for i in range(count)]
-    for start in range(0, len(parsed), count):
-        chunk = parsed[start : start + count]
-        log.samples.append((chunk[0].moment, {str(i): line.values for i, line in enumerate(chunk)}))
-        for i, line in enumerate(chunk):
-            log.descriptions.setdefault(str(i), {}).update(line.description)
-    if len(parsed) % count:
-        log.notes.append(
-            f"the last sample has {len(parsed) % count} of {count} GPU lines (the log stopped mid-sample)"
-        )
-
-
-def _gpu_count_by_order(log: GpuLog, moments: list[datetime], gpus: int | None) -> int:
-    sizes = burst_sizes(moments)
-    whole = Counter(sizes[:-1] if sizes and len(sizes) > 1 else sizes or [])
-    common = [size for size, n in whole.most_common() if n >= 0.05 * sum(whole.values())]
-    if len(common) > 1:
-        seen = ", ".join(f"{size} lines ({whole[size]} times)" for size in sorted(common))
-        raise NvsmiImportError(
-            f"mixed GPU counts: timestamps come in bursts of {seen}; import each part on its own"
-        )
-    burst = common[0] if common else 1
-    if gpus is None:
-        if burst > 1:
-            gaps = sorted((b - a).total_seconds() for a, b in itertools.pairwise(moments))
-            spacing = statistics.median(gaps[: max(len(gaps) // 2, 1)])
-            raise NvsmiImportError(
-                f"timestamps come in bursts of {burst} lines {spacing * 1000:.0f} ms apart, and the log has "
-                f"no index, uuid or pci.bus_id column: it looks like {burst} GPUs per sample; "
-                f"give --gpus {burst} "
-                "(lines in index order), or log with --query-gpu=timestamp,index,..."
-            )
-        return 1
-    if burst > 1 and burst != gpus:
-        raise NvsmiImportError(f"--gpus {gpus}, but the timestamps come in bursts of {burst} lines")
-    log.identified_by = f"line order (--gpus {gpus})"
-    return gpus

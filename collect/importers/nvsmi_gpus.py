@@ -13,6 +13,8 @@ from collect.importers.nvsmi_fields import GpuLog, Line, NvsmiImportError, Value
 
 BURST_GAP_FRACTION = 0.2  # lines closer than this share of the sampling interval belong to one sample
 BURST_SHARE = 0.3  # this share of gaps being that small means several lines per sample
+PERIOD_RATIO = 1.6  # every N-th gap this much longer than the rest: N lines per sample
+MAX_GPUS = 16
 
 
 def burst_sizes(moments: Sequence[datetime]) -> list[int] | None:
@@ -26,7 +28,8 @@ def burst_sizes(moments: Sequence[datetime]) -> list[int] | None:
         return None
     small = [gap < BURST_GAP_FRACTION * interval for gap in gaps]
     if sum(small) < BURST_SHARE * len(gaps):
-        return None
+        period = gap_period(gaps)
+        return None if period is None else [period] * (len(moments) // period)
     sizes, size = [], 1
     for is_small in small:
         if is_small:
@@ -36,6 +39,22 @@ def burst_sizes(moments: Sequence[datetime]) -> list[int] | None:
             size = 1
     sizes.append(size)
     return sizes
+
+
+def gap_period(gaps: Sequence[float]) -> int | None:
+    """At fast intervals (-lms 10) one sample's lines are not much closer than the samples: then every
+    N-th gap is the longer one. The N whose one phase stands out most (≥ PERIOD_RATIO), or None."""
+    best: tuple[float, int] | None = None
+    for period in range(2, MAX_GPUS + 1):
+        if len(gaps) < 4 * period:
+            break
+        phases = sorted(statistics.median(gaps[phase::period]) for phase in range(period))
+        if phases[-2] <= 0:
+            continue
+        ratio = phases[-1] / phases[-2]
+        if ratio >= PERIOD_RATIO and (best is None or ratio > best[0]):
+            best = (ratio, period)
+    return best[1] if best else None
 
 
 def group_samples(log: GpuLog, parsed: list[Line], gpus: int | None) -> None:

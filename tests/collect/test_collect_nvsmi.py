@@ -208,6 +208,17 @@ def test_a_10_ms_log(capsys, tmp_path: Path) -> None:
     assert meta["imported_from"]["gpus_by"] == "one GPU (one line per sample)"
 
 
+def test_interleaved_gpus_at_10_ms_are_told_by_their_rhythm(capsys, tmp_path: Path) -> None:
+    text = query_gpu_log(four_gpus(straggler=1), BASIC_FIELDS, samples=100, interval_s=0.01)
+    log = write(tmp_path, "fast.csv", text)  # lines 2 ms apart, samples 10 ms apart: gaps 2, 2, 2, 4 ms
+    code, err = run_cli(capsys, str(log), "--data-dir", str(tmp_path / "data"))
+    assert code == 2 and "--gpus 4" in err
+    code, err = run_cli(capsys, str(log), "--data-dir", str(tmp_path / "data"), "--gpus", "4")
+    assert code == 0, err
+    rows = rows_of(only_run(tmp_path / "data"))
+    assert len(rows) == 100 and {float(r["gpu1_util_pct"]) for r in rows} <= {22.0, 23.0, 24.0}
+
+
 def test_a_truncated_last_line_is_left_out_with_a_warning(tmp_path: Path) -> None:
     text = query_gpu_log([Gpu()], FULL_FIELDS, samples=10)
     log = write(tmp_path, "cut.csv", text[:-40])

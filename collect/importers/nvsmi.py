@@ -95,8 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def read_log(source: Path, fields: str | None, gpus: int | None) -> GpuLog:
+    raw = source.read_bytes()
+    # A Windows shell's `>` may write UTF-16 with a byte-order mark, or UTF-8 with one.
+    encoding = "utf-16" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
     try:
-        text = source.read_bytes().decode("utf-8")
+        text = raw.decode(encoding)
     except UnicodeDecodeError as exc:
         raise NvsmiImportError("not text: not an nvidia-smi log") from exc
     field_list = None

@@ -115,6 +115,16 @@ def test_without_units_and_in_any_order_the_same_readings(capsys, tmp_path: Path
     assert float(rows_of(bare)[3]["gpu0_mem_used_bytes"]) == 30_512 * MIB  # MiB from the header's [MiB]
 
 
+def test_windows_line_ends_and_byte_order_marks(capsys, tmp_path: Path) -> None:
+    text = query_gpu_log([Gpu()], BASIC_FIELDS, samples=5).replace("\n", "\r\n")
+    for name, data in (("utf16.csv", text.encode("utf-16")), ("bom.csv", "\ufeff".encode() + text.encode())):
+        log = tmp_path / name
+        log.write_bytes(data)
+        code, err = run_cli(capsys, str(log), "--data-dir", str(tmp_path / name.split(".")[0]))
+        assert code == 0, err
+        assert len(rows_of(only_run(tmp_path / name.split(".")[0]))) == 5
+
+
 def test_a_log_without_header_needs_its_fields(capsys, tmp_path: Path) -> None:
     text = query_gpu_log([Gpu()], BASIC_FIELDS, header=False, units=False)
     log = write(tmp_path, "noheader.csv", text)

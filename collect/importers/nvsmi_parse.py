@@ -54,7 +54,7 @@ def parse_log(text: str, fields: Sequence[str] | None = None, gpus: int | None =
     ends_cleanly = text.endswith("\n")
     first = lines[0][1].strip()
     if first.startswith("#") and "gpu" in first.lstrip("#").lower().split():
-        log, parsed = _parse_dmon(lines)
+        log, parsed = _parse_dmon(lines, ends_cleanly)
     elif first.startswith("#"):
         raise NvsmiImportError(
             f"line {lines[0][0]}: a '#' line without dmon's `gpu` column: not an nvidia-smi log"
@@ -113,14 +113,14 @@ def _parse_query(
                 f"line {number}: a second header with other fields (two logs in one file?)"
             )
         problem = _line_problem(cells, len(header), columns.time)
+        if last and not ends_cleanly:
+            problem = problem or "no line end: the log was cut while this line was written"
         if problem is None:
             parsed.append(_query_line(number, cells, columns))
         elif last:
             log.truncated_tail = f"line {number} is cut short ({problem}) and was left out"
         else:
             raise NvsmiImportError(f"line {number}: {problem}")
-    if not ends_cleanly and parsed and not log.truncated_tail and parsed[-1].number == body[-1][0]:
-        log.notes.append("the file does not end with a newline; its last line was complete and is kept")
     return log, parsed
 
 
@@ -218,7 +218,7 @@ def _moment(text: str) -> datetime | None:
 # ----------------------------------------------------------------------------------------------- dmon
 
 
-def _parse_dmon(lines: list[tuple[int, str]]) -> tuple[GpuLog, list[Line]]:
+def _parse_dmon(lines: list[tuple[int, str]], ends_cleanly: bool) -> tuple[GpuLog, list[Line]]:
     header = [name.lower() for name in lines[0][1].lstrip("#").split()]
     if "date" not in header or "time" not in header:
         raise NvsmiImportError(
@@ -249,14 +249,17 @@ def _parse_dmon(lines: list[tuple[int, str]]) -> tuple[GpuLog, list[Line]]:
                 )
             continue
         cells = stripped.split()
+        last = position == len(body) - 1
         moment = _dmon_moment(cells, date_at, time_at) if len(cells) == len(header) else None
-        if moment is None:
+        if moment is None or (last and not ends_cleanly):
             problem = (
                 f"{len(cells)} columns, the header has {len(header)}"
                 if len(cells) != len(header)
-                else ("no YYYYMMDD HH:MM:SS time")
+                else "no YYYYMMDD HH:MM:SS time"
+                if moment is None
+                else "no line end: the log was cut while this line was written"
             )
-            if position == len(body) - 1:
+            if last:
                 log.truncated_tail = f"line {number} is cut short ({problem}) and was left out"
                 continue
             raise NvsmiImportError(f"line {number}: {problem}")

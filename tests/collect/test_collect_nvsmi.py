@@ -240,6 +240,10 @@ def test_a_truncated_last_line_is_left_out_with_a_warning(tmp_path: Path) -> Non
     assert any(
         note.startswith("warning: line 11 is cut short") for note in read_json(run_dir / "run.json")["notes"]
     )
+    unended = write(tmp_path, "unended.txt", dmon_log([Gpu()], samples=8)[:-1])  # cut before its line end
+    done = importer(str(unended), "--data-dir", str(tmp_path / "dmon"))
+    assert done.returncode == 0 and "line 10 is cut short (no line end" in done.stderr, done.stderr
+    assert len(rows_of(only_run(tmp_path / "dmon"))) == 7
     lines = text.splitlines()
     middle = write(tmp_path, "middle.csv", "\n".join([*lines[:5], lines[5][:30], *lines[6:]]) + "\n")
     done = importer(str(middle), "--data-dir", str(tmp_path / "other"))

@@ -24,6 +24,7 @@ SECONDS_PER_YEAR = 365.25 * 24 * 3600
 NO_PRICE = "no price given"
 _GPU_ENERGY = re.compile(r"^gpu(\d+)_energy_j$")
 _GPU_POWER = re.compile(r"^gpu(\d+)_power_w$")
+_GPU_INSTANT_POWER = re.compile(r"^gpu(\d+)_power_instant_w$")
 
 
 @dataclass(frozen=True)
@@ -154,10 +155,17 @@ def _gpu_energy_j(telemetry: dict, start: float, end: float) -> tuple[float, str
     joules = [counter_advance(times, c, start, end) for c in counters]
     if counters and all(j is not None for j in joules):
         return sum(joules), "NVML energy"
-    powers = [p for name, p in telemetry.items() if _GPU_POWER.match(name)]
-    joules = [integrated(times, p, start, end) for p in powers]
-    if powers and all(j is not None for j in joules):
-        return sum(joules), "NVML power integrated"
+    instant = [p for name, p in telemetry.items() if _GPU_INSTANT_POWER.match(name)]
+    average = [p for name, p in telemetry.items() if _GPU_POWER.match(name)]
+    for powers, what in ((instant, "NVML instant power integrated"), (average, "NVML power integrated")):
+        joules = [integrated(times, p, start, end) for p in powers]
+        if powers and all(j is not None for j in joules):
+            inside = sorted(t for t in times if start <= t <= end)
+            gaps = sorted(b - a for a, b in itertools.pairwise(inside))
+            spacing = gaps[len(gaps) // 2] if gaps else None
+            if spacing is not None and spacing >= 1.0:  # NVML samples power only part of the time
+                what = f"ESTIMATE: {what} from readings {spacing:.3g} s apart"
+            return sum(joules), what
     return None
 
 

@@ -12,6 +12,7 @@ from sizing.serving import (
     NO_PRICE,
     SECONDS_PER_YEAR,
     ServingPrices,
+    cell_energy_j,
     counter_advance,
     integrated,
     markdown,
@@ -149,3 +150,18 @@ def test_counter_and_integral_interpolate_between_rows() -> None:
     assert counter_advance(times, [0.0, 10.0, 30.0], 0.5, 1.5) == pytest.approx(5.0 + 10.0)
     assert integrated(times, [10.0, 10.0, 10.0], 0.25, 1.75) == pytest.approx(15.0)
     assert counter_advance(times, [0.0, 10.0, 30.0], 5.0, 6.0) is None
+
+
+def test_gpu_energy_over_a_cell_prefers_instant_power_and_marks_sparse_readings() -> None:
+    def telemetry(step_s: float, **columns: float) -> dict:
+        times = [T0 + k * step_s for k in range(int(4 / step_s) + 1)]
+        table = {name: [value] * len(times) for name, value in columns.items()}
+        return {"time_unix": times, "cpu_energy_j": [10.0 * (t - T0) for t in times], **table}
+
+    both = telemetry(1.0, gpu0_power_w=200.0, gpu0_power_instant_w=260.0)
+    joules, method = cell_energy_j(both, T0 + 1, T0 + 3, "gpu", None)
+    assert joules == pytest.approx(2 * 260.0 + 2 * 10.0)
+    assert method == "ESTIMATE: NVML instant power integrated from readings 1 s apart + RAPL"
+    fast = telemetry(0.1, gpu0_power_w=200.0)
+    joules, method = cell_energy_j(fast, T0 + 1, T0 + 3, "gpu", None)
+    assert joules == pytest.approx(2 * 200.0 + 2 * 10.0) and method == "NVML power integrated + RAPL"

@@ -297,3 +297,16 @@ def test_the_default_offset_is_this_machines_zone_and_run_json_says_so(capsys, t
     local = START.astimezone()
     assert meta["imported_from"]["utc_offset_from"].startswith("assumed: this machine's time zone")
     assert float(rows_of(only_run(tmp_path / "data"))[0]["time_unix"]) == round(local.timestamp(), 3)
+
+
+@pytest.mark.parametrize("identifier", ["uuid", "pci.bus_id"])
+def test_gpus_told_apart_by_uuid_or_bus_id(capsys, tmp_path: Path, identifier: str) -> None:
+    fields = ["timestamp", identifier, "name", "utilization.gpu", "power.draw"]
+    run_dir = imported(capsys, tmp_path, query_gpu_log(four_gpus(straggler=3), fields, samples=10))
+    meta, rows = read_json(run_dir / "run.json"), rows_of(run_dir)
+    assert meta["imported_from"]["gpus_by"] == f"{identifier} column" and len(rows) == 10
+    gpus = meta["system"]["gpus"]
+    assert [g["uuid" if identifier == "uuid" else "pci_bus_id"] for g in gpus] == [
+        Gpu(i).uuid if identifier == "uuid" else Gpu(i).bus_id for i in range(4)
+    ]
+    assert [float(rows[0][f"gpu{i}_util_pct"]) for i in range(4)] == [97, 97, 97, 22]

@@ -9,7 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from collect.importers.nvsmi import add_arguments as add_nvsmi_arguments
+from collect.importers import nvsmi
 from collect.session import (
     EXIT_COLLECTOR_FAILED,
     EXIT_INTERRUPTED,
@@ -95,13 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
     sysstat.add_argument("file", type=Path, help="e.g. /var/log/sysstat/sa21, or the output of sadf -d")
     sysstat.add_argument("--data-dir", type=Path, default=Path("data"), help="where runs/<run_id>/ goes")
     sysstat.add_argument("--label", default="", help="free text stored in run.json (default: sysstat HOST)")
-    nvsmi = commands.add_parser(
+    nvsmi_parser = commands.add_parser(
         "import-nvidia-smi",
         help="an nvidia-smi log (--query-gpu CSV or dmon) as a run, or merged --into one",
         description="An nvidia-smi log (--query-gpu CSV, dmon -o DT) as a run directory, or its GPU "
         "columns added to an existing run (e.g. an import-sysstat one), aligned by time.",
     )
-    add_nvsmi_arguments(nvsmi)
+    nvsmi.add_arguments(nvsmi_parser)
     return parser
 
 
@@ -174,8 +174,6 @@ def main(argv: list[str]) -> int:
 
         return sysstat.main(args.file, args.data_dir, args.label)
     if args.subcommand == "import-nvidia-smi":
-        from collect.importers import nvsmi
-
         return nvsmi.main(args)
     command: list[str] | None = None
     grace = (20.0, 10.0)

@@ -78,9 +78,8 @@ def charged_gpu_columns(run: RunData, kind: str) -> tuple[list[int], str]:
     not_recorded = run.meta.get("not_recorded")
     unknown = isinstance(not_recorded, dict) and NOT_RECORDED_GPUS in not_recorded
     if unknown and len(listed) > 1 and not run.training_info.get("gpu_uuids"):
-        return list(
-            range(len(listed))
-        ), f"all {len(listed)} GPUs: which trained is not recorded (imported log)"
+        how = f"all {len(listed)} GPUs: which trained is not recorded (imported log)"
+        return list(range(len(listed))), how
     used, how = signature.used_gpus(run.meta, run.training_info)
     return [i for i, g in enumerate(listed) if g in used], how
 

@@ -130,8 +130,8 @@ def busy_not_computing(samples: pd.DataFrame, index: int, info: dict) -> GpuFind
     evidence = (
         f"{gpu} mean util {mean_util:.1f} % ≥ {BUSY_UTIL_PCT:g} % at a mean {mean_power:.0f} W, "
         f"{mean_power / limit:.0%} of its {limit:.0f} W limit (≤ {NOT_COMPUTING_POWER_FRACTION:.0%}): "
-        "kernels resident but not computing (e.g. spinning on a stalled collective or a sync), "
-        "not a GPU-bound job"
+        "kernels resident but not computing (spinning on a stalled collective or a sync, or too small "
+        "to fill the GPU), not a GPU-bound job"
     )
     numbers = {f"{gpu} mean power w": mean_power, f"{gpu} power of limit fraction": mean_power / limit}
     return GpuFinding(gpu, BUSY_NOT_COMPUTING, evidence, numbers, primary=True)

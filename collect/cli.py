@@ -9,6 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from collect.importers import nvsmi
 from collect.session import (
     EXIT_COLLECTOR_FAILED,
     EXIT_INTERRUPTED,
@@ -66,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
     )
     commands = parser.add_subparsers(
-        dest="subcommand", required=True, metavar="{run,sample,timed,import-prometheus,import-sysstat}"
+        dest="subcommand",
+        required=True,
+        metavar="{run,sample,timed,import-prometheus,import-sysstat,import-nvidia-smi}",
     )
     run = commands.add_parser("run", help="sample while COMMAND runs", epilog=EPILOG)
     _add_common(run, "stop the command after this long (90s, 75m, 2h, 1h30m); default: until it ends")
@@ -92,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
     sysstat.add_argument("file", type=Path, help="e.g. /var/log/sysstat/sa21, or the output of sadf -d")
     sysstat.add_argument("--data-dir", type=Path, default=Path("data"), help="where runs/<run_id>/ goes")
     sysstat.add_argument("--label", default="", help="free text stored in run.json (default: sysstat HOST)")
+    nvsmi_parser = commands.add_parser(
+        "import-nvidia-smi",
+        help="an nvidia-smi log (--query-gpu CSV or dmon) as a run, or merged --into one",
+        description="An nvidia-smi log (--query-gpu CSV, dmon -o DT) as a run directory, or its GPU "
+        "columns added to an existing run (e.g. an import-sysstat one), aligned by time.",
+    )
+    nvsmi.add_arguments(nvsmi_parser)
     return parser
 
 
@@ -163,6 +173,8 @@ def main(argv: list[str]) -> int:
         from collect.importers import sysstat
 
         return sysstat.main(args.file, args.data_dir, args.label)
+    if args.subcommand == "import-nvidia-smi":
+        return nvsmi.main(args)
     command: list[str] | None = None
     grace = (20.0, 10.0)
     if args.subcommand == "run":

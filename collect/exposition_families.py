@@ -204,6 +204,8 @@ DCGM_GAUGES = (
     ("DCGM_FI_DEV_MEM_COPY_UTIL", "mem_util_pct", 1.0, "Memory utilization (in %)."),
     ("DCGM_FI_DEV_GPU_TEMP", "temp_c", 1.0, "GPU temperature (in C)."),
     ("DCGM_FI_DEV_POWER_USAGE", "power_w", 1.0, "Power draw (in W)."),
+    ("DCGM_FI_DEV_POWER_USAGE_INSTANT", "power_instant_w", 1.0, "Current instantaneous power usage (in W)."),
+    ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "power_limit_w", 1.0, "Current power limit for the device (in W)."),
     ("DCGM_FI_DEV_SM_CLOCK", "sm_clock_mhz", 1.0, "SM clock frequency (in MHz)."),
     ("DCGM_FI_DEV_MEM_CLOCK", "mem_clock_mhz", 1.0, "Memory clock frequency (in MHz)."),
     ("DCGM_FI_DEV_FB_USED", "mem_used_bytes", 1.0 / MIB, "Framebuffer memory used (in MiB)."),

@@ -102,6 +102,19 @@ def details_card(run: RunInfo) -> Any:
         rows["imported from"] = f"{text(imported.get('file'))} ({text(imported.get('tool'))}{version})"
         if imported.get("instance"):
             rows["imported from"] += f", instance {imported['instance']}"
+    for source in [imported, *(m for m in meta.get("merged_from") or [] if isinstance(m, dict))]:
+        if source.get("utc_offset"):
+            rows[f"{text(source.get('tool'))} times"] = (
+                f"read as UTC{source['utc_offset']} ({text(source.get('utc_offset_from'))})"
+            )
+    merged = [m for m in meta.get("merged_from") or [] if isinstance(m, dict)]
+    if merged:
+        rows["merged from"] = "; ".join(
+            f"{text(m.get('file'))} ({text(m.get('tool'))}, {text(m.get('format'))})" for m in merged
+        )
+    not_recorded = _mapping(meta.get("not_recorded"))
+    if not_recorded:
+        rows["not recorded"] = "; ".join(f"{key}: {why}" for key, why in not_recorded.items())
     system_rows = {
         "CPU": f"{text(system.get('cpu_model'))} ({text(system.get('cpu_cores_physical'))} cores, "
         f"{text(system.get('cpu_cores_logical'))} threads, {text(system.get('cpu_sockets'))} socket(s))",

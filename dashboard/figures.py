@@ -87,7 +87,7 @@ COMPONENT_METRICS: dict[str, list[Metric]] = {
     "gpu": [
         Metric(r"gpu\d+_util_pct", "GPU utilization", "%"),
         Metric(r"gpu\d+_temp_c", "GPU temperature", "°C"),
-        Metric(r"gpu\d+_power_w", "GPU power draw", "W"),
+        Metric(r"gpu\d+_power_(w|instant_w|limit_w)", "GPU power: average, instant and limit", "W"),
         Metric(r"gpu\d+_sm_clock_mhz|gpu\d+_mem_clock_mhz", "GPU clocks (SM and memory)", "MHz"),
         Metric(r"gpu\d+_mem_used_bytes", "GPU memory used", "bytes"),
         Metric(r"gpu\d+_mem_util_pct", "GPU memory-controller utilization", "%"),

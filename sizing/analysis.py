@@ -9,6 +9,7 @@ import pandas as pd
 from sizing import energy as en
 from sizing import money, signature, thermal
 from sizing.bottleneck import Verdict, verdict
+from sizing.gpu_verdicts import gpu_findings
 from sizing.model import (
     Prices,
     RunData,
@@ -22,6 +23,8 @@ from sizing.model import (
 )
 from sizing.thermal import ThermalSummary, ThrottleSummary
 from sizing.throughput import FROM_TOTALS, Throughput, min_smoothed_loss, throughput
+
+NOT_RECORDED_GPUS = "training GPUs"  # run.json `not_recorded` key of imported GPU logs
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,8 @@ class RunAnalysis:
 
     @property
     def energy_is_estimate(self) -> bool:
-        return bool(self.steady_energy and self.steady_energy.cpu_is_estimate)
+        energy = self.steady_energy or self.training_energy
+        return bool(energy and energy.is_estimate)
 
     @property
     def workload_name(self) -> str:
@@ -69,20 +73,29 @@ class RunAnalysis:
         return self.energy_usd_per_1k_examples + self.hardware_usd_per_1k_examples
 
 
+def listed_gpus(meta: dict) -> list[dict]:
+    """run.json's system GPUs that are objects (anything else reads as not listed)."""
+    system = meta.get("system")
+    gpus = system.get("gpus") if isinstance(system, dict) else None
+    return [g for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else []
+
+
 def charged_gpu_columns(run: RunData, kind: str) -> tuple[list[int], str, bool]:
     """The gpu<i> column indices whose energy is the run's (the GPUs the training used), how that was
     decided, and whether the run says so (False: every GPU is charged because it does not)."""
     if kind != "gpu":
         return [], "CPU run: no GPU charged", True
-    system = run.meta.get("system")
-    listed = [
-        g for g in (system.get("gpus") or [] if isinstance(system, dict) else []) if isinstance(g, dict)
-    ]
+    listed = listed_gpus(run.meta)
     if not listed:
         columns = gpu_indices(run.telemetry)
         if len(columns) <= 1:
             return columns, "the only GPU column (run.json lists no GPUs)", True
         return columns, f"all {len(columns)} GPU columns (run.json lists no GPUs)", False
+    not_recorded = run.meta.get("not_recorded")
+    unknown = isinstance(not_recorded, dict) and NOT_RECORDED_GPUS in not_recorded
+    if unknown and len(listed) > 1 and not run.training_info.get("gpu_uuids"):
+        how = f"all {len(listed)} GPUs: which trained is not recorded (imported log)"
+        return list(range(len(listed))), how, False
     used, how = signature.used_gpus(run.meta, run.training_info)
     uuids = run.training_info.get("gpu_uuids")
     named = isinstance(uuids, list) and any(g.get("uuid") in uuids for g in listed)
@@ -182,7 +195,12 @@ def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnal
         thermal=tuple(thermal.temperature_summaries(in_training, thresholds.temp_threshold_c, interval)),
         throttling=tuple(training_throttles),
         verdict=verdict(
-            kind, measured, working_gpus(measured, gpus, attribution_known), measured_throttles, thresholds
+            kind,
+            measured,
+            working_gpus(measured, gpus, attribution_known),
+            measured_throttles,
+            thresholds,
+            gpu_findings(measured, gpus, listed_gpus(run.meta), thresholds),
         ),
         evaluation=dict(run.evaluation),
         min_smoothed_loss=min_smoothed_loss(run.training),

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from sizing.gpu_verdicts import GpuFinding
 from sizing.model import Thresholds, core_indices, gpu_indices, mean_of
 from sizing.thermal import ThrottleSummary
 
@@ -93,7 +94,12 @@ def _some_cores_saturated(n: dict, t: Thresholds) -> str | None:
 
 
 def verdict(
-    kind: str, samples: pd.DataFrame, gpus: Sequence[int], throttles: Sequence[ThrottleSummary], t: Thresholds
+    kind: str,
+    samples: pd.DataFrame,
+    gpus: Sequence[int],
+    throttles: Sequence[ThrottleSummary],
+    t: Thresholds,
+    gpu_findings: Sequence[GpuFinding] = (),
 ) -> Verdict:
     n = utilization_numbers(samples, gpus, t)
     gpu, cpu = n["gpu_util_pct"], n["cpu_util_pct"]
@@ -125,6 +131,7 @@ def verdict(
             else "no telemetry samples in the measurement window"
         )
     labels = [main] if main != UNDETERMINED else []
+    labels, evidence = _with_gpu_findings(kind, labels, evidence, n, gpu_findings)
     for s in throttles:
         fraction = s.fraction
         if fraction is None:
@@ -138,9 +145,32 @@ def verdict(
                 f"{s.source} {s.category} in {s.flagged_samples}/{s.samples} samples "
                 f"({fraction:.1%} ≥ {t.throttled_sample_fraction:.0%}), {s.events} events"
             )
-        elif not s.is_fault and s.category.startswith("at power limit") and fraction > 0:
+        elif (
+            not s.is_fault
+            and s.category.startswith("at power limit")
+            and fraction > 0
+            and not any(f.source == s.source for f in gpu_findings if "power limit" in f.evidence)
+        ):
             evidence.append(
                 f"{s.source} at its power limit in {fraction:.0%} of samples (a state, not a fault)"
             )
     labels = labels or [UNDETERMINED]
     return Verdict(labels[0], tuple(labels), tuple(evidence), n)
+
+
+def _with_gpu_findings(
+    kind: str, labels: list[str], evidence: list[str], n: dict, findings: Sequence[GpuFinding]
+) -> tuple[list[str], list[str]]:
+    """Power- and clock-aware GPU findings (sizing.gpu_verdicts): a primary one (straggler, busy but not
+    computing) names the bottleneck in place of a utilization-only GPU verdict; all add their evidence."""
+    if kind != "gpu" or not findings:
+        return labels, evidence
+    primary = next((f for f in findings if f.primary), None)
+    if primary is not None and (not labels or labels[0] in (GPU_BOUND, GPU_UNDERUSED)):
+        labels = [primary.label, *labels[1:]]
+    for finding in findings:
+        if finding.label and finding.label not in labels:
+            labels.append(finding.label)
+        evidence.append(finding.evidence)
+        n.update(finding.numbers)
+    return labels, evidence

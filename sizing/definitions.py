@@ -4,7 +4,13 @@ into docs/sizing.md (a test checks they agree). Numbers come from the Thresholds
 from __future__ import annotations
 
 from sizing.coverage import COMPLETE_COVERAGE, MAX_GAP_INTERVALS
-from sizing.energy import CROSS_CHECK_TOLERANCE, MIN_VALID_W
+from sizing.energy import CROSS_CHECK_TOLERANCE, ESTIMATE_SPACING_S, MIN_VALID_W
+from sizing.gpu_verdicts import (
+    BUSY_UTIL_PCT,
+    NOT_COMPUTING_POWER_FRACTION,
+    POWER_LIMIT_MARGIN,
+    STRAGGLER_GAP_PCT,
+)
 from sizing.model import Thresholds
 from sizing.thermal import CONSTANT_FREQUENCY
 
@@ -72,7 +78,7 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
         ),
         (
             "Energy",
-            "GPU board energy of the charged GPUs from the NVML counter, else integrated NVML power; "
+            "GPU board energy of the charged GPUs (see GPU energy source); "
             "the other GPUs' mean draw is listed apart, not charged. CPU package energy from RAPL, "
             "else, with a TDP (per host or for all), an ESTIMATE: TDP × (idle floor + (1 − idle "
             "floor) × CPU util). A CPU run counts CPU energy only. Board and package energy are not "
@@ -91,6 +97,16 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"cross-checked against its integrated power (flagged above {CROSS_CHECK_TOLERANCE:.0%}); "
             f"a measured source that averages under {MIN_VALID_W:g} W (a stuck counter, a 0 W gauge) is "
             "ignored.",
+        ),
+        (
+            "GPU energy source",
+            "per GPU, the board's total-energy counter (`gpu<N>_energy_j`, NVML, Volta and newer), else "
+            "instant power (`gpu<N>_power_instant_w`) integrated over time, else average power "
+            "(`gpu<N>_power_w`: a 1 s running average on Ampere and newer except the A100) integrated; "
+            "What it covers says which. Anything integrated from readings ≥ "
+            f"{ESTIMATE_SPACING_S:g} s apart (median spacing) is an ESTIMATE: NVML samples power only "
+            "part of the time (about a quarter of it on A100/H100, Yang et al., SC24) and a 1 s average "
+            "smooths and lags a bursty load.",
         ),
         (
             "Cost",
@@ -139,6 +155,18 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"{t.gpu_underused_util_pct:g} %, no other cause). Thermally throttled (thermal bits or "
             "CPU frequency drops) and HW slowdown (0x8, 0x80) are added in ≥ "
             f"{t.throttled_sample_fraction:.0%} of samples.",
+        ),
+        (
+            "GPU verdicts",
+            "per used GPU over the measurement window, each with its numbers: at its power limit (a "
+            f"state, not a fault) in ≥ {t.throttled_sample_fraction:.0%} of samples, a sample counting "
+            f"when the SW power cap bit (0x4) is set or power is within {POWER_LIMIT_MARGIN:.0%} of the "
+            "limit in force with the SM clock below its max (thermal only from thermal bits); busy but "
+            f"not computing when mean util ≥ {BUSY_UTIL_PCT:g} % at a mean power ≤ "
+            f"{NOT_COMPUTING_POWER_FRACTION:.0%} of the limit; straggler when one GPU's mean util is ≥ "
+            f"{STRAGGLER_GAP_PCT:g} points below every other GPU while they are ≥ "
+            f"{t.gpu_underused_util_pct:g} %. A straggler, else busy but not computing, names the "
+            "bottleneck in place of GPU-bound or GPU underused.",
         ),
     )
 

@@ -23,7 +23,9 @@ from sizing.coverage import (
 from sizing.model import JOULES_PER_KWH, Prices, gpu_indices, times_of, values_of
 
 GPU_COUNTER = "GPU board (NVML energy counter)"
-GPU_POWER = "GPU board (integrated NVML power)"
+GPU_POWER = "GPU board (integrated NVML average power)"
+GPU_INSTANT_POWER = "GPU board (integrated NVML instant power)"
+ESTIMATE_SPACING_S = 1.0
 CPU_RAPL = "CPU package (RAPL)"
 GPU_NOT_REPORTED = "GPU board not reported"
 CROSS_CHECK_TOLERANCE = 0.10
@@ -93,6 +95,12 @@ class Energy:
         return self.cpu_j is not None and self.cpu is not None and self.cpu.is_estimate
 
     @property
+    def is_estimate(self) -> bool:
+        """A TDP model or GPU power integrated from readings ≥ ESTIMATE_SPACING_S apart went into it."""
+        chosen = [s for _, s in self.gpus if s is not None] if self.gpu_j is not None else []
+        return self.cpu_is_estimate or any(s.is_estimate for s in chosen)
+
+    @property
     def cpu_missing(self) -> str | None:
         if self.cpu_j is not None:
             return None
@@ -142,25 +150,50 @@ class Energy:
         }
 
 
+def reading_spacing_s(times: np.ndarray, values: np.ndarray, window: tuple[float, float]) -> float | None:
+    """Median time between the valid readings inside the window; None with fewer than two."""
+    inside = np.sort(times[np.isfinite(values) & (times >= window[0]) & (times <= window[1])])
+    return float(np.median(np.diff(inside))) if inside.size >= 2 else None
+
+
+def _gpu_power_source(
+    name: str, label: str, times: np.ndarray, power: np.ndarray, window: tuple[float, float], gap: float
+) -> SourceEnergy | None:
+    """Integrated power; an ESTIMATE when its readings are ESTIMATE_SPACING_S or more apart (NVML samples
+    power only part of the time, and a 1 s average lags and smooths a bursty load)."""
+    spacing = reading_spacing_s(times, power, window)
+    if spacing is not None and spacing >= ESTIMATE_SPACING_S:
+        label = f"ESTIMATE: {label}, readings {spacing:.3g} s apart"
+        return power_source(name, label, times, power, window, gap, is_estimate=True)
+    return power_source(name, label, times, power, window, gap)
+
+
 def _gpu_sources(
     telemetry: pd.DataFrame, index: int, window: tuple[float, float], gap: float
 ) -> tuple[SourceEnergy | None, list[SourceEnergy], list[str]]:
-    """The GPU's chosen source (counter when complete, else power when complete, else the better
-    covered), every source read, and what the cross-check found."""
+    """The GPU's chosen source (the first complete of: the board's energy counter, integrated instant
+    power, integrated average power; else the best covered), every source read, and what the
+    counter's cross-check against integrated power found."""
     times, name = times_of(telemetry), f"gpu{index}"
     counter = values_of(telemetry, f"{name}_energy_j")
-    power = values_of(telemetry, f"{name}_power_w")
     from_counter = (
         counter_source(name, GPU_COUNTER, times, counter, window, gap) if counter is not None else None
     )
-    from_power = power_source(name, GPU_POWER, times, power, window, gap) if power is not None else None
-    read = [s for s in (from_counter, from_power) if s is not None and (s.covered_s > 0 or s.resets)]
+    from_power = [
+        _gpu_power_source(name, label, times, power, window, gap)
+        for column, label in (("power_instant_w", GPU_INSTANT_POWER), ("power_w", GPU_POWER))
+        if (power := values_of(telemetry, f"{name}_{column}")) is not None
+    ]
+    read = [s for s in (from_counter, *from_power) if s is not None and (s.covered_s > 0 or s.resets)]
     checks = []
     if from_counter is not None and from_counter.resets:
         checks.append(f"{name} energy counter reset {from_counter.resets} time(s) (integrated piecewise)")
     valid = _plausible(read, checks)
-    if len(valid) == 2 and (counter_w := valid[0].mean_w) is not None and (power_w := valid[1].mean_w):
-        differ = relative_difference(counter_w, power_w)
+    counted = [s for s in valid if s is from_counter]
+    integrated = [s for s in valid if s is not from_counter]
+    if counted and integrated and (counter_w := counted[0].mean_w) is not None:
+        power_w = integrated[0].mean_w
+        differ = relative_difference(counter_w, power_w) if power_w else None
         if differ is not None and differ > CROSS_CHECK_TOLERANCE:
             checks.append(
                 f"{name} energy counter ({counter_w:.1f} W) and integrated power ({power_w:.1f} W) "
@@ -169,6 +202,17 @@ def _gpu_sources(
     complete = [s for s in valid if s.complete]
     chosen = complete[0] if complete else max(valid, key=lambda s: s.coverage, default=None)
     return chosen, read, checks
+
+
+def one_gpu_energy_j(
+    telemetry: pd.DataFrame, index: int, start: float, end: float, nominal_interval_s: float | None = None
+) -> tuple[float | None, str]:
+    """One GPU's energy over [start, end] and what it comes from ('' when not measured)."""
+    times = times_of(telemetry)
+    chosen, _, _ = _gpu_sources(telemetry, index, (start, end), max_gap_s(times, nominal_interval_s))
+    if chosen is None or chosen.window_j is None:
+        return None, ""
+    return chosen.window_j, chosen.method
 
 
 def _cpu_source(

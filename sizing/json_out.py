@@ -23,6 +23,7 @@ def _number(value: float | None) -> float | None:
 
 def run_json(a: RunAnalysis) -> dict:
     steady = a.steady_energy
+    covering = steady or a.training_energy
     chosen = [s for _, s in steady.gpus if s is not None] + ([steady.cpu] if steady and steady.cpu else []) \
         if steady else []  # fmt: skip
     price = a.hardware_price
@@ -38,7 +39,7 @@ def run_json(a: RunAnalysis) -> dict:
         "energy_j_per_1k_examples": a.j_per_1k_examples,
         "energy_j_per_1k_steps": a.j_per_1k_steps,
         "energy_is_estimate": a.energy_is_estimate,
-        "energy_covers": steady.covers if steady else "not measured (no telemetry)",
+        "energy_covers": covering.covers if covering else "not measured (no telemetry in the window)",
         "energy_complete": bool(steady and steady.total_j is not None and not steady.is_partial),
         "energy_not_measured_reason": (steady.missing or None) if steady else "no telemetry",
         "energy_coverage": min((s.coverage for s in chosen), default=None),

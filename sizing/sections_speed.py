@@ -224,8 +224,10 @@ def energy_section(ctx: ReportContext) -> Section:
         kwh = whole.total_j / JOULES_PER_KWH if whole and whole.total_j is not None else None
         idle = ", ".join(f"gpu{i} {fmt(w, 1, ' W')}" for i, w in steady.idle_gpus_w) if steady else ""
         est = a.energy_is_estimate
+        covering = steady or whole
+        covers = (covering.covers if covering else NOT_MEASURED) + _coverage_note(covering)
         rows.append((
-            a.run_id, (steady.covers if steady else NOT_MEASURED) + _coverage_note(steady),
+            a.run_id, covers,
             marked(fmt(a.j_per_1k_examples, 0, unknown=NOT_MEASURED), est),
             marked(fmt(mean_w, 1, unknown=NOT_MEASURED), est),
             marked(fmt(kwh, 4, unknown=NOT_MEASURED), est), idle or "none",
@@ -233,7 +235,7 @@ def energy_section(ctx: ReportContext) -> Section:
             fmt_usd(a.hardware_usd_per_1k_examples, _hardware_unknown(a)),
         ))  # fmt: skip
         data.append({
-            "run_id": a.run_id, "covers": steady.covers if steady else NOT_MEASURED,
+            "run_id": a.run_id, "covers": covering.covers if covering else NOT_MEASURED,
             "charged_gpus": list(a.charged_gpus), "gpu_attribution": a.gpu_attribution,
             "gpu_attribution_known": a.gpu_attribution_known,
             "idle_gpus_mean_w": {f"gpu{i}": w for i, w in steady.idle_gpus_w} if steady else {},

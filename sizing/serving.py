@@ -127,7 +127,7 @@ def _row(run: RunData, device: str, runtime: str, cell: dict, prices: Prices) ->
         ms_per_image_p99=number(cell.get("ms_per_image_p99")) or math.nan,
         joules_per_1000_images=j_per_1000,
         energy_method=method,
-        energy_is_estimate=bool(energy and energy.cpu_is_estimate and joules is not None),
+        energy_is_estimate=bool(energy and energy.is_estimate and joules is not None),
         usd_per_million_images=cost,
         cost_note=note,
         cpu_cores_used=float(cores) if cores is not None and math.isfinite(cores) else None,

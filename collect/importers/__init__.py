@@ -1,2 +1,3 @@
 """Run directories rebuilt from what other tools already recorded: a sysstat archive, a Prometheus server's
-history (docs/run-format.md, "Imported runs")."""
+history, an nvidia-smi log (docs/run-format.md, "Imported runs"); rundir.py is what the file importers
+share."""

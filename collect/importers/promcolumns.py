@@ -194,6 +194,8 @@ DCGM_COLUMNS = (
     ("mem_used_bytes", "DCGM_FI_DEV_FB_USED", float(MIB)),
     ("temp_c", "DCGM_FI_DEV_GPU_TEMP", 1.0),
     ("power_w", "DCGM_FI_DEV_POWER_USAGE", 1.0),
+    ("power_instant_w", "DCGM_FI_DEV_POWER_USAGE_INSTANT", 1.0),
+    ("power_limit_w", "DCGM_FI_DEV_POWER_MGMT_LIMIT", 1.0),
     ("sm_clock_mhz", "DCGM_FI_DEV_SM_CLOCK", 1.0),
     ("mem_clock_mhz", "DCGM_FI_DEV_MEM_CLOCK", 1.0),
     ("fan_pct", "DCGM_FI_DEV_FAN_SPEED", 1.0),

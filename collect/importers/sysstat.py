@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import itertools
 import re
-import shutil
 import statistics
 import sys
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from collect.importers.rundir import cell, stage_and_publish, utc
 from collect.importers.sadf import (
     NOT_IN_SYSSTAT,
     Recording,
@@ -26,7 +25,7 @@ from collect.importers.sadf import (
     parse_sadf,
     sadf_text,
 )
-from runformat import FORMAT_VERSION, RUN_JSON, RUNS_SUBDIR, TELEMETRY_CSV, new_run_id, write_json_atomic
+from runformat import FORMAT_VERSION, RUN_JSON, TELEMETRY_CSV, new_run_id, write_json_atomic
 
 SOURCE_ACTIVITIES = {
     "cpu": ("cpu", "load"),
@@ -83,7 +82,7 @@ def import_recording(source: Path, data_dir: Path, label: str = "") -> Path:
     interval = statistics.median(recording.intervals)
     start, end = times[0] - interval, times[-1]
     host = info.get("host") or recording.host or "unknown"
-    run_dir = _stage_and_publish(
+    run_dir = stage_and_publish(
         Path(data_dir),
         new_run_id("cpu", datetime.fromtimestamp(start, timezone.utc), host),
         lambda staged, run_id: _write_run(
@@ -114,7 +113,7 @@ def _write_run(
                 "time_unix": time_unix,
                 "elapsed_s": round(time_unix - start, 6),
             }
-            handle.write(",".join(_cell(row.get(column)) for column in columns) + "\n")
+            handle.write(",".join(cell(row.get(column)) for column in columns) + "\n")
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
     skipped = sum(max(round(gap / interval) - 1, 0) for gap in gaps if gap > 1.5 * interval)
     notes = [
@@ -135,9 +134,9 @@ def _write_run(
         "host": host,
         "command": None,
         "interval_s": interval,
-        "start_utc": _utc(start),
+        "start_utc": utc(start),
         "start_unix": start,
-        "end_utc": _utc(end),
+        "end_utc": utc(end),
         "end_unix": end,
         "requested_duration_s": None,
         "actual_duration_s": round(end - start, 6),
@@ -185,39 +184,6 @@ def _sources(recording: Recording) -> dict[str, Any]:
     sources["process"] = {"available": False, "reason": "no command was launched (imported recording)"}
     sources["nvml"] = {"available": False, "reason": f"GPU readings are {NOT_IN_SYSSTAT}"}
     return sources
-
-
-def _stage_and_publish(data_dir: Path, base: str, write: Any) -> Path:
-    """Write into a hidden directory, then rename it to runs/<run_id> (-2, -3... if taken)."""
-    runs = data_dir / RUNS_SUBDIR
-    try:
-        runs.mkdir(parents=True, exist_ok=True)
-        staged = Path(tempfile.mkdtemp(prefix=f".import-{base}.", dir=runs))
-    except OSError as exc:
-        raise SysstatImportError(f"cannot create a run directory in {runs}: {exc.strerror or exc}") from exc
-    try:
-        for attempt in range(1, 1000):
-            target = runs / (base if attempt == 1 else f"{base}-{attempt}")
-            if not target.exists():
-                write(staged, target.name)
-                staged.rename(target)
-                return target
-        raise SysstatImportError(f"too many runs named {base} in {runs}")
-    except OSError as exc:
-        raise SysstatImportError(f"cannot write the run into {runs}: {exc.strerror or exc}") from exc
-    finally:
-        if staged.exists():
-            shutil.rmtree(staged, ignore_errors=True)
-
-
-def _cell(value: float | None) -> str:
-    if value is None:
-        return ""
-    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else repr(round(value, 6))
-
-
-def _utc(unix: float) -> str:
-    return datetime.fromtimestamp(unix, timezone.utc).isoformat()
 
 
 def main(source: Path, data_dir: Path, label: str = "") -> int:

@@ -2,6 +2,11 @@
 
 Every NVML call can fail on its own: an unsupported field becomes an empty column (noted once), a GPU that
 falls off the bus gives empty cells from then on; neither stops the collector.
+
+Power: `power_w` is nvmlDeviceGetPowerUsage, a 1-second running average on Ampere and newer except the
+A100 (instantaneous there and on older GPUs); `power_instant_w` is NVML_FI_DEV_POWER_INSTANT through the
+field-value API where the driver offers it; `power_limit_w` the enforced limit; `energy_j` the board's
+total-energy counter (Volta and newer), which sizing prefers for energy (docs/run-format.md).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ GPU_COLUMN_SUFFIXES = (
     "mem_used_bytes",
     "temp_c",
     "power_w",
+    "power_instant_w",
+    "power_limit_w",
     "sm_clock_mhz",
     "mem_clock_mhz",
     "fan_pct",
@@ -28,6 +35,26 @@ GPU_COLUMN_SUFFIXES = (
 )
 
 _NOT_SUPPORTED, _GPU_IS_LOST = 3, 15
+FI_DEV_POWER_INSTANT = 186  # NVML_FI_DEV_POWER_INSTANT (nvml.h), for bindings that lack the name
+_VALUE_FIELDS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # by nvmlValueType_t
+
+
+class FieldValueError(Exception):
+    """One field of nvmlDeviceGetFieldValues came back with an NVML error code (`value`)."""
+
+    def __init__(self, value: int) -> None:
+        super().__init__(f"NVML error {value} for the field")
+        self.value = value
+
+
+def field_value(nvml: Any, handle: Any, field_id: int) -> float:
+    """One field through the field-value API, as a number in NVML's unit; FieldValueError if refused."""
+    (entry,) = nvml.nvmlDeviceGetFieldValues(handle, [field_id])
+    if int(entry.nvmlReturn) != 0:
+        raise FieldValueError(int(entry.nvmlReturn))
+    value_type = int(entry.valueType)
+    member = _VALUE_FIELDS[value_type] if value_type < len(_VALUE_FIELDS) else "dVal"
+    return float(getattr(entry.value, member))
 
 
 def _text(value: Any) -> str:
@@ -131,6 +158,8 @@ class NvmlSource(Source):
         nvml = self._nvml
         mem_total = self._optional(lambda: int(nvml.nvmlDeviceGetMemoryInfo(handle).total))
         power_limit_mw = self._optional(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle))
+        clock_sm = getattr(nvml, "NVML_CLOCK_SM", 1)
+        max_sm = self._optional(lambda: float(nvml.nvmlDeviceGetMaxClockInfo(handle, clock_sm)))
         return {
             "index": position,
             "name": self._optional(lambda: _text(nvml.nvmlDeviceGetName(handle))),
@@ -138,6 +167,7 @@ class NvmlSource(Source):
             "mem_total_bytes": mem_total,
             "power_limit_w": None if power_limit_mw is None else round(power_limit_mw / 1000.0, 1),
             "pci_bus_id": self._optional(lambda: _text(nvml.nvmlDeviceGetPciInfo(handle).busId)),
+            "sm_clock_max_mhz": max_sm,
         }
 
     def _build_readers(self) -> list[tuple[str, Callable[[_Gpu], dict[str, float | int | None]]]]:
@@ -162,6 +192,14 @@ class NvmlSource(Source):
             )
             return {"throttle_reasons": int(read(gpu.handle))}
 
+        instant_field = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", FI_DEV_POWER_INSTANT)
+
+        def instant_power(gpu: _Gpu) -> Reading:
+            return {"power_instant_w": round(field_value(nvml, gpu.handle, instant_field) / 1000.0, 2)}
+
+        def power_limit(gpu: _Gpu) -> Reading:
+            return {"power_limit_w": round(nvml.nvmlDeviceGetEnforcedPowerLimit(gpu.handle) / 1000.0, 2)}
+
         return [
             ("utilization", utilization),
             ("memory", lambda g: {"mem_used_bytes": int(nvml.nvmlDeviceGetMemoryInfo(g.handle).used)}),
@@ -170,6 +208,8 @@ class NvmlSource(Source):
                 lambda g: {"temp_c": float(nvml.nvmlDeviceGetTemperature(g.handle, temperature_gpu))},
             ),
             ("power", lambda g: {"power_w": round(nvml.nvmlDeviceGetPowerUsage(g.handle) / 1000.0, 2)}),
+            ("instant power", instant_power),
+            ("power limit", power_limit),
             ("SM clock", lambda g: {"sm_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(g.handle, clock_sm))}),
             (
                 "memory clock",
@@ -210,7 +250,7 @@ class NvmlSource(Source):
         code = getattr(exc, "value", None)
         message = _text(exc) or type(exc).__name__
         if code == getattr(self._nvml, "NVML_ERROR_NOT_SUPPORTED", _NOT_SUPPORTED) or isinstance(
-            exc, AttributeError
+            exc, AttributeError | FieldValueError
         ):
             gpu.unsupported.add(what)
             self.note_once(f"gpu{gpu.position} {what}: not supported ({message}); its column stays empty")

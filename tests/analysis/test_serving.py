@@ -129,7 +129,8 @@ def test_cpu_cores_one_gpu_replaces(tmp_path: Path) -> None:
     assert "tf-savedmodel batch 4 on the CPU" in section.cpu_cores_note
     gpu_row = next(r for r in section.rows if r.device == "gpu")
     # GPU power but no CPU energy: shown as the GPU board only, as in training
-    assert gpu_row.energy_method.startswith("GPU board (integrated NVML power) only; CPU not measured")
+    assert gpu_row.energy_method.startswith("ESTIMATE: GPU board (integrated NVML average power)")
+    assert "only; CPU not measured" in gpu_row.energy_method and gpu_row.energy_is_estimate
     text = markdown(section)
     assert "CPU cores one GPU replaces for this model: 40.0" in text
     assert "cannot take this model: no TorchScript model" in text

@@ -162,7 +162,7 @@ def test_a_stuck_counter_is_not_zero_watts_and_power_takes_over() -> None:
     run = replace(run, telemetry=run.telemetry.assign(gpu0_energy_j=12_345.0))  # never advances
     headline, data = report_json([reference_cpu(), run])
     assert data["runs"][1]["energy_j_per_1k_examples"] == pytest.approx(17_500.0, rel=1e-3)  # from power
-    assert data["runs"][1]["energy_covers"].startswith("GPU board (integrated NVML power)")
+    assert data["runs"][1]["energy_covers"].startswith("GPU board (integrated NVML average power)")
     assert any("reads 0.0 W (stuck or not supported): ignored" in w for w in data["warnings"])
     assert "doubtful" not in headline[1]
     alone = replace(run, telemetry=run.telemetry.assign(gpu0_power_w=np.nan))

@@ -33,6 +33,8 @@ class FakeGpu:
     mem_util: int = 40
     temp: int = 61
     power_mw: int = 312_500
+    power_instant_mw: int = 341_250
+    instant_field_error: int = 0  # the nvmlReturn of the instant-power field (3: not supported)
     sm_clock: int = 1980
     mem_clock: int = 2619
     fan: int = 30
@@ -53,6 +55,7 @@ class FakeNvml:
     NVML_TEMPERATURE_GPU = 0
     NVML_CLOCK_SM = 1
     NVML_CLOCK_MEM = 2
+    NVML_FI_DEV_POWER_INSTANT = 186
 
     def __init__(self, gpus: list[FakeGpu], init_error: int | None = None) -> None:
         self.gpus = gpus
@@ -118,6 +121,16 @@ class FakeNvml:
 
     def nvmlDeviceGetPowerUsage(self, h: FakeGpu) -> int:
         return self._gpu(h, "nvmlDeviceGetPowerUsage").power_mw
+
+    def nvmlDeviceGetFieldValues(self, h: FakeGpu, field_ids: list[int]) -> list[SimpleNamespace]:
+        gpu = self._gpu(h, "nvmlDeviceGetFieldValues")
+        assert field_ids == [self.NVML_FI_DEV_POWER_INSTANT]
+        value = SimpleNamespace(uiVal=gpu.power_instant_mw, dVal=0.0)
+        return [SimpleNamespace(valueType=1, nvmlReturn=gpu.instant_field_error, value=value)]
+
+    def nvmlDeviceGetMaxClockInfo(self, h: FakeGpu, clock: int) -> int:
+        self._gpu(h, "nvmlDeviceGetMaxClockInfo")
+        return 1980 if clock == self.NVML_CLOCK_SM else 2619
 
     def nvmlDeviceGetClockInfo(self, h: FakeGpu, clock: int) -> int:
         gpu = self._gpu(h, "nvmlDeviceGetClockInfo")

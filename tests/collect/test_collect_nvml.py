@@ -25,7 +25,9 @@ def test_normal_readings_in_contract_units(fake_nvml: FakeNvml) -> None:
     assert first["gpu0_mem_used_bytes"] == 1024**3
     assert first["gpu0_temp_c"] == 61.0
     assert first["gpu1_temp_c"] == 55.0
-    assert first["gpu0_power_w"] == 312.5
+    assert first["gpu0_power_w"] == 312.5  # NVML's power usage: a 1 s average on recent GPUs
+    assert first["gpu0_power_instant_w"] == 341.25  # NVML_FI_DEV_POWER_INSTANT via the field-value API
+    assert first["gpu0_power_limit_w"] == 700.0
     assert first["gpu0_sm_clock_mhz"] == 1980.0
     assert first["gpu0_mem_clock_mhz"] == 2619.0
     assert first["gpu0_fan_pct"] == 30.0
@@ -49,6 +51,7 @@ def test_system_description(fake_nvml: FakeNvml) -> None:
         "mem_total_bytes": 80 * 1024**3,
         "power_limit_w": 700.0,
         "pci_bus_id": "00000000:19:00.0",
+        "sm_clock_max_mhz": 1980.0,
     }
 
 
@@ -65,7 +68,24 @@ def test_unsupported_field_is_an_empty_column_noted_once() -> None:
     assert any("fan speed: not supported" in note for note in notes)
     calls_per_tick = gpu.calls
     source.sample(3.0)
-    assert gpu.calls - calls_per_tick == 7  # 9 readers; the 2 unsupported ones are not retried
+    assert gpu.calls - calls_per_tick == 9  # 11 readers; the 2 unsupported ones are not retried
+
+
+def test_instant_power_where_the_driver_offers_it_else_an_empty_column_noted_once() -> None:
+    refused = FakeGpu(instant_field_error=3)
+    old_binding = FakeGpu(unsupported={"nvmlDeviceGetFieldValues"})
+    source = _source(FakeNvml([refused, old_binding]))
+    for tick in range(3):
+        reading = source.sample(float(tick))
+        assert reading["gpu0_power_instant_w"] is None
+        assert reading["gpu1_power_instant_w"] is None
+        assert reading["gpu0_power_w"] == 312.5  # the average is still read
+    notes = source.notes()
+    assert [n for n in notes if "instant power: not supported" in n] == notes
+    assert len(notes) == 2
+    calls = refused.calls
+    source.sample(3.0)
+    assert refused.calls - calls == 10  # the refused field is not asked again
 
 
 def test_transient_error_empties_only_that_tick() -> None:

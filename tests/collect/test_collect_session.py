@@ -124,6 +124,8 @@ def test_fake_gpus_flow_into_run_json_and_columns(tmp_path: Path, fake_nvml: Fak
     ]
     rows = read_rows(result.run_dir)
     assert {r["gpu0_power_w"] for r in rows} == {"312.5"}
+    assert {(r["gpu0_power_instant_w"], r["gpu0_power_limit_w"]) for r in rows} == {("341.25", "700.0")}
+    assert system["gpus"][0]["sm_clock_max_mhz"] == 1980.0
     assert {r["gpu1_fan_pct"] for r in rows} == {""}
     assert fake_nvml.shut_down
 

@@ -410,3 +410,64 @@ def check_zoom_refines(driver: Any, label: str, selector: str, run_label: str) -
         if refined():
             return
     raise AssertionError(f"the {label} graph was not redrawn for the zoomed range")
+
+
+PLOT_TITLES = """
+const found = {};
+for (const gd of document.querySelectorAll(arguments[0] + ' .js-plotly-plot')) {
+  const title = (gd.layout && gd.layout.title && gd.layout.title.text) || '(untitled)';
+  found[title] = (gd._fullData || []).filter(t => (t.x || []).length > 0).map(t => t.name);
+}
+return found;
+"""
+
+
+def test_imported_gpu_logs_alone_and_merged_into_a_sysstat_run(browser: Any, tmp_path: Path) -> None:
+    """An nvidia-smi log alone (four GPUs, one a straggler) and one merged into a real sadc recording of the
+    same seconds: every tab, Sizing included, shows data or says what was not recorded; nothing empty."""
+    sys.path.insert(0, str(REPO / "tests" / "collect"))
+    from nvsmifixtures import BASIC_FIELDS, collect, four_gpus, query_gpu_log, sysstat_run_with_gpu_log
+
+    data_dir = tmp_path / "data"
+    merged, _ = sysstat_run_with_gpu_log(data_dir, tmp_path / "scratch")
+    log = tmp_path / "scratch" / "four.csv"
+    log.write_text(query_gpu_log(four_gpus(straggler=2), BASIC_FIELDS, samples=40), encoding="utf-8")
+    done = collect(
+        "import-nvidia-smi", str(log), "--gpus", "4", "--data-dir", str(data_dir), "--label", "4-GPU log"
+    )
+    assert done.returncode == 0, done.stderr
+    alone = Path(done.stderr.strip().rsplit(" into ", 1)[1]).name
+    for url in serve(data_dir):
+        browser.get(url)
+        select_runs(browser, [merged.name, alone])
+        for _, label, selector, _ in TABS:
+            open_tab(browser, label)
+            wait_for(browser, lambda sel=selector: browser.execute_script(TAB_LOADED, sel), f"tab {label}")
+            if label == "Sizing":
+                wait_for(browser, lambda: browser.execute_script(SIZING_SHOWN), "the sizing report")
+            time.sleep(0.3)
+            assert browser.execute_script(PROBLEMS, selector) == [], label
+        open_tab(browser, "GPU")
+        wait_for(browser, lambda: browser.execute_script(PLOTS_WITH_DATA, "#tab-gpu"), "GPU graphs")
+        titles = browser.execute_script(PLOT_TITLES, "#tab-gpu")
+        assert "GPU power: average, instant and limit" in titles, titles
+        power = titles["GPU power: average, instant and limit"]
+        assert {"4-GPU log · gpu2_power_w", "web01 sysstat · gpu1_power_instant_w"} <= set(power), power
+        assert "web01 sysstat · gpu1_power_limit_w" in power
+        open_tab(browser, "Processor")
+        wait_for(
+            browser,
+            lambda: "not in an nvidia-smi log" in browser.find_element(By.ID, "tab-processor").text,
+            "the processor tab to say the GPU log has no CPU side",
+        )
+        open_tab(browser, "Mean & peak")
+        wait_for(browser, lambda: "GPU (W)" in browser.find_element(By.ID, "tab-summary").text, "mean & peak")
+        open_tab(browser, "Run details")
+        wait_for(browser, lambda: "merged from" in browser.find_element(By.ID, "tab-details").text, "details")
+        details = browser.find_element(By.ID, "tab-details").text
+        assert "read as UTC+02:00 (--utc-offset)" in details and "training GPUs:" in details
+        open_tab(browser, "Sizing")
+        wait_for(browser, lambda: browser.execute_script(SIZING_SHOWN), "the sizing report")
+        sizing = browser.find_element(By.ID, "sizing-result").text
+        assert "straggler: gpu2" in sizing and "at its power limit" in sizing
+        assert browser_errors(browser) == []

@@ -68,7 +68,7 @@ def test_every_view_of_a_sparse_run_says_what_is_missing(data_dir: Path, sparse_
     assert "Not recorded in the selected runs: Network throughput." in disk
     gpu = views.component_view(data_dir, selection, "gpu", "seconds", [0, 100])
     assert [f.layout.title.text for f in graphs(gpu)] == ["GPU temperature"]
-    assert any("GPU utilization, GPU power draw, GPU clocks" in t for t in texts(gpu))
+    assert any("GPU utilization, GPU power: average, instant and limit, GPU clocks" in t for t in texts(gpu))
 
     summary = views.summary_view(data_dir, selection, [0, 100])
     assert_every_panel_has_data(summary)

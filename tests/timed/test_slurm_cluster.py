@@ -49,6 +49,12 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def _quick_steps(dataset: Path) -> list[str]:
+    """Batch 1: a step that ends well within the collector's 20 s SIGINT grace even on a busy 2-core machine
+    (the stop waits for the current step, then the final checkpoint)."""
+    return ["--dataset", str(dataset), "--no-export", "--batch", "1"]
+
+
 def _export(data_dir: Path, **variables: str) -> str:
     settings = {"DATA_DIR": str(data_dir), "WORKBENCH_DIR": str(REPO), "FRAMEWORK": "torch", **variables}
     return "--export=ALL," + ",".join(f"{name}={value}" for name, value in settings.items())
@@ -124,7 +130,7 @@ def test_scancel_mid_run_stops_it_like_ctrl_c(cluster: SlurmCluster, dataset: Pa
     out = tmp_path / "job-%j.out"
     job_id, code = _submit(
         cluster, "--cpus-per-task=2", f"--output={out}", _export(data_dir, DURATION="10m"),
-        str(SBATCH), "--dataset", str(dataset), "--no-export", wait=False,
+        str(SBATCH), *_quick_steps(dataset), wait=False,
     )
     assert code == 0
     _wait_for(lambda: _first_step_recorded(data_dir), "the first training step", 300, cluster)
@@ -156,8 +162,7 @@ def test_the_time_limit_warning_stops_the_run_with_the_reason(
     out = tmp_path / "job-%j.out"
     job_id, code = _submit(
         cluster, "--cpus-per-task=2", "--time=2", "--signal=B:TERM@100", f"--output={out}",
-        _export(data_dir, DURATION="10m"), str(SBATCH), "--dataset", str(dataset), "--no-export",
-        wait=True, timeout=300,
+        _export(data_dir, DURATION="10m"), str(SBATCH), *_quick_steps(dataset), wait=True, timeout=300,
     )
     output = (tmp_path / f"job-{job_id}.out").read_text()
     assert code == 130, output[-3000:] + cluster.logs()
@@ -247,3 +252,12 @@ def test_many_nodes_need_the_multi_node_training(tmp_path: Path) -> None:
 def test_help() -> None:
     done = _script("--help")
     assert done.returncode == 0 and "sbatch scripts/slurm/workbench.sbatch" in done.stdout
+
+
+def test_a_missing_virtualenv_is_one_line(tmp_path: Path) -> None:
+    done = _script(DATA_DIR=str(tmp_path), WORKBENCH_VENV=str(tmp_path / "no-venv"))
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"workbench.sbatch: error: no virtualenv at {tmp_path / 'no-venv'}: create it once with "
+        f"./scripts/collect_cpu.sh 1m in {REPO} (or set WORKBENCH_DIR / WORKBENCH_VENV)\n"
+    )

@@ -140,27 +140,39 @@ def _slurm_duration_s(text: str | None) -> float | None:
 
 
 def stepd_verdict(job_output: str, job_id: str) -> str | None:
-    """The reason slurmstepd wrote into the job's output for this job, if it wrote one."""
-    for match in _STEPD_LINE.finditer(job_output):
-        if match.group(1) == job_id:
-            due = match.group(4)
-            return _DUE_TO[due] if due in _DUE_TO else f"cancelled ({due.lower()})"
-    return None
+    """The reason in slurmstepd's last line about this job in its output, if it wrote one."""
+    dues = [m.group(4) for m in _STEPD_LINE.finditer(job_output) if m.group(1) == job_id]
+    if not dues:
+        return None
+    return _DUE_TO[dues[-1]] if dues[-1] in _DUE_TO else f"cancelled ({dues[-1].lower()})"
+
+
+def _signalled_by_slurm(job_output: str, job_id: str) -> bool:
+    """slurmstepd writes `*** JOB 12 ... CANCELLED` or `*** STEP 12.0 ... CANCELLED` for a signal too."""
+    pattern = rf"\*\*\* (?:JOB|STEP) {re.escape(job_id)}\b\S* ON \S+ CANCELLED"
+    return re.search(pattern, job_output) is not None
 
 
 def stop_reason(job: Mapping[str, str], signal_unix: float | None, job_output: str = "") -> dict[str, Any]:
-    """run.json's `slurm_stop`: why Slurm stopped the job, in words, or None where it cannot be told."""
+    """run.json's `slurm_stop`: why Slurm stopped the job, in words, or None where it cannot be told.
+
+    A job still RUNNING after the run stopped was signalled, not ended: the time limit's `--signal`
+    warning, or `scancel --signal`. A job on its way out (COMPLETING, CANCELLED...) was ended: slurmstepd's
+    line in its output says why."""
     state = (job.get("JobState") or "").upper() or None
     start_unix = _slurm_time(job.get("StartTime"))
     limit_s = _slurm_duration_s(job.get("TimeLimit"))
     limit_unix = None if start_unix is None or limit_s is None else start_unix + limit_s
     time_left_s = None if limit_unix is None or signal_unix is None else round(limit_unix - signal_unix, 1)
     job_id = job.get("JobId", "")
-    reason = stepd_verdict(job_output, job_id) or _STATE_REASONS.get(state or "")
-    if reason is None and time_left_s is not None and 0 <= time_left_s <= TIME_LIMIT_WARNING_WINDOW_S:
-        reason = f"time limit (--time): warned {time_left_s:.0f} s before it (--signal)"
-    if reason is None and re.search(rf"\*\*\* STEP {re.escape(job_id)}\.\S+ ON \S+ CANCELLED", job_output):
-        reason = "steps signalled (scancel --signal)"
+    reason = _STATE_REASONS.get(state or "")
+    if state == "RUNNING":
+        if time_left_s is not None and 0 <= time_left_s <= TIME_LIMIT_WARNING_WINDOW_S:
+            reason = f"time limit (--time): warned {time_left_s:.0f} s before it (--signal)"
+        elif _signalled_by_slurm(job_output, job_id):
+            reason = "signalled while running (scancel --signal, or an early --signal)"
+    elif reason is None:
+        reason = stepd_verdict(job_output, job_id)
     # Otherwise a kill by hand, which Slurm cannot tell apart: the reason stays unknown.
     slurm_reason = job.get("Reason")
     return {

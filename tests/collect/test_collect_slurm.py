@@ -122,10 +122,22 @@ def test_a_sigterm_shortly_before_the_time_limit_is_the_time_limit_warning() -> 
     stop = slurm.stop_reason(job, limit - 60.0, "")
     assert stop["reason"] == "time limit (--time): warned 60 s before it (--signal)"
     assert stop["time_left_s"] == 60.0
+    # slurmstepd writes a JOB ... CANCELLED line for the warning signal too: RUNNING says it was a signal
+    warned_line = "*** JOB 4711 ON node01 CANCELLED AT 2026-11-23T10:29:00 ***"
+    assert slurm.stop_reason(job, limit - 112.0, warned_line)["reason"].startswith("time limit (--time)")
     step_line = "*** STEP 4711.0 ON node01 CANCELLED AT 2026-11-23T10:10:00 ***"
     early = slurm.stop_reason(job, limit - 1200.0, step_line)
-    assert early["reason"] == "steps signalled (scancel --signal)"
+    assert early["reason"] == "signalled while running (scancel --signal, or an early --signal)"
     assert slurm.stop_reason(job, limit - 1200.0, "")["reason"] is None  # a kill by hand: not known
+
+
+def test_the_last_line_of_a_job_on_its_way_out_says_why_it_ended() -> None:
+    job = slurm.parse_scontrol(SCONTROL)  # COMPLETING
+    output = (
+        "*** JOB 4711 ON node01 CANCELLED AT 2026-11-23T10:29:00 ***\n"  # the --signal warning
+        "*** JOB 4711 ON node01 CANCELLED AT 2026-11-23T10:30:00 DUE TO TIME LIMIT ***\n"
+    )
+    assert slurm.stop_reason(job, time.time(), output)["reason"] == "time limit (--time) reached"
 
 
 @pytest.mark.parametrize(

@@ -170,7 +170,8 @@ def test_the_time_limit_warning_stops_the_run_with_the_reason(
     assert run["end_reason"] == "interrupted"
     stop = run["slurm_stop"]
     assert stop["reason"].startswith("time limit (--time): warned "), stop
-    assert 0 < stop["time_left_s"] <= 100
+    assert stop["job_state"] == "RUNNING"
+    assert 0 < stop["time_left_s"] <= 100 + 60  # Slurm may send it up to 60 s early
 
 
 @pytest.mark.slow
@@ -179,7 +180,8 @@ def test_a_missing_shared_data_dir_fails_in_the_job_before_training(
 ) -> None:
     missing = tmp_path / "not-mounted"
     job_id, code = _submit(
-        cluster, f"--output={tmp_path / 'job-%j.out'}", _export(missing), str(SBATCH), wait=True
+        cluster, "--cpus-per-task=1", f"--output={tmp_path / 'job-%j.out'}", _export(missing), str(SBATCH),
+        wait=True,
     )
     assert code != 0
     lines = (tmp_path / f"job-{job_id}.out").read_text().splitlines()

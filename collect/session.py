@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
+from collect import slurm
 from collect.command import RunningCommand, exit_status
 from collect.priority import PriorityChange, raise_priority
 from collect.sources import Hardware, SourceSet, build_sources
@@ -48,6 +49,7 @@ TIME_COLUMNS = ["time_unix", "elapsed_s", "late_ms", "skipped_ticks"]
 _PRIME_LEAD_S = 0.2  # the first row's rates cover at most this long
 _POLL_WITHOUT_PIDFD_S = 0.05
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_SAME_STOP_WINDOW_S = 1.0  # Slurm signals every process of a job at once, srun passes it on: one stop
 
 
 class TickSink(Protocol):
@@ -92,7 +94,7 @@ def create_run_dir(data_dir: Path, device: str, start: datetime) -> Path:
         runs.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SessionError(f"cannot create {runs}: {exc.strerror or exc}") from exc
-    base = new_run_id(device, start)
+    base = new_run_id(device, start) + slurm.run_id_suffix(os.environ)
     for attempt in range(1, 1000):
         candidate = runs / (base if attempt == 1 else f"{base}-{attempt}")
         try:
@@ -155,9 +157,9 @@ class _Stopper:
 
     def request(self, reason: str, now: float) -> None:
         if self.reason is None:
-            self.reason = reason
+            self.reason, self.requested_at = reason, now
             self.advance(now)
-        elif reason == "interrupted":
+        elif reason == "interrupted" and now - self.requested_at >= _SAME_STOP_WINDOW_S:
             self.advance(now)  # asking again (a second Ctrl-C) skips the rest of the grace period
 
     def advance(self, now: float) -> None:

@@ -8,6 +8,8 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from collect import slurm
+
 KEY_PACKAGES = (
     "psutil",
     "nvidia-ml-py",
@@ -85,4 +87,5 @@ def system_info(
         "kernel": platform.release(),
         "python": platform.python_version(),
         "packages": package_versions(),
+        "slurm": slurm.allocation(os.environ),
     }

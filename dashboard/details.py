@@ -79,6 +79,21 @@ def details_view(runs: Sequence[RunInfo]) -> list[Any]:
     return [html.Div([details_card(run) for run in runs], className="cards")]
 
 
+def _slurm(slurm: dict) -> str:
+    """run.json's system.slurm in one line: the job, where it ran, what it was given."""
+    job = text(slurm.get("job_id"))
+    if slurm.get("array_job_id"):
+        job += f" (array task {slurm['array_job_id']}_{text(slurm.get('array_task_id'))})"
+    gpus = slurm.get("gpus")
+    gpu_text = ", ".join(map(str, gpus)) if isinstance(gpus, list) and gpus else "none" if gpus == [] else NA
+    return (
+        f"{job}, partition {text(slurm.get('partition'))}, node {text(slurm.get('node_rank'))} of "
+        f"{text(slurm.get('nnodes'))} ({text(slurm.get('nodelist'))}), "
+        f"{text(slurm.get('cpus_per_task'))} CPUs per task, "
+        f"GPUs {gpu_text}"
+    )
+
+
 def details_card(run: RunInfo) -> Any:
     meta, system, training = run.meta, _mapping(run.meta.get("system")), run.training
     command = meta.get("command")
@@ -130,6 +145,8 @@ def details_card(run: RunInfo) -> Any:
             or NA
         ),
     }
+    if _mapping(system.get("slurm")):
+        system_rows["Slurm job"] = _slurm(_mapping(system.get("slurm")))
     body = [
         html.H4(run.label),
         _kv_table(rows),

@@ -129,6 +129,12 @@ def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnal
     meta, info, telemetry = run.meta, run.training_info, run.telemetry
     kind = signature.device_kind(meta, info, telemetry)
     warnings = list(run.warnings)
+    slurm = (meta.get("system") or {}).get("slurm") or {}
+    if (number(slurm.get("nnodes")) or 1) > 1:
+        warnings.append(
+            f"{run.run_id}: node {slurm.get('node_rank')} of {slurm.get('nnodes')} of Slurm job "
+            f"{slurm.get('job_id')}: sized as this node alone (the other nodes' work and energy not counted)"
+        )
     rate = throughput(run.training, info)
     if rate.source == FROM_TOTALS:
         warnings.append(f"{run.run_id}: no step log (training.csv); throughput from training.json's totals")

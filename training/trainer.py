@@ -59,11 +59,15 @@ class TrainOptions:
         return 1 if self.device == "cpu" else LOSS_READ_EVERY_GPU
 
 
+SAME_STOP_WINDOW_S = 1.0  # a second signal later than this after the first: the user insists
+
+
 @dataclass
 class StopRequest:
     """Set from a signal handler; the loop reads it between steps."""
 
     signum: int | None = None
+    first_at: float = 0.0
 
     def install(self) -> None:
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -71,10 +75,13 @@ class StopRequest:
 
     def _handle(self, signum: int, _frame: Any) -> None:
         # Raw writes: a buffered print here could re-enter a print the main thread is in the middle of.
-        if self.signum is not None:  # a second signal: the user insists
+        if self.signum is not None:
+            if time.monotonic() - self.first_at < SAME_STOP_WINDOW_S:
+                return  # a scheduler signals every process at once and the collector passes it on: one stop
             write_raw(2, "second signal: exiting without a final checkpoint\n")
             os._exit(128 + signum)
         self.signum = signum
+        self.first_at = time.monotonic()
         name = signal.Signals(signum).name
         write_raw(1, f"{name}: finishing the current step, then a final checkpoint\n")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -210,3 +211,16 @@ def test_time_to_steps_and_loss() -> None:
     projected = tp.time_to_steps(training, {}, 20, 1.0)
     assert projected.projected and projected.seconds == pytest.approx(20.0)
     assert tp.common_target_loss([3.0, None, 2.0]) == 3.0
+
+
+def test_one_node_of_a_multi_node_slurm_job_is_sized_alone_and_says_so() -> None:
+    run = reference_cpu()
+    slurm = {"job_id": "4711", "nnodes": 2, "node_rank": 1}
+    run = replace(run, meta={**run.meta, "system": {**run.meta.get("system", {}), "slurm": slurm}})
+    warnings = analyse_run(run, PRICES, Thresholds()).warnings
+    assert (
+        "ref-cpu: node 1 of 2 of Slurm job 4711: sized as this node alone (the other nodes' work and energy "
+        "not counted)"
+    ) in warnings
+    alone = replace(run, meta={**run.meta, "system": {"slurm": {**slurm, "nnodes": 1}}})
+    assert not [w for w in analyse_run(alone, PRICES, Thresholds()).warnings if "Slurm" in w]

@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target-loss", type=_positive, help="default: the lowest loss every run reached")
     p.add_argument("--baseline", help="run to compare against (default: a CPU run of the GPU runs' workload)")
     p.add_argument("--include-incomplete", action="store_true",
-                   help="average failed or interrupted runs in as repeats (default: shown apart)")  # fmt: skip
+                   help="average failed or interrupted runs in as repeats (default: apart)")  # fmt: skip
     return p
 
 

@@ -15,8 +15,8 @@ from sizing import energy as en
 from sizing import signature
 from sizing.analysis import RunAnalysis
 from sizing.model import Prices
-from sizing.stats import Spread, ratio_ci95, spread
 from sizing.runchecks import within_run_speedup_ci95
+from sizing.stats import Spread, ratio_ci95, spread
 
 
 @dataclass(frozen=True)

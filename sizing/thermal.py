@@ -209,7 +209,9 @@ def thermal_evidence(telemetry: pd.DataFrame, dropped: np.ndarray, thresholds: T
     if temps is not None:
         hot = dropped & np.isfinite(temps) & (temps >= thresholds.temp_threshold_c)
         if hot.any():
-            found.append(f"cpu_temp_c up to {float(np.nanmax(temps[hot])):.0f} °C ≥ {thresholds.temp_threshold_c:g} °C")
+            found.append(
+                f"cpu_temp_c up to {float(np.nanmax(temps[hot])):.0f} °C ≥ {thresholds.temp_threshold_c:g} °C"
+            )
     return "; ".join(found)
 
 

@@ -1,4 +1,4 @@
-"""The loading boundary: every run.json / training.json field sizing reads, with its type, checked in one place.
+"""The loading boundary: every run.json / training.json field sizing reads, type-checked in one place.
 
 `validated_run(RunData) -> RunData` drops each field of the wrong type (a list where an object belongs, text
 or NaN where a number belongs) so it reads as unknown, with one warning naming the file and the field; it
@@ -77,9 +77,7 @@ def _kind(value: object) -> str:
     return {dict: "an object", list: "a list", str: "text", bool: "true/false"}.get(type(value), "a number")
 
 
-def checked_fields(
-    data: dict, fields: dict[str, str], file: str, prefix: str = ""
-) -> tuple[dict, list[str]]:
+def checked_fields(data: dict, fields: dict[str, str], file: str, prefix: str = "") -> tuple[dict, list[str]]:
     """`data` without the listed fields whose value has the wrong type (null is unknown, not wrong)."""
     kept, problems = dict(data), []
     for name, expected in fields.items():
@@ -87,9 +85,7 @@ def checked_fields(
         if value is None or CHECKS[expected](value):
             continue
         del kept[name]
-        problems.append(
-            f"{file} field {prefix}{name} is {_kind(value)}, not {expected}: read as unknown"
-        )
+        problems.append(f"{file} field {prefix}{name} is {_kind(value)}, not {expected}: read as unknown")
     return kept, problems
 
 
@@ -142,7 +138,9 @@ def checked_frame(frame: pd.DataFrame, file: str) -> tuple[pd.DataFrame, list[st
         numeric = numeric[times.notna()]
     ordered = numeric[time_column].to_numpy(dtype=float)
     if ordered.size > 1 and (np.diff(ordered) < 0).any():
-        problems.append(f"{file}: rows out of time order ({int((np.diff(ordered) < 0).sum())}): sorted by time")
+        problems.append(
+            f"{file}: rows out of time order ({int((np.diff(ordered) < 0).sum())}): sorted by time"
+        )
         numeric = numeric.sort_values(time_column, kind="stable")
     return numeric.reset_index(drop=True), problems
 

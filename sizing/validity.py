@@ -79,7 +79,8 @@ def gpu_waited(g: Group) -> str:
     if not found:
         return ""
     a = found[0]
-    return f"the GPU run was {a.verdict.primary} ({'; '.join(a.verdict.evidence)}): the speedup is not the GPU's limit"
+    why = "; ".join(a.verdict.evidence)
+    return f"the GPU run was {a.verdict.primary} ({why}): the speedup is not the GPU's limit"
 
 
 def rate_doubts(analyses: Sequence[RunAnalysis]) -> list[str]:

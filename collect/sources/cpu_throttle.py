@@ -37,8 +37,9 @@ def _open(path: Path) -> KernelFile | None:
 
 
 class CpuThrottleSource(Source):
-    """`cpu_core_throttle_count`: the sum over logical CPUs of core_throttle_count; `cpu_package_throttle_count`:
-    the sum over physical packages of package_throttle_count (one core's file per package). Both since boot."""
+    """`cpu_core_throttle_count`: the sum over logical CPUs of core_throttle_count;
+    `cpu_package_throttle_count`: the sum over physical packages of package_throttle_count (one core's file
+    per package). Both count since boot."""
 
     name = "cpu_throttle"
 

@@ -49,16 +49,22 @@ def test_runs_with_an_unknown_field_are_never_averaged_as_repeats() -> None:
 
 def test_the_real_dtype_is_kept_and_shown_for_each_side() -> None:
     """float16 on the GPU against bfloat16 on the CPU is not one "mixed" class."""
-    report = report_of(with_info(reference_cpu(), precision="bfloat16"), with_info(reference_gpu(), precision="float16"))
+    report = report_of(
+        with_info(reference_cpu(), precision="bfloat16"), with_info(reference_gpu(), precision="float16")
+    )
     (comparison,) = to_json(report)["comparisons"]
     assert comparison["like_for_like"] is False
     assert "precision float16 vs bfloat16" in comparison["differences"]
     assert report.headline[0].startswith("Baseline: CPU") and "/bfloat16" in report.headline[0]
-    assert "/float16" in gpu_line(report) and "NOT like-for-like (precision float16 vs bfloat16)" in gpu_line(report)
+    assert "/float16" in gpu_line(report) and "NOT like-for-like (precision float16 vs bfloat16)" in gpu_line(
+        report
+    )
 
 
 def test_float16_on_a_cpu_is_not_float16_on_a_gpu() -> None:
-    report = report_of(with_info(reference_cpu(), precision="float16"), with_info(reference_gpu(), precision="float16"))
+    report = report_of(
+        with_info(reference_cpu(), precision="float16"), with_info(reference_gpu(), precision="float16")
+    )
     (comparison,) = to_json(report)["comparisons"]
     assert comparison["like_for_like"] is False
     assert "precision float16 vs float16 (emulated on a CPU)" in comparison["differences"]
@@ -85,7 +91,8 @@ def _cpu_with(**columns: object):
          "the host was 30 % busy: under half of its 64 logical CPUs"),
         (_cpu_with(cpu_steal_pct=12.0), "hypervisor steal 12.0 % > 5 %"),
         (with_system(reference_cpu(), cgroup_cpu_limit_cpus=2.0), "a cgroup CPU quota allowed 2 CPUs of 8"),
-        (with_system(reference_cpu(), cpu_cores_logical=2, virtual_machine=True), "a small VM (2 logical CPUs)"),
+        (with_system(reference_cpu(), cpu_cores_logical=2, virtual_machine=True),
+         "a small VM (2 logical CPUs)"),
     ],
 )  # fmt: skip
 def test_a_weak_baseline_is_named_in_the_headline(cpu_run, reason: str) -> None:
@@ -124,7 +131,9 @@ def _slower(run, run_id: str, factor: float):
 
 def test_a_failed_run_is_not_averaged_in_as_a_repeat() -> None:
     good = [reference_cpu("c1"), _slower(reference_cpu(), "c2", 1.25)]
-    failed = with_info(_slower(reference_cpu(), "c3", 10.0), status="failed", error="ResourceExhaustedError: OOM")
+    failed = with_info(
+        _slower(reference_cpu(), "c3", 10.0), status="failed", error="ResourceExhaustedError: OOM"
+    )
     report = report_of(*good, failed, reference_gpu())
     base = report.context.baseline
     assert base.run_ids == ("c1", "c2")

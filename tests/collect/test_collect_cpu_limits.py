@@ -45,7 +45,9 @@ def test_throttle_counters_absent_is_an_absent_source(tmp_path: Path) -> None:
     sources = build_sources(hardware, follow_command=False)
     assert sources.status["cpu_throttle"]["available"] is False
     assert CORE_COLUMN not in sources.columns()
-    with_counters = Hardware(proc_root=Path("/proc"), sys_root=throttle_tree(tmp_path / "t", {0: (1, 1)}, {0: 0}))
+    with_counters = Hardware(
+        proc_root=Path("/proc"), sys_root=throttle_tree(tmp_path / "t", {0: (1, 1)}, {0: 0})
+    )
     assert CORE_COLUMN in build_sources(with_counters, follow_command=False).columns()
 
 

@@ -15,6 +15,7 @@ from sizing.definitions import definitions
 from sizing.model import RunData, Section, UsageError
 from sizing.sections_health import accuracy_section, bottleneck_section, thermal_section, throttle_section
 from sizing.sections_serving import serving_report_section
+from sizing.sections_validity import validity_section
 from sizing.sections_speed import (
     comparison_section,
     energy_section,
@@ -30,6 +31,7 @@ SectionFunction = Callable[[ReportContext], Section]
 SECTIONS: list[SectionFunction] = [
     settings_section,
     runs_section,
+    validity_section,
     comparison_section,
     time_to_section,
     energy_section,

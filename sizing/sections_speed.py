@@ -6,6 +6,7 @@ from sizing import throughput as tp
 from sizing.context import ReportContext
 from sizing.model import JOULES_PER_KWH, Section, Table
 from sizing.text import NO_PRICE, NOT_MEASURED, fmt, fmt_seconds, fmt_spread, fmt_usd, marked
+from sizing.validity import like_for_like_text
 
 
 def settings_section(ctx: ReportContext) -> Section:
@@ -62,7 +63,7 @@ def comparison_rows(ctx: ReportContext) -> list[tuple[str, ...]]:
         if c.is_baseline:
             like, speed, even = "baseline", "1.00× (baseline)", "baseline"
         else:
-            like = "yes" if c.like_for_like else "NOT like-for-like: " + "; ".join(c.differences)
+            like = "yes" if c.like_for_like else like_for_like_text(c)
             ci = f" (95 % CI {c.speedup_ci95[0]:.2f}–{c.speedup_ci95[1]:.2f})" if c.speedup_ci95 else ""
             speed = fmt(c.speedup, 2, "×") + ci
             even = "n/a (CPU)" if g.kind != "gpu" else break_even_cell(c, ctx)

@@ -128,7 +128,13 @@ def baseline_suffix(ctx: ReportContext) -> str:
     if base is None:
         return ""
     weak = group_weak_reasons(base, ctx.settings.thresholds)
-    return f" — WEAK BASELINE: {'; '.join(weak)}" if weak else ""
+    doubts = rate_doubts(base.analyses)
+    parts = [
+        f"WEAK BASELINE: {'; '.join(weak)}" if weak else "",
+        "steady rate in doubt: " + "; ".join(doubts) if doubts else "",
+    ]
+    shown = [p for p in parts if p]
+    return f" — {' — '.join(shown)}" if shown else ""
 
 
 def left_out_lines(ctx: ReportContext) -> list[str]:

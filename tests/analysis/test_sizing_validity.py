@@ -143,6 +143,10 @@ def test_a_failed_run_is_not_averaged_in_as_a_repeat() -> None:
     runs = {r["run_id"]: r for r in to_json(report)["runs"]}
     assert runs["c3"]["in_averages"] is False and runs["c3"]["complete"] is False
     assert runs["c1"]["in_averages"] is True
+    table = next(s for s in report.sections if s.key == "validity").tables[0]
+    shown_apart = {row[0]: row for row in table.rows}
+    assert shown_apart["c3"][1:3] == ("NO: training failed: ResourceExhaustedError: OOM", "no (shown apart)")
+    assert shown_apart["c1"][1:3] == ("yes", "yes")
     included = report_of(*good, failed, reference_gpu(), include_incomplete=True)
     assert included.context.baseline.run_ids == ("c1", "c2", "c3")
     assert "c3 is incomplete" in gpu_line(included)

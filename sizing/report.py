@@ -15,7 +15,6 @@ from sizing.definitions import definitions
 from sizing.model import RunData, Section, UsageError
 from sizing.sections_health import accuracy_section, bottleneck_section, thermal_section, throttle_section
 from sizing.sections_serving import serving_report_section
-from sizing.sections_validity import validity_section
 from sizing.sections_speed import (
     comparison_section,
     energy_section,
@@ -23,6 +22,7 @@ from sizing.sections_speed import (
     settings_section,
     time_to_section,
 )
+from sizing.sections_validity import validity_section
 from sizing.text import ESTIMATE, NO_PRICE, NOT_MEASURED, fmt, fmt_usd, marked
 from sizing.throughput import NO_WORK_COUNTER, common_target_loss
 from sizing.validate import nothing_to_size, validated_run

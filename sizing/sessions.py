@@ -93,18 +93,23 @@ def steady_sessions(rows: pd.DataFrame, warmup_of) -> Steady:  # warmup_of: rows
     )
 
 
-def batch_rates(steady: Steady) -> tuple[float, ...]:
-    """steps/s of up to BATCHES contiguous batches of the steady increments (≥ MIN_ROWS_PER_BATCH each)."""
-    count = min(BATCHES, steady.durations_s.size // MIN_ROWS_PER_BATCH)
+def batch_rates(steady: Steady, stride: int = 1) -> tuple[float, ...]:
+    """steps/s of up to BATCHES contiguous batches of the steady increments, each ≥ MIN_ROWS_PER_BATCH
+    strides long and cut only at multiples of `stride` (a GPU run's rows between two loss reads carry
+    queueing time only; the read's row carries the wait)."""
+    stride = max(1, stride)
+    groups = steady.durations_s.size // stride
+    count = min(BATCHES, groups // MIN_ROWS_PER_BATCH)
     if count < 2:
         return ()
+    cuts = [round(i * groups / count) * stride for i in range(count + 1)]
+    cuts[-1] = steady.durations_s.size
     rates = []
-    for durations, steps in zip(
-        np.array_split(steady.durations_s, count), np.array_split(steady.steps, count), strict=True
-    ):
-        if durations.sum() <= 0:
+    for start, end in zip(cuts[:-1], cuts[1:], strict=True):
+        spent = float(steady.durations_s[start:end].sum())
+        if spent <= 0:
             return ()
-        rates.append(float(steps.sum() / durations.sum()))
+        rates.append(float(steady.steps[start:end].sum()) / spent)
     return tuple(rates)
 
 

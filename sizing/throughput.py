@@ -102,7 +102,8 @@ def throughput(training: pd.DataFrame, training_info: dict) -> Throughput:
     steady = ss.steady_sessions(rows, lambda count: warmup_steps(count, training_info))
     rate = steady.steps_per_s
     start, end = steady.longest if steady.longest else (None, None)
-    batches = ss.batch_rates(steady)
+    stride = number(training_info.get("loss_read_every_steps"))
+    batches = ss.batch_rates(steady, int(stride) if stride and stride >= 1 else 1)
     first_third, last_third = ss.thirds(steady)
     return Throughput(
         FROM_STEP_LOG,

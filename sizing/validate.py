@@ -66,7 +66,7 @@ TRAINING_FIELDS: dict[str, str] = {
     "start_unix": NUMBER, "end_unix": NUMBER, "first_step_s": NUMBER, "steps": NUMBER,
     "global_step": NUMBER, "initial_step": NUMBER, "warmup_steps_excluded": NUMBER,
     "steady_steps_per_s": NUMBER, "steady_examples_per_s": NUMBER, "duration_budget_s": NUMBER,
-    "host": TEXT, "pid": NUMBER,
+    "host": TEXT, "pid": NUMBER, "loss_read_every_steps": NUMBER,
 }  # fmt: skip
 TEXT_COLUMNS = {PHASES_CSV: ("phase", "status")}
 

@@ -8,7 +8,15 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from sizingfixtures import reference_cpu, reference_gpu, renamed, training_frame, with_info, with_system
+from sizingfixtures import (
+    GPU_TRAIN_START as GPU_START,
+    reference_cpu,
+    reference_gpu,
+    renamed,
+    training_frame,
+    with_info,
+    with_system,
+)
 
 from sizing import ReportSettings, build_report, to_json
 from sizing.throughput import throughput
@@ -217,3 +225,21 @@ def test_one_run_per_side_gets_a_within_run_interval_and_a_stationarity_check() 
     drifting = report_of(cpu, _noisy(reference_gpu(), "gpu", 2, slow_down_last_third=1.3))
     assert "gpu's steps/s drifted -2" in gpu_line(drifting)
     assert any("gpu: not stationary" in w for w in drifting.warnings)
+
+
+def test_batch_means_cut_only_between_loss_reads() -> None:
+    """A GPU run reads its losses every 10 steps: 9 rows of 1 ms queueing, then one row with the wait.
+    Batches cut mid-group would swing between 1 and 2 reads; cut at reads they all agree."""
+    gpu = reference_gpu()
+    step_times = [20.0] + [0.001 if k % 10 else 0.991 for k in range(1, 400)]
+    training = training_frame(GPU_START, step_times, [3.0] * 400)
+    info = {**gpu.training_info, "loss_read_every_steps": 10, "warmup_steps_excluded": 10}
+    rate = throughput(training, info)
+    assert rate.steps_per_s == pytest.approx(10.0, rel=0.01)
+    assert (
+        len(rate.batch_steps_per_s) == 7 and max(rate.batch_steps_per_s) - min(rate.batch_steps_per_s) < 0.05
+    )
+    low, high = rate.steps_per_s_ci95
+    assert high - low < 0.1
+    unaligned = throughput(training, {**info, "loss_read_every_steps": None})
+    assert max(unaligned.batch_steps_per_s) - min(unaligned.batch_steps_per_s) > 0.5

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
@@ -105,7 +106,7 @@ def batch_rates(steady: Steady, stride: int = 1) -> tuple[float, ...]:
     cuts = [round(i * groups / count) * stride for i in range(count + 1)]
     cuts[-1] = steady.durations_s.size
     rates = []
-    for start, end in zip(cuts[:-1], cuts[1:], strict=True):
+    for start, end in pairwise(cuts):
         spent = float(steady.durations_s[start:end].sum())
         if spent <= 0:
             return ()

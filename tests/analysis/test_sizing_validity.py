@@ -10,6 +10,8 @@ import pandas as pd
 import pytest
 from sizingfixtures import (
     GPU_TRAIN_START as GPU_START,
+)
+from sizingfixtures import (
     reference_cpu,
     reference_gpu,
     renamed,

@@ -69,8 +69,8 @@ class Comparison:
 
 
 def group_key(a: RunAnalysis) -> tuple:
-    if signature.unknown_fields(a.workload):
-        return ("workload not fully known", a.run_id)
+    if signature.unknown_fields(a.workload) or signature.hardware_unknown(a.kind, a.hardware):
+        return ("workload or hardware not fully known", a.run_id)
     return (signature.workload_key(a.workload), signature.hardware_key(a.kind, a.hardware))
 
 

@@ -28,7 +28,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "Repeats",
             "runs with the same workload signature (every field known), device kind and hardware "
             "signature, and complete (see Valid runs); their mean, sample standard deviation (n − 1), "
-            "min and max are shown. Runs with an unknown workload field are never repeats.",
+            "min and max are shown. Runs with an unknown workload field, or whose CPU model and logical CPUs "
+            "(a CPU run) or GPU names (a GPU run) are unknown, are never repeats.",
         ),
         (
             "Like-for-like",

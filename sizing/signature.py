@@ -138,6 +138,12 @@ def workload_key(wl: dict) -> tuple:
     return tuple(wl.get(f) for f in WORKLOAD_FIELDS)
 
 
+def hardware_unknown(kind: str, hw: dict) -> list[str]:
+    """The hardware fields that identify the device and are unknown (no run.json, an imported run)."""
+    needed = ("gpus",) if kind == "gpu" else ("cpu_model", "cpu_cores_logical")
+    return [name for name in needed if not hw.get(name)]
+
+
 def hardware_key(kind: str, hw: dict) -> tuple:
     return (kind, *(tuple(hw[f]) if isinstance(hw.get(f), list) else hw.get(f) for f in HARDWARE_FIELDS))
 

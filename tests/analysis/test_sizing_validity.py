@@ -55,6 +55,8 @@ def test_runs_with_an_unknown_field_are_never_averaged_as_repeats() -> None:
     assert sorted(g.run_ids for g in groups) == [("cpu-0",), ("cpu-1",), ("ref-gpu",)]
     repeats = report_of(reference_cpu("a"), reference_cpu("b")).context.groups
     assert [g.run_ids for g in repeats] == [("a", "b")]
+    no_meta = [renamed(replace(reference_cpu(), meta={}), f"bare-{i}") for i in range(2)]
+    assert len(report_of(*no_meta).context.groups) == 2  # hardware unknown on both: not repeats
 
 
 def test_the_real_dtype_is_kept_and_shown_for_each_side() -> None:

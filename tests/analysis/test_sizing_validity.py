@@ -3,24 +3,25 @@ with a control that shows the assertion can go the other way."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 from sizingfixtures import (
-    GPU_TRAIN_START as GPU_START,
-)
-from sizingfixtures import (
+    GPU_TRAIN_START,
     reference_cpu,
     reference_gpu,
     renamed,
     training_frame,
     with_info,
     with_system,
+    write_run,
 )
 
 from sizing import ReportSettings, build_report, to_json
+from sizing.cli import main
 from sizing.throughput import throughput
 
 
@@ -236,7 +237,7 @@ def test_batch_means_cut_only_between_loss_reads() -> None:
     Batches cut mid-group would swing between 1 and 2 reads; cut at reads they all agree."""
     gpu = reference_gpu()
     step_times = [20.0] + [0.001 if k % 10 else 0.991 for k in range(1, 400)]
-    training = training_frame(GPU_START, step_times, [3.0] * 400)
+    training = training_frame(GPU_TRAIN_START, step_times, [3.0] * 400)
     info = {**gpu.training_info, "loss_read_every_steps": 10, "warmup_steps_excluded": 10}
     rate = throughput(training, info)
     assert rate.steps_per_s == pytest.approx(10.0, rel=0.01)
@@ -247,3 +248,14 @@ def test_batch_means_cut_only_between_loss_reads() -> None:
     assert high - low < 0.1
     unaligned = throughput(training, {**info, "loss_read_every_steps": None})
     assert max(unaligned.batch_steps_per_s) - min(unaligned.batch_steps_per_s) > 0.5
+
+
+def test_include_incomplete_from_the_command_line(tmp_path) -> None:
+    """As the README shows it: `python -m sizing RUN... --out report.json [--include-incomplete]`."""
+    for run in (reference_cpu("c1"), with_info(reference_cpu("c2"), status="failed"), reference_gpu()):
+        write_run(tmp_path / "runs", run)
+    out = tmp_path / "r.json"
+    for flags, averaged in (([], False), (["--include-incomplete"], True)):
+        assert main(["c1", "c2", "ref-gpu", "--data-dir", str(tmp_path), "--out", str(out), *flags]) == 0
+        runs = {r["run_id"]: r for r in json.loads(out.read_text())["runs"]}
+        assert runs["c2"]["in_averages"] is averaged and runs["c2"]["complete"] is False

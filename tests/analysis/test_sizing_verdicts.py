@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
-from sizingfixtures import telemetry_frame
+from sizingfixtures import reference_cpu, telemetry_frame
 
+from sizing import ReportSettings, build_report, thermal
 from sizing import bottleneck as b
-from sizing import thermal
 from sizing.model import Thresholds
 
 T = Thresholds()
@@ -151,3 +153,17 @@ def test_constant_frequency_is_cannot_tell_not_zero_events() -> None:
     assert thermal.cpu_frequency_drops(telemetry_frame(0.0, 3, cpu_util_pct=95.0), T, 1.0).status == (
         thermal.NO_FREQUENCY
     )
+
+
+def test_the_report_shows_the_thermal_evidence_or_its_absence() -> None:
+    run = reference_cpu()
+    freq = np.where(np.arange(len(run.telemetry)) % 10 < 3, 2000.0, 3000.0)  # 30 % of samples 33 % lower
+    hot = run.telemetry.assign(cpu_freq_mhz=freq, cpu_temp_c=np.where(freq < 2500, 90.0, 60.0))
+    for telemetry, thermal_shown in ((run.telemetry.assign(cpu_freq_mhz=freq), False), (hot, True)):
+        report = build_report([replace(run, telemetry=telemetry)], ReportSettings())
+        rows = next(s for s in report.sections if s.key == "throttling").data
+        (cpu,) = [r for r in rows if r["source"] == "cpu"]
+        assert (cpu["thermal_evidence"] is not None) == thermal_shown
+        assert (cpu["category"] == thermal.CPU_THERMAL) == thermal_shown
+        labels = report.analyses[0].verdict.labels
+        assert (b.THERMALLY_THROTTLED in labels) == thermal_shown

@@ -137,8 +137,15 @@ def check_against_raw_files(run_dir: Path) -> None:
     in_window = [r for r, t in zip(telemetry, times, strict=True) if window[0] <= t <= window[1]]
     cpu_util = np.nanmean([r["cpu_util_pct"] for r in in_window])
     assert result.verdict.numbers["cpu_util_pct"] == pytest.approx(cpu_util)
-    assert result.verdict.evidence
     assert result.verdict.primary == hand_verdict(result.kind, in_window)
+    evidence = " ".join(result.verdict.evidence)  # names the hand-computed mean it rests on
+    gpu_means = [
+        np.nanmean([r[k] for r in in_window]) for k in in_window[0] if re.fullmatch(r"gpu\d+_util_pct", k)
+    ]
+    if result.verdict.primary == bottleneck.GPU_BOUND:
+        assert f"mean GPU util {max(gpu_means):.1f} %" in evidence
+    elif result.verdict.primary in (bottleneck.CPU_BOUND, bottleneck.UNDETERMINED):
+        assert f"{cpu_util:.1f} %" in evidence
 
     freq = np.array([r.get("cpu_freq_mhz", math.nan) for r in telemetry])
     cpu_throttle = next(t for t in result.throttling if t.source == "cpu")

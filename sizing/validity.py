@@ -16,6 +16,7 @@ from sizing.context import ReportContext
 from sizing.model import Thresholds
 from sizing.runchecks import RATE_MISMATCH_FRACTION
 from sizing.sessions import DRIFT_WARN_FRACTION
+from sizing.throughput import FROM_STEP_LOG
 
 INCLUDE_FLAG = "--include-incomplete"
 GPU_WAITED = (bottleneck.HOST_BOUND, bottleneck.IO_BOUND, bottleneck.GPU_UNDERUSED)
@@ -151,8 +152,8 @@ def run_json_fields(a: RunAnalysis, ctx: ReportContext) -> dict:
         "complete": a.incomplete is None,
         "incomplete_reason": a.incomplete,
         "in_averages": a not in ctx.left_out,
-        "sessions": t.sessions,
-        "session_gaps_s": t.session_gaps_s,
+        "sessions": t.sessions if t.source == FROM_STEP_LOG else None,
+        "session_gaps_s": t.session_gaps_s if t.source == FROM_STEP_LOG else None,
         "steps_per_s_ci95_low": ci[0] if ci else None,
         "steps_per_s_ci95_high": ci[1] if ci else None,
         "steps_per_s_first_third": t.first_third_steps_per_s,

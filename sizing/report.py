@@ -71,7 +71,8 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
     runs, analyses, unsized = sizable_runs(runs, settings)
     left_out = () if settings.include_incomplete else tuple(a for a in analyses if a.incomplete)
     groups = tuple(cmp.group_runs([a for a in analyses if a not in left_out]))
-    baseline = cmp.pick_baseline(groups, settings.baseline)
+    named = settings.baseline if settings.baseline not in {a.run_id for a in left_out} else None
+    baseline = cmp.pick_baseline(groups, named)
     comparisons = tuple(cmp.compare(groups, baseline, settings.prices))
     target_loss = settings.target_loss
     if target_loss is None:
@@ -114,6 +115,7 @@ def sizable_runs(
 def validity_warnings(ctx: ReportContext) -> list[str]:
     found = [
         f"{a.run_id}: left out of the averages, {a.incomplete} ({validity.INCLUDE_FLAG} includes it)"
+        + ("; the baseline is picked without it" if a.run_id == ctx.settings.baseline else "")
         for a in ctx.left_out
     ]
     found += [

@@ -259,3 +259,12 @@ def test_include_incomplete_from_the_command_line(tmp_path) -> None:
         assert main(["c1", "c2", "ref-gpu", "--data-dir", str(tmp_path), "--out", str(out), *flags]) == 0
         runs = {r["run_id"]: r for r in json.loads(out.read_text())["runs"]}
         assert runs["c2"]["in_averages"] is averaged and runs["c2"]["complete"] is False
+
+
+def test_an_incomplete_baseline_named_by_hand_is_not_used_silently() -> None:
+    failed = with_info(reference_cpu("cut"), status="interrupted")
+    report = report_of(failed, reference_cpu("whole"), reference_gpu(), baseline="cut")
+    assert report.context.baseline.run_ids == ("whole",)
+    assert any("cut: left out" in w and "picked without it" in w for w in report.warnings)
+    assert report_of(failed, reference_cpu("whole"), reference_gpu(), baseline="cut",
+                     include_incomplete=True).context.baseline.run_ids == ("cut", "whole")  # fmt: skip

@@ -26,6 +26,11 @@ def is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def is_count(value: object) -> bool:
+    """A whole number ≥ 0 that a float holds exactly (a step, a batch, a number of CPUs)."""
+    return is_number(value) and value >= 0 and float(value).is_integer() and value <= 2**53
+
+
 def is_text(value: object) -> bool:
     return isinstance(value, str)
 
@@ -43,8 +48,10 @@ def is_text_list(value: object) -> bool:
 
 
 NUMBER, TEXT, BOOL, OBJECT, TEXT_LIST = "a number", "text", "true/false", "an object", "a list of text"
+COUNT = "a whole number ≥ 0"
 CHECKS: dict[str, Check] = {
-    NUMBER: is_number, TEXT: is_text, BOOL: is_bool, OBJECT: is_object, TEXT_LIST: is_text_list,
+    NUMBER: is_number, COUNT: is_count, TEXT: is_text, BOOL: is_bool, OBJECT: is_object,
+    TEXT_LIST: is_text_list,
 }  # fmt: skip
 
 RUN_FIELDS: dict[str, str] = {
@@ -53,20 +60,20 @@ RUN_FIELDS: dict[str, str] = {
     "imported_from": OBJECT,
 }  # fmt: skip
 SYSTEM_FIELDS: dict[str, str] = {
-    "cpu_model": TEXT, "cpu_cores_logical": NUMBER, "cpu_cores_physical": NUMBER, "mem_total_bytes": NUMBER,
-    "gpu_driver_version": TEXT, "gpu_count": NUMBER, "virtual_machine": BOOL,
+    "cpu_model": TEXT, "cpu_cores_logical": COUNT, "cpu_cores_physical": COUNT, "mem_total_bytes": NUMBER,
+    "gpu_driver_version": TEXT, "gpu_count": COUNT, "virtual_machine": BOOL,
     "cgroup_cpu_quota_us": NUMBER, "cgroup_cpu_period_us": NUMBER, "cgroup_cpu_limit_cpus": NUMBER,
     "cgroup_cpu_quota_file": TEXT,
 }  # fmt: skip
 GPU_FIELDS: dict[str, str] = {"name": TEXT, "uuid": TEXT, "index": NUMBER, "power_limit_w": NUMBER}
 TRAINING_FIELDS: dict[str, str] = {
     "status": TEXT, "error": TEXT, "device_used": TEXT, "device_requested": TEXT, "framework": TEXT,
-    "preset": TEXT, "backbone": TEXT, "image_size": NUMBER, "batch_size": NUMBER, "precision": TEXT,
+    "preset": TEXT, "backbone": TEXT, "image_size": COUNT, "batch_size": COUNT, "precision": TEXT,
     "dataset": TEXT, "dataset_info": OBJECT, "gpu_uuids": TEXT_LIST, "gpu_names": TEXT_LIST,
-    "start_unix": NUMBER, "end_unix": NUMBER, "first_step_s": NUMBER, "steps": NUMBER,
-    "global_step": NUMBER, "initial_step": NUMBER, "warmup_steps_excluded": NUMBER,
+    "start_unix": NUMBER, "end_unix": NUMBER, "first_step_s": NUMBER, "steps": COUNT,
+    "global_step": COUNT, "initial_step": COUNT, "warmup_steps_excluded": COUNT,
     "steady_steps_per_s": NUMBER, "steady_examples_per_s": NUMBER, "duration_budget_s": NUMBER,
-    "host": TEXT, "pid": NUMBER, "loss_read_every_steps": NUMBER,
+    "host": TEXT, "pid": NUMBER, "loss_read_every_steps": COUNT,
 }  # fmt: skip
 TEXT_COLUMNS = {PHASES_CSV: ("phase", "status")}
 

@@ -60,7 +60,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"{ss.STEP_JUMP_FACTOR:g}× its usual stride, or rows are more than {ss.GAP_MIN_S:g} s and "
             f"{ss.GAP_FACTOR:g}× the usual interval apart; each session has its own warm-up and the rate "
             "is the steady steps of all sessions over their steady time, never a span with a gap (the "
-            "measurement window is the longest session's steady span). "
+            "measurement window is the longest session's steady span; time to N steps counts training "
+            "time only: each resumed session's elapsed_s continues from the end of the one before). "
             "Warned when it differs from training.json `steady_steps_per_s` by more than "
             f"{RATE_MISMATCH_FRACTION:.0%}.",
         ),

@@ -67,8 +67,12 @@ def clean_training(training: pd.DataFrame) -> pd.DataFrame:
 
 
 def training_elapsed(training: pd.DataFrame, training_info: dict) -> np.ndarray:
+    """Training time at each row; a resumed session's `elapsed_s` (which starts again) continues from the
+    end of the session before it, so the gap between sessions is not training time."""
     if "elapsed_s" in training and training["elapsed_s"].notna().all():
-        return training["elapsed_s"].to_numpy(dtype=float)
+        elapsed = training["elapsed_s"].to_numpy(dtype=float)
+        restarts = np.concatenate([[0.0], np.where(np.diff(elapsed) < 0, elapsed[:-1], 0.0)])
+        return elapsed + np.cumsum(restarts)
     start = number(training_info.get("start_unix"))
     times = training["time_unix"].to_numpy(dtype=float)
     if start is not None:

@@ -22,7 +22,7 @@ from sizingfixtures import (
 
 from sizing import ReportSettings, build_report, to_json
 from sizing.cli import main
-from sizing.throughput import throughput
+from sizing.throughput import throughput, time_to_steps
 
 
 def report_of(*runs, **settings):
@@ -190,6 +190,9 @@ def test_a_resumed_run_counts_whole_sessions_never_the_gap() -> None:
     assert rate.sessions == 2 and rate.session_gaps_s == pytest.approx(600.0 + 20.0)
     assert rate.steps_per_s == pytest.approx(10.0)  # (180 + 80) steps / (18 + 8) s, warm-up 20 each
     assert rate.steady_steps == 180 + 80
+    # time to step 250: 39.9 s of session 1, then 20 + 99 × 0.1 s of session 2; the gap is not training
+    reached = time_to_steps(run.training, run.training_info, 250, rate.steps_per_s)
+    assert reached.seconds == pytest.approx(69.8)
     report = report_of(reference_cpu(), run)
     assert "ref-gpu was resumed (2 sessions)" in gpu_line(report)
     assert "20.00×" in gpu_line(report)

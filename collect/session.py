@@ -249,6 +249,7 @@ class _Session:
             "skipped_ticks": 0,
             "system": system_info(
                 options.hardware.proc_root,
+                options.hardware.sys_root,
                 gpus=nvml.gpu_info if nvml else [],
                 gpu_driver_version=nvml.driver_version if nvml else None,
                 cuda_version=nvml.cuda_version if nvml else None,

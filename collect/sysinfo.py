@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from collect import slurm
+from collect.cgroup import cpu_quota
 
 KEY_PACKAGES = (
     "psutil",
@@ -50,6 +51,19 @@ def cpu_model_and_sockets(proc_root: Path) -> tuple[str | None, int | None]:
     return model or platform.processor() or None, (len(packages) or 1)
 
 
+def virtual_machine(proc_root: Path) -> bool | None:
+    """True when /proc/cpuinfo's flags include `hypervisor` (x86 guests), False without it, None when the
+    CPU lists no flags (other architectures) or cpuinfo is unreadable."""
+    try:
+        text = (proc_root / "cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    flags = [line.partition(":")[2].split() for line in text.splitlines() if line.startswith("flags")]
+    if not flags:
+        return None
+    return "hypervisor" in flags[0]
+
+
 def os_name(etc_root: Path = Path("/etc")) -> str:
     try:
         for line in (etc_root / "os-release").read_text(encoding="utf-8").splitlines():
@@ -62,6 +76,7 @@ def os_name(etc_root: Path = Path("/etc")) -> str:
 
 def system_info(
     proc_root: Path = Path("/proc"),
+    sys_root: Path = Path("/sys"),
     gpus: list[dict[str, Any]] | None = None,
     gpu_driver_version: str | None = None,
     cuda_version: str | None = None,
@@ -77,6 +92,8 @@ def system_info(
         "cpu_cores_physical": psutil_module.cpu_count(logical=False),
         "cpu_cores_logical": psutil_module.cpu_count(logical=True) or os.cpu_count(),
         "cpu_sockets": sockets,
+        "virtual_machine": virtual_machine(proc_root),
+        **cpu_quota(proc_root, sys_root),
         "mem_total_bytes": int(psutil_module.virtual_memory().total),
         "swap_total_bytes": int(psutil_module.swap_memory().total),
         "gpu_count": len(gpus),

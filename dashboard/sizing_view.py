@@ -169,7 +169,10 @@ def build(
     runs, notes = load_selected(data_dir, run_ids)
     if not runs:
         return None, [*notes, "Select runs in the picker above."]
-    return build_report(runs, settings), notes
+    try:
+        return build_report(runs, settings), notes
+    except UsageError as exc:  # e.g. no selected run can be sized
+        return None, [*notes, str(exc)]
 
 
 def sizing_content(

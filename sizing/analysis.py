@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from sizing import energy as en
-from sizing import money, signature, thermal
+from sizing import money, runchecks, signature, thermal
 from sizing.bottleneck import Verdict, verdict
 from sizing.gpu_verdicts import gpu_findings
 from sizing.model import (
@@ -51,6 +51,8 @@ class RunAnalysis:
     evaluation: dict
     min_smoothed_loss: float | None
     warnings: tuple[str, ...]
+    incomplete: str | None = None  # why the run is not a complete measurement; None when it is
+    steady_rate_mismatch: float | None = None  # vs training.json's steady_steps_per_s, a fraction
 
     @property
     def energy_is_estimate(self) -> bool:
@@ -136,6 +138,8 @@ def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnal
             f"{slurm.get('job_id')}: sized as this node alone (the other nodes' work and energy not counted)"
         )
     rate = throughput(run.training, info)
+    warnings += runchecks.rate_problems(run.run_id, rate, info)
+    incomplete = runchecks.incomplete_reason(meta, info)
     if rate.source == FROM_TOTALS:
         warnings.append(f"{run.run_id}: no step log (training.csv); throughput from training.json's totals")
     elif rate.steps_per_s is None:
@@ -185,7 +189,7 @@ def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnal
         run_id=run.run_id,
         label=str(meta.get("label") or run.run_id),
         kind=kind,
-        workload=signature.workload(info),
+        workload=signature.workload(info, kind),
         hardware=hw,
         throughput=rate,
         charged_gpus=tuple(gpus),
@@ -211,4 +215,6 @@ def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnal
         evaluation=dict(run.evaluation),
         min_smoothed_loss=min_smoothed_loss(run.training),
         warnings=tuple(warnings),
+        incomplete=incomplete,
+        steady_rate_mismatch=runchecks.rate_mismatch(rate, info),
     )

@@ -10,7 +10,7 @@ import pandas as pd
 
 from sizing.gpu_verdicts import GpuFinding
 from sizing.model import Thresholds, core_indices, gpu_indices, mean_of
-from sizing.thermal import ThrottleSummary
+from sizing.thermal import CPU_BELOW_PEAK, ThrottleSummary
 
 GPU_BOUND = "GPU-bound"
 CPU_BOUND = "CPU-bound"
@@ -19,6 +19,7 @@ IO_BOUND = "I/O-bound"
 GPU_UNDERUSED = "GPU underused"
 THERMALLY_THROTTLED = "thermally throttled"
 HW_SLOWDOWN = "HW slowdown"
+CPU_CLOCK_BELOW_PEAK = "CPU clock below peak (cause unknown)"
 UNDETERMINED = "undetermined"
 
 
@@ -144,6 +145,13 @@ def verdict(
             evidence.append(
                 f"{s.source} {s.category} in {s.flagged_samples}/{s.samples} samples "
                 f"({fraction:.1%} ≥ {t.throttled_sample_fraction:.0%}), {s.events} events"
+                + (f" ({s.cause})" if s.cause else "")
+            )
+        elif s.category == CPU_BELOW_PEAK and fraction >= t.throttled_sample_fraction:
+            labels.append(CPU_CLOCK_BELOW_PEAK)
+            evidence.append(
+                f"{s.category} in {s.flagged_samples}/{s.samples} busy samples ({fraction:.1%}); no thermal "
+                "evidence (no throttle counter rise, no temperature at the threshold)"
             )
         elif (
             not s.is_fault

@@ -140,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target-steps", type=_positive_int, default=DEFAULT_TARGET_STEPS, help="default 1000")
     p.add_argument("--target-loss", type=_positive, help="default: the lowest loss every run reached")
     p.add_argument("--baseline", help="run to compare against (default: a CPU run of the GPU runs' workload)")
+    p.add_argument("--include-incomplete", action="store_true",
+                   help="average failed or interrupted runs in as repeats (default: apart)")  # fmt: skip
     return p
 
 
@@ -159,7 +161,7 @@ def settings_from(args: argparse.Namespace, baseline: str | None) -> ReportSetti
         utilisation=args.utilisation,
     )
     return ReportSettings(prices, Thresholds(temp_threshold_c=args.temp_threshold), args.target_steps,
-                          args.target_loss, baseline)  # fmt: skip
+                          args.target_loss, baseline, args.include_incomplete)  # fmt: skip
 
 
 def settings_from_values(

@@ -1,7 +1,9 @@
 """Repeats grouped (same workload, device kind and hardware) and compared with a baseline group.
 
 Everything is per 1,000 examples (images); steps only where the batch sizes match. A comparison across
-workload signatures is kept but marked not like-for-like, with the differences listed.
+workload signatures is kept but marked not like-for-like, with the differences listed; one with a workload
+field unknown on either side is "not known to be like-for-like", with the unknown fields listed. Runs
+with an unknown workload field are never grouped as repeats (unknown never equals unknown).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from sizing import money, signature
 from sizing.analysis import RunAnalysis
 from sizing.model import Prices
+from sizing.runchecks import within_run_speedup_ci95
 from sizing.stats import Spread, ratio_ci95, spread
 
 
@@ -68,8 +71,13 @@ class Comparison:
     def break_even_is_estimate(self) -> bool:
         return bool(self.break_even and self.break_even.is_estimate)
 
+    unknown_fields: tuple[str, ...] = ()  # workload fields unknown on either side
+    within_run_ci95: tuple[float, float] | None = None  # speedup from batch means, one run per side
+
 
 def group_key(a: RunAnalysis) -> tuple:
+    if signature.unknown_fields(a.workload) or signature.hardware_unknown(a.kind, a.hardware):
+        return ("workload or hardware not fully known", a.run_id)
     return (signature.workload_key(a.workload), signature.hardware_key(a.kind, a.hardware))
 
 
@@ -103,8 +111,8 @@ def pick_baseline(groups: Sequence[Group], baseline_run_id: str | None = None) -
     cpu = [g for g in groups if g.kind == "cpu"]
     if not cpu:
         return groups[0]
-    gpu_workloads = [signature.workload_key(g.first.workload) for g in groups if g.kind == "gpu"]
-    return max(cpu, key=lambda g: gpu_workloads.count(signature.workload_key(g.first.workload)))
+    gpu_workloads = [g.first.workload for g in groups if g.kind == "gpu"]
+    return max(cpu, key=lambda g: sum(signature.like_for_like(w, g.first.workload) for w in gpu_workloads))
 
 
 def compare(groups: Sequence[Group], baseline: Group | None, prices: Prices) -> list[Comparison]:
@@ -115,6 +123,7 @@ def compare(groups: Sequence[Group], baseline: Group | None, prices: Prices) -> 
             continue
         is_base = g is baseline
         diffs = tuple(signature.differences(g.first.workload, baseline.first.workload))
+        unknown = tuple(signature.unknown_fields(g.first.workload, baseline.first.workload))
         batch, base_batch = g.first.workload.get("batch_size"), baseline.first.workload.get("batch_size")
         factor = None
         if g.examples_per_s.mean and baseline.examples_per_s.mean:
@@ -131,13 +140,19 @@ def compare(groups: Sequence[Group], baseline: Group | None, prices: Prices) -> 
             Comparison(
                 group=g,
                 is_baseline=is_base,
-                like_for_like=not diffs,
+                like_for_like=not diffs and not unknown,
                 differences=diffs,
                 batches_match=batch is not None and batch == base_batch,
                 speedup=factor,
                 speedup_ci95=None if is_base else ratio_ci95(g.examples_per_s, baseline.examples_per_s),
                 energy_saving_per_gpu_hour=saving,
                 break_even=even,
+                unknown_fields=unknown,
+                within_run_ci95=None
+                if is_base
+                else within_run_speedup_ci95(
+                    [a.throughput for a in g.analyses], [a.throughput for a in baseline.analyses]
+                ),
             )
         )
     return found

@@ -22,6 +22,7 @@ class ReportSettings:
     target_steps: int = DEFAULT_TARGET_STEPS
     target_loss: float | None = None
     baseline: str | None = None
+    include_incomplete: bool = False  # average failed or interrupted runs in as repeats
 
 
 @dataclass(frozen=True)
@@ -33,3 +34,4 @@ class ReportContext:
     baseline: Group | None
     comparisons: tuple[Comparison, ...]
     target_loss: float | None
+    left_out: tuple[RunAnalysis, ...] = ()  # incomplete runs kept out of the groups (shown apart)

@@ -3,6 +3,7 @@ into docs/sizing.md (a test checks they agree). Numbers come from the Thresholds
 
 from __future__ import annotations
 
+from sizing import sessions as ss
 from sizing.coverage import COMPLETE_COVERAGE, MAX_GAP_INTERVALS
 from sizing.energy import CROSS_CHECK_TOLERANCE, ESTIMATE_SPACING_S, MIN_VALID_W
 from sizing.gpu_verdicts import (
@@ -12,7 +13,8 @@ from sizing.gpu_verdicts import (
     STRAGGLER_GAP_PCT,
 )
 from sizing.model import Thresholds
-from sizing.thermal import CONSTANT_FREQUENCY
+from sizing.runchecks import RATE_MISMATCH_FRACTION
+from sizing.thermal import CONSTANT_FREQUENCY, CPU_BELOW_PEAK
 
 
 def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
@@ -21,9 +23,10 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
         (
             "Workload signature",
             "framework (training.json `framework`, tensorflow when absent), preset, backbone, image "
-            "size, batch size, precision class (float32, or mixed: float16 on a GPU and bfloat16 on a "
-            "CPU count as the same class) and a dataset fingerprint (a hash of training.json "
-            "`dataset_info`).",
+            "size, batch size, the dtype trained in (training.json `precision`, a Keras policy such as "
+            "mixed_float16 read as its dtype; float16 on a CPU is a class of its own, float16 "
+            "(emulated on a CPU)) and a dataset fingerprint (a hash of training.json `dataset_info`). "
+            "A field the run does not record is unknown.",
         ),
         (
             "Hardware signature",
@@ -31,19 +34,23 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
         ),
         (
             "Repeats",
-            "runs with the same workload signature, device kind and hardware signature; their mean, "
-            "sample standard deviation (n − 1), min and max are shown.",
+            "runs with the same workload signature (every field known), device kind and hardware "
+            "signature, and complete (see Valid runs); their mean, sample standard deviation (n − 1), "
+            "min and max are shown. Runs with an unknown workload field, or whose CPU model and logical CPUs "
+            "(a CPU run) or GPU names (a GPU run) are unknown, are never repeats.",
         ),
         (
             "Like-for-like",
-            "a comparison whose two sides have the same workload signature. Other comparisons are "
-            "still shown, marked NOT like-for-like with the differing fields listed, in the headline "
-            "too.",
+            "a comparison whose two sides have the same workload signature, every field known on both "
+            "sides. A field unknown on either side makes it not known to be like-for-like (unknown "
+            "never equals unknown, not even another unknown), with the unknown fields listed; a known "
+            "difference makes it NOT like-for-like, with the differing fields listed. Both are still "
+            "shown, speedup and break-even included, marked in the same headline line.",
         ),
         (
             "Baseline",
-            "the group of `--baseline` when given; else the CPU group whose workload matches the most "
-            "GPU groups, else the first CPU group, else the first group.",
+            "the group of `--baseline` when given; else the CPU group like-for-like with the most GPU "
+            "groups, else the first CPU group, else the first group.",
         ),
         (
             "Warm-up",
@@ -56,7 +63,44 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "from the end of the last warm-up step to the end of the last step: steps/s = steps in "
             "that span / its length; examples/s = steps/s × batch size. Without training.csv: "
             "training.json `steady_steps_per_s` (or steps over the time after the first step), marked "
-            "from totals; without either, unknown (no work counter).",
+            "from totals; without either, unknown (no work counter). A step log appended by a resumed "
+            "run is cut into sessions where `elapsed_s` or `step` goes back, `step` jumps by more than "
+            f"{ss.STEP_JUMP_FACTOR:g}× its usual stride, or rows are more than {ss.GAP_MIN_S:g} s and "
+            f"{ss.GAP_FACTOR:g}× the usual interval apart; each session has its own warm-up and the rate "
+            "is the steady steps of all sessions over their steady time, never a span with a gap (the "
+            "measurement window is the longest session's steady span; time to N steps counts training "
+            "time only: each resumed session's elapsed_s continues from the end of the one before). "
+            "Warned when it differs from training.json `steady_steps_per_s` by more than "
+            f"{RATE_MISMATCH_FRACTION:.0%}.",
+        ),
+        (
+            "Valid runs",
+            "a run whose training.json `status` is failed, interrupted, running or ended unrecorded, "
+            "or (without a final training status) whose run.json `end_reason` is failed, interrupted "
+            "or running, is incomplete: shown in the tables, named in the headline and the warnings, "
+            "and left out of every average and comparison unless `--include-incomplete` is given. A "
+            "run that records neither is taken as complete.",
+        ),
+        (
+            "Stability",
+            "the steady rows are cut into up to "
+            f"{ss.BATCHES} contiguous batches of ≥ {ss.MIN_ROWS_PER_BATCH} rows; the within-run 95 % "
+            "interval of steps/s is the rate ± t(k − 1) × sd(batch rates) / √k. With one run on each "
+            "side the speedup gets a within-run interval from the two runs' batch rates (delta method "
+            "as for repeats); it shows how well each run pins its own rate, not how repeats vary. "
+            "Stationarity: steps/s over the first and the last third of the steady time; more than "
+            f"{ss.DRIFT_WARN_FRACTION:.0%} apart is a warning and is said in the headline.",
+        ),
+        (
+            "Weak baseline",
+            "a CPU baseline that under-represents its hardware, named in the headline's baseline line "
+            "and in every line compared with it: its training's processes averaged under "
+            f"{t.weak_baseline_cpu_fraction:.0%} of its logical CPUs (`proc_cpu_pct`; without it, the "
+            f"host under {t.weak_baseline_cpu_fraction:.0%} busy), or its CPU use not measured; "
+            f"hypervisor steal above {t.steal_pct:g} %; a cgroup CPU quota below its logical CPUs "
+            f"(run.json `cgroup_cpu_limit_cpus`); a small host or VM (≤ {t.small_host_logical_cpus} "
+            "logical CPUs); float16 emulated on a CPU; or a host-bound verdict. A GPU run whose "
+            "verdict is host-bound, I/O-bound or GPU underused says so in its headline line.",
         ),
         (
             "Windows",
@@ -139,9 +183,13 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "HW slowdown 0x8, sync boost 0x10, thermal SW 0x20, thermal HW 0x40, HW power brake 0x80; "
             "events = runs of consecutive samples. CPU: busy-core frequency (cores ≥ "
             f"{t.cpu_busy_pct:g} % busy, from `cpu<N>_freq_mhz`) ≥ {t.cpu_freq_drop_fraction:.0%} "
-            f"below its {t.cpu_freq_baseline_quantile:.0%} percentile (recordings without per-core "
-            f"frequency: `cpu_freq_mhz` only while the CPU is ≥ {t.core_saturated_pct:g} % busy); "
-            f"{CONSTANT_FREQUENCY} when every frequency reading is the same.",
+            f"below the {t.cpu_freq_baseline_quantile:.0%} percentile of the training window's "
+            "samples with the same number of busy cores (turbo bins: fewer busy cores clock higher; "
+            "recordings without per-core frequency: `cpu_freq_mhz` only while the CPU is ≥ "
+            f"{t.core_saturated_pct:g} % busy); {CONSTANT_FREQUENCY} when every frequency reading is "
+            "the same. A drop is thermal only with thermal evidence: `cpu_core_throttle_count` or "
+            "`cpu_package_throttle_count` rising in the window, or `cpu_temp_c` at the temperature "
+            f"threshold in a dropped sample; otherwise it is {CPU_BELOW_PEAK}, a state, not a fault.",
         ),
         ("Thermal", "peak temperature and time at or above the threshold (sum of the sample intervals)."),
         (
@@ -152,9 +200,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"host-bound (GPU run with CPU ≥ {t.cpu_saturated_pct:g} %, or on average ≥ 1 logical CPU "
             f"≥ {t.core_saturated_pct:g} % busy while ≥ 1 is < {t.core_idle_pct:g} % and the "
             "training's processes use ≥ 0.8 core per saturated CPU); GPU underused (GPU < "
-            f"{t.gpu_underused_util_pct:g} %, no other cause). Thermally throttled (thermal bits or "
-            "CPU frequency drops) and HW slowdown (0x8, 0x80) are added in ≥ "
-            f"{t.throttled_sample_fraction:.0%} of samples.",
+            f"{t.gpu_underused_util_pct:g} %, no other cause). Thermally throttled (thermal bits, or "
+            "CPU frequency drops with thermal evidence), HW slowdown (0x8, 0x80) and CPU clock below "
+            f"peak (cause unknown) are added in ≥ {t.throttled_sample_fraction:.0%} of samples.",
         ),
         (
             "GPU verdicts",

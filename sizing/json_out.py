@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from sizing import validity
 from sizing.analysis import RunAnalysis
 from sizing.compare import Comparison
 from sizing.context import ReportContext
@@ -99,9 +100,9 @@ def report_json(
         "generated_utc": generated_utc,
         "headline": headline,
         "baseline": {"run_ids": list(base.run_ids), "name": base.name} if base else None,
-        "runs": [run_json(a) for a in ctx.analyses],
+        "runs": [{**run_json(a), **validity.run_json_fields(a, ctx)} for a in ctx.analyses],
         "comparisons": [
-            comparison_json(c, run_id, baseline_ids)
+            {**comparison_json(c, run_id, baseline_ids), **validity.comparison_json_fields(c, ctx)}
             for c in ctx.comparisons
             if not c.is_baseline
             for run_id in c.group.run_ids

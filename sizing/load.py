@@ -25,6 +25,7 @@ from runformat import (
     training_progress,
 )
 from sizing.model import RunData, UsageError, number
+from sizing.validate import validated_run
 
 
 def read_json_file(path: Path) -> tuple[dict, str | None]:
@@ -87,16 +88,18 @@ def load_run_dir(path: Path) -> RunData:
         for column in ("start_unix", "end_unix"):
             if column in phases:
                 phases[column] = pd.to_numeric(phases[column], errors="coerce")
-    if telemetry.empty and training.empty and not info:
-        raise UsageError(f"run {run_id!r} has neither {TELEMETRY_CSV} nor training files: nothing to size")
-    return RunData(run_id, meta, info, evaluation, telemetry, training, phases, tuple(warnings), path)
+    run = RunData(run_id, meta, info, evaluation, telemetry, training, phases, tuple(warnings), path)
+    return validated_run(run)
 
 
 def _with_progress(path: Path, info: dict) -> tuple[dict, str | None]:
     """training.json with steps, global_step and status from training.csv where it is stale, and why."""
     if not info:
         return info, None
-    progress = training_progress(path)
+    try:
+        progress = training_progress(path)
+    except (TypeError, ValueError, AttributeError) as exc:
+        return info, f"training progress unreadable ({type(exc).__name__}); training.json taken as is"
     if not progress.note:
         return info, None
     corrected = {**info, "steps": progress.steps, "global_step": progress.global_step}

@@ -41,6 +41,9 @@ class Thresholds:
     cpu_busy_pct: float = 50.0
     cpu_freq_baseline_quantile: float = 0.90
     temp_threshold_c: float = 80.0
+    weak_baseline_cpu_fraction: float = 0.5
+    steal_pct: float = 5.0
+    small_host_logical_cpus: int = 4
 
 
 @dataclass(frozen=True)

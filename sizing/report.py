@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 from sizing import compare as cmp
 from sizing import money_text as mt
+from sizing import validity
 from sizing.analysis import RunAnalysis, analyse_run
 from sizing.context import ReportContext, ReportSettings
 from sizing.definitions import definitions
@@ -22,13 +23,16 @@ from sizing.sections_speed import (
     settings_section,
     time_to_section,
 )
+from sizing.sections_validity import validity_section
 from sizing.text import fmt
 from sizing.throughput import NO_WORK_COUNTER, common_target_loss
+from sizing.validate import nothing_to_size, validated_run
 
 SectionFunction = Callable[[ReportContext], Section]
 SECTIONS: list[SectionFunction] = [
     settings_section,
     runs_section,
+    validity_section,
     comparison_section,
     time_to_section,
     energy_section,
@@ -65,20 +69,17 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
         raise UsageError(problems[0])
     if settings.baseline is not None and settings.baseline not in {r.run_id for r in runs}:
         raise UsageError(f"baseline {settings.baseline!r} is not one of the runs in the report")
-    analyses = tuple(analyse_run(run, settings.prices, settings.thresholds) for run in runs)
-    groups = tuple(cmp.group_runs(analyses))
-    baseline = cmp.pick_baseline(groups, settings.baseline)
+    runs, analyses, unsized = sizable_runs(runs, settings)
+    left_out = () if settings.include_incomplete else tuple(a for a in analyses if a.incomplete)
+    groups = tuple(cmp.group_runs([a for a in analyses if a not in left_out]))
+    named = settings.baseline if settings.baseline not in {a.run_id for a in left_out} else None
+    baseline = cmp.pick_baseline(groups, named)
     comparisons = tuple(cmp.compare(groups, baseline, settings.prices))
     target_loss = settings.target_loss
     if target_loss is None:
         target_loss = common_target_loss(a.min_smoothed_loss for a in analyses)
-    ctx = ReportContext(settings, tuple(runs), analyses, groups, baseline, comparisons, target_loss)
-    warnings = [w for a in analyses for w in a.warnings]
-    for c in comparisons:
-        if not c.is_baseline and not c.like_for_like and baseline is not None:
-            warnings.append(
-                f"{c.group.name} vs the baseline is NOT like-for-like: {'; '.join(c.differences)}"
-            )
+    ctx = ReportContext(settings, tuple(runs), analyses, groups, baseline, comparisons, target_loss, left_out)
+    warnings = [*unsized, *(w for a in analyses for w in a.warnings), *validity_warnings(ctx)]
     return Report(
         title="Is the GPU worth it? Sizing report",
         generated_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -90,16 +91,59 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
     )
 
 
+def sizable_runs(
+    runs: Sequence[RunData], settings: ReportSettings
+) -> tuple[tuple[RunData, ...], tuple[RunAnalysis, ...], list[str]]:
+    """The runs that can be sized, validated and analysed, and one line per run left out;
+    UsageError when none can be."""
+    kept, analyses, unsized = [], [], []
+    for run in runs:
+        run = validated_run(run)
+        why = nothing_to_size(run)
+        if why is None:
+            try:
+                analyses.append(analyse_run(run, settings.prices, settings.thresholds))
+                kept.append(run)
+                continue
+            except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError) as exc:
+                why = f"run {run.run_id!r} could not be sized ({type(exc).__name__}: {exc})".splitlines()[0]
+        unsized.append(why)
+    if not analyses:
+        raise UsageError("nothing to size: " + "; ".join(unsized))
+    return tuple(kept), tuple(analyses), [f"{why}: left out of the report" for why in unsized]
+
+
+def validity_warnings(ctx: ReportContext) -> list[str]:
+    found = [
+        f"{a.run_id}: left out of the averages, {a.incomplete} ({validity.INCLUDE_FLAG} includes it)"
+        + ("; the baseline is picked without it" if a.run_id == ctx.settings.baseline else "")
+        for a in ctx.left_out
+    ]
+    found += [
+        f"{a.run_id}: {a.incomplete}; averaged in as a repeat ({validity.INCLUDE_FLAG})"
+        for a in ctx.analyses
+        if a.incomplete and a not in ctx.left_out
+    ]
+    for c in ctx.comparisons:
+        if not c.is_baseline and not c.like_for_like and ctx.baseline is not None:
+            found.append(f"{c.group.name} vs the baseline is {validity.like_for_like_text(c)}")
+    weak = validity.group_weak_reasons(ctx.baseline, ctx.settings.thresholds) if ctx.baseline else []
+    if ctx.baseline is not None and weak:
+        found.append(f"the baseline {ctx.baseline.name} is weak: {'; '.join(weak)}")
+    return found
+
+
 def headline(ctx: ReportContext) -> list[str]:
     """The decision in sentences: each configuration against the baseline."""
     base = ctx.baseline
     if base is None:
-        return ["No runs: nothing to compare."]
+        return ["No complete run: nothing to compare.", *validity.left_out_lines(ctx)]
     lines = [
         f"Baseline: {base.name} ({fmt(base.examples_per_s.mean, 3, unknown=NO_WORK_COUNTER)} examples/s; "
         f"{mt.money_phrase(base, ctx.settings.prices)})"
         + mt.attribution_note(base)
         + mt.energy_checks_note(base)
+        + validity.baseline_suffix(ctx)
         + "."
     ]
     for c in ctx.comparisons:
@@ -108,18 +152,19 @@ def headline(ctx: ReportContext) -> list[str]:
         g = c.group
         ci = f" (95 % CI {c.speedup_ci95[0]:.2f}–{c.speedup_ci95[1]:.2f}×)" if c.speedup_ci95 else ""
         speed = fmt(c.speedup, 2, "×", unknown="speedup n/a")
-        line = f"{g.name}: {speed}{ci} the baseline's examples/s; {mt.money_phrase(g, ctx.settings.prices)}"
+        line = (
+            f"{g.name}: {speed}{ci} the baseline's examples/s{validity.within_run_text(c)}; "
+            f"{mt.money_phrase(g, ctx.settings.prices)}"
+        )
         if g.kind == "gpu":
             line += "; " + mt.break_even_text(c, ctx)
         line += mt.attribution_note(g) + mt.energy_checks_note(g)
-        if not c.like_for_like:
-            line += f" — NOT like-for-like ({'; '.join(c.differences)})"
-        lines.append(line + ".")
+        lines.append(line + validity.comparison_suffix(c, ctx) + ".")
     if len(lines) == 1:
         lines.append(
             "Only one configuration: add a GPU run (or a CPU baseline) of the same workload to compare."
         )
-    return lines
+    return lines + validity.left_out_lines(ctx)
 
 
 def to_json(report: Report) -> dict:

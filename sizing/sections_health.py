@@ -39,11 +39,13 @@ def throttle_section(ctx: ReportContext) -> Section:
                 shown = (f"{t.flagged_samples}/{t.samples}", fmt(percent, 1, " %"),
                          str(t.events), fmt_seconds(t.flagged_s))  # fmt: skip
             kind = "fault" if t.is_fault else "state"
-            category = f"{t.category} ({t.basis})" if t.basis else t.category
+            why = "; ".join(x for x in (t.basis, t.cause and f"thermal evidence: {t.cause}") if x)
+            category = f"{t.category} ({why})" if why else t.category
             rows.append((a.run_id, t.source, category, kind, *shown))
             data.append({"run_id": a.run_id, "source": t.source, "category": t.category,
                          "is_fault": t.is_fault,
-                         "status": t.status, "basis": t.basis, "samples": t.samples,
+                         "status": t.status, "basis": t.basis, "thermal_evidence": t.cause or None,
+                         "samples": t.samples,
                          "flagged_samples": t.flagged_samples,
                          "events": t.events, "flagged_s": t.flagged_s})  # fmt: skip
     headers = ("Run", "Source", "Category", "Fault or state", "Samples", "Fraction", "Events", "Time")

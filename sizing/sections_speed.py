@@ -9,6 +9,7 @@ from sizing.context import ReportContext
 from sizing.json_out import break_even_json, spread_json
 from sizing.model import DEFAULT_UTILISATION, JOULES_PER_KWH, Section, Table
 from sizing.text import NO_PRICE, NOT_MEASURED, fmt, fmt_seconds, fmt_spread, fmt_usd, marked
+from sizing.validity import like_for_like_text
 
 
 def _pairs(pairs: tuple[tuple[str, float], ...], unit: str) -> str:
@@ -101,7 +102,7 @@ def comparison_rows(ctx: ReportContext) -> list[tuple[str, ...]]:
         if c.is_baseline:
             like, speed, even = "baseline", "1.00× (baseline)", "baseline"
         else:
-            like = "yes" if c.like_for_like else "NOT like-for-like: " + "; ".join(c.differences)
+            like = "yes" if c.like_for_like else like_for_like_text(c)
             ci = f" (95 % CI {c.speedup_ci95[0]:.2f}–{c.speedup_ci95[1]:.2f})" if c.speedup_ci95 else ""
             speed = fmt(c.speedup, 2, "×") + ci
             even = "n/a (CPU)" if g.kind != "gpu" else mt.break_even_cell(c)

@@ -1,7 +1,9 @@
 """What a run did (workload signature) and on what (hardware signature): repeats share both.
 
-Two runs are like-for-like when their workload signatures are equal; they are repeats of one
-configuration when, in addition, their device kind and hardware signature are equal.
+Two runs are like-for-like when every field of their workload signatures is known and equal: a field
+unknown on either side (a run without training.json, an imported run) is never equal to anything, not even
+to another unknown. They are repeats of one configuration when, in addition, their device kind and
+hardware signature are equal.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import pandas as pd
 from sizing.model import gpu_indices, number, values_of
 
 DEFAULT_FRAMEWORK = "tensorflow"
-MIXED_DTYPES = {"float16", "bfloat16", "mixed", "mixed_float16", "mixed_bfloat16"}
+POLICY_DTYPES = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
+CPU_EMULATED_DTYPES = {"float16"}
+EMULATED_ON_CPU = "emulated on a CPU"
 WORKLOAD_FIELDS = ("framework", "preset", "backbone", "image_size", "batch_size", "precision", "dataset")
 HARDWARE_FIELDS = ("cpu_model", "cpu_cores_logical", "mem_gib", "gpus", "gpu_driver")
 
@@ -35,11 +39,13 @@ def device_kind(meta: dict, training_info: dict, telemetry: pd.DataFrame | None 
     return "cpu"
 
 
-def precision_class(precision: object) -> str | None:
-    """float32, or mixed (each device's native mixed precision: float16 on a GPU, bfloat16 on a CPU)."""
-    if not isinstance(precision, str) or not precision:
+def precision_class(precision: object, kind: str | None = None) -> str | None:
+    """The dtype trained in (a Keras policy name read as its dtype); float16 on a CPU is marked emulated,
+    a class of its own (many times slower than float16 on a GPU)."""
+    if not isinstance(precision, str) or not precision.strip():
         return None
-    return "mixed" if precision.lower() in MIXED_DTYPES else precision.lower()
+    dtype = POLICY_DTYPES.get(precision.strip().lower(), precision.strip().lower())
+    return f"{dtype} ({EMULATED_ON_CPU})" if kind == "cpu" and dtype in CPU_EMULATED_DTYPES else dtype
 
 
 def dataset_fingerprint(training_info: dict) -> str | None:
@@ -53,8 +59,9 @@ def dataset_fingerprint(training_info: dict) -> str | None:
     return str(name).rstrip("/").rsplit("/", 1)[-1] if name else None
 
 
-def workload(training_info: dict) -> dict:
-    """framework, preset, backbone, image size, batch, precision class and dataset fingerprint."""
+def workload(training_info: dict, kind: str | None = None) -> dict:
+    """framework, preset, backbone, image size, batch, precision class and dataset fingerprint; None for
+    each field the run does not record."""
     has_training = bool(training_info)
     framework = training_info.get("framework") or (DEFAULT_FRAMEWORK if has_training else None)
     batch = number(training_info.get("batch_size"))
@@ -64,7 +71,7 @@ def workload(training_info: dict) -> dict:
         "backbone": training_info.get("backbone"),
         "image_size": training_info.get("image_size"),
         "batch_size": int(batch) if batch is not None else None,
-        "precision": precision_class(training_info.get("precision")),
+        "precision": precision_class(training_info.get("precision"), kind),
         "dataset": dataset_fingerprint(training_info),
     }
 
@@ -102,6 +109,8 @@ def hardware(meta: dict, training_info: dict, kind: str) -> dict:
         "gpus": names,
         "gpu_uuids": [g.get("uuid") for g in gpus if g.get("uuid")],
         "gpu_driver": system.get("gpu_driver_version") if kind == "gpu" else None,
+        "virtual_machine": system.get("virtual_machine"),
+        "cgroup_cpu_limit_cpus": number(system.get("cgroup_cpu_limit_cpus")),
     }
 
 
@@ -113,33 +122,48 @@ def hardware_name(hw: dict, kind: str) -> str:
 
 
 def workload_name(wl: dict) -> str:
+    """The known fields joined by '/', always ending in the dtype (or "dtype unknown")."""
     parts = [
         wl.get("framework"),
         wl.get("preset"),
         wl.get("backbone"),
         f"{wl['image_size']}px" if wl.get("image_size") else None,
         f"batch {wl['batch_size']}" if wl.get("batch_size") else None,
-        wl.get("precision"),
     ]
-    return "/".join(str(p) for p in parts if p) or "unknown workload"
+    known = "/".join(str(p) for p in parts if p) or "unknown workload"
+    return f"{known}/{wl.get('precision') or 'dtype unknown'}"
 
 
 def workload_key(wl: dict) -> tuple:
     return tuple(wl.get(f) for f in WORKLOAD_FIELDS)
 
 
+def hardware_unknown(kind: str, hw: dict) -> list[str]:
+    """The hardware fields that identify the device and are unknown (no run.json, an imported run)."""
+    needed = ("gpus",) if kind == "gpu" else ("cpu_model", "cpu_cores_logical")
+    return [name for name in needed if not hw.get(name)]
+
+
 def hardware_key(kind: str, hw: dict) -> tuple:
     return (kind, *(tuple(hw[f]) if isinstance(hw.get(f), list) else hw.get(f) for f in HARDWARE_FIELDS))
 
 
+def unknown_fields(wl: dict, baseline: dict | None = None) -> list[str]:
+    """The workload fields unknown on either side."""
+    sides = [wl] if baseline is None else [wl, baseline]
+    return [name for name in WORKLOAD_FIELDS if any(side.get(name) is None for side in sides)]
+
+
 def differences(wl: dict, baseline: dict) -> list[str]:
-    """What differs between two workloads, one phrase per field ("batch_size 16 vs 2")."""
+    """What is known to differ between two workloads, one phrase per field ("batch_size 16 vs 2")."""
     return [
-        f"{name} {_shown(wl.get(name))} vs {_shown(baseline.get(name))}"
+        f"{name} {wl.get(name)} vs {baseline.get(name)}"
         for name in WORKLOAD_FIELDS
-        if wl.get(name) != baseline.get(name)
+        if wl.get(name) is not None and baseline.get(name) is not None and wl.get(name) != baseline.get(name)
     ]
 
 
-def _shown(value: object) -> str:
-    return "unknown" if value is None else str(value)
+def like_for_like(wl: dict, baseline: dict) -> bool:
+    """Every workload field known on both sides and equal."""
+    return not unknown_fields(wl, baseline) and not differences(wl, baseline)
+

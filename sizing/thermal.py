@@ -1,5 +1,7 @@
 """Temperatures, GPU clocks-event reasons decoded into named categories, and CPU frequency drops judged
-on busy cores only."""
+on busy cores only, each against the peak of samples with as many busy cores (turbo bins), and called
+thermal only with thermal evidence: the kernel's thermal-throttle counters rising, or the CPU at the
+temperature threshold while its frequency was down."""
 
 from __future__ import annotations
 
@@ -31,6 +33,10 @@ GPU_REASONS: tuple[tuple[int, str, bool], ...] = (
 THERMAL_BITS = 0x20 | 0x40
 CONSTANT_FREQUENCY = "cannot tell (constant frequency: VM or no cpufreq)"
 NO_FREQUENCY = "cannot tell (no CPU frequency recorded)"
+CPU_FREQUENCY_DROP = "CPU frequency drop"
+CPU_THERMAL = "CPU frequency drop: thermal"
+CPU_BELOW_PEAK = "CPU frequency below its busiest-core peak (cause unknown: turbo bins, power limit)"
+THROTTLE_COUNT_COLUMNS = ("cpu_core_throttle_count", "cpu_package_throttle_count")
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,7 @@ class ThrottleSummary:
     flagged_s: float
     status: str = "measured"  # or CONSTANT_FREQUENCY / NO_FREQUENCY for the CPU
     basis: str = ""  # what the CPU judgement rests on (per-core frequencies, or the all-core mean)
+    cause: str = ""  # the thermal evidence behind a CPU_THERMAL drop
 
     @property
     def fraction(self) -> float | None:
@@ -61,7 +68,7 @@ class ThrottleSummary:
 
     @property
     def is_thermal(self) -> bool:
-        return self.category.startswith("thermal") or self.category == "CPU frequency drop"
+        return self.category.startswith("thermal") or self.category == CPU_THERMAL
 
 
 def temperature_summaries(
@@ -124,9 +131,12 @@ def gpu_throttling(
     return found
 
 
-def busy_core_frequency(telemetry: pd.DataFrame, thresholds: Thresholds) -> tuple[np.ndarray, str] | None:
-    """Per sample, the mean frequency of the busy cores (per-core columns), else the all-core mean where
-    nearly every core is busy (older recordings); NaN where no core is busy. None without frequencies."""
+def busy_core_frequency(
+    telemetry: pd.DataFrame, thresholds: Thresholds
+) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """Per sample, the mean frequency of the busy cores and how many were busy (per-core columns), else
+    the all-core mean where nearly every core is busy (older recordings; count −1 = "nearly all"); NaN
+    where no core is busy. None without frequencies."""
     cores = [i for i in core_indices(telemetry) if f"cpu{i}_freq_mhz" in telemetry]
     if cores:
         util = np.column_stack([values_of(telemetry, f"cpu{i}_util_pct") for i in cores]).astype(float)
@@ -136,56 +146,87 @@ def busy_core_frequency(telemetry: pd.DataFrame, thresholds: Thresholds) -> tupl
             mean = np.where(
                 busy.any(axis=1), np.nansum(np.where(busy, freq, 0), axis=1) / busy.sum(axis=1), np.nan
             )
-        return mean, "busy cores' cpu<N>_freq_mhz"
+        return mean, busy.sum(axis=1), "busy cores' cpu<N>_freq_mhz"
     freq, util = values_of(telemetry, "cpu_freq_mhz"), values_of(telemetry, "cpu_util_pct")
     if freq is None or util is None:
         return None
     nearly_all_busy = np.isfinite(util) & (util >= thresholds.core_saturated_pct)
     source = f"cpu_freq_mhz while ≥ {thresholds.core_saturated_pct:g} % busy"
-    return np.where(nearly_all_busy, freq, np.nan), source
+    return np.where(nearly_all_busy, freq, np.nan), np.full(freq.shape, -1), source
 
 
 def cpu_frequency_drops(
     telemetry: pd.DataFrame,
     thresholds: Thresholds,
     nominal_interval_s: float | None,
-    baseline_mhz: float | None = None,
+    peaks_mhz: dict[int, float] | None = None,
 ) -> ThrottleSummary:
-    """Busy samples whose busy-core frequency is ≥ the drop fraction below the baseline (90th percentile
-    of busy-core frequency); "cannot tell" when the frequency never changes (a VM, no cpufreq)."""
+    """Busy samples whose busy-core frequency is ≥ the drop fraction below the peak (90th percentile) of
+    samples with as many busy cores; thermal only with thermal evidence, else cause unknown. "cannot tell"
+    when the frequency never changes (a VM, no cpufreq)."""
     found = busy_core_frequency(telemetry, thresholds)
     all_freq = values_of(telemetry, "cpu_freq_mhz")
     if found is None:
-        return ThrottleSummary("cpu", "CPU frequency drop", True, 0, 0, 0, 0.0, NO_FREQUENCY)
-    freq, basis = found
+        return ThrottleSummary("cpu", CPU_FREQUENCY_DROP, True, 0, 0, 0, 0.0, NO_FREQUENCY)
+    freq, counts, basis = found
     readings = [all_freq] + [values_of(telemetry, f"cpu{i}_freq_mhz") for i in core_indices(telemetry)]
     every = np.concatenate([r[np.isfinite(r)] for r in readings if r is not None] or [np.array([])])
     if every.size and np.ptp(every) < 1.0:
-        return ThrottleSummary("cpu", "CPU frequency drop", True, 0, 0, 0, 0.0, CONSTANT_FREQUENCY, basis)
+        return ThrottleSummary("cpu", CPU_FREQUENCY_DROP, True, 0, 0, 0, 0.0, CONSTANT_FREQUENCY, basis)
     busy = np.isfinite(freq)
     if not busy.any():
-        return ThrottleSummary("cpu", "CPU frequency drop", True, 0, 0, 0, 0.0, basis=basis)
-    if baseline_mhz is None:
-        baseline_mhz = float(np.quantile(freq[busy], thresholds.cpu_freq_baseline_quantile))
-    dropped = busy & (
-        np.where(busy, freq, np.inf) <= baseline_mhz * (1.0 - thresholds.cpu_freq_drop_fraction)
-    )
+        return ThrottleSummary("cpu", CPU_FREQUENCY_DROP, True, 0, 0, 0, 0.0, basis=basis)
+    peaks = {**frequency_peaks(freq, counts, thresholds), **(peaks_mhz or {})}
+    peak = np.array([peaks.get(int(c), np.inf) for c in counts], dtype=float)
+    dropped = busy & (np.where(busy, freq, np.inf) <= peak * (1.0 - thresholds.cpu_freq_drop_fraction))
     intervals = sample_intervals(times_of(telemetry), nominal_interval_s)
+    cause = thermal_evidence(telemetry, dropped, thresholds) if dropped.any() else ""
+    category = CPU_FREQUENCY_DROP if not dropped.any() else CPU_THERMAL if cause else CPU_BELOW_PEAK
     return ThrottleSummary(
         "cpu",
-        "CPU frequency drop",
-        True,
+        category,
+        category != CPU_BELOW_PEAK,
         int(busy.sum()),
         int(dropped.sum()),
         count_events(dropped[busy]),
         float(intervals[dropped].sum()),
-        basis=basis,
+        basis=basis + ("; peak per number of busy cores" if (counts >= 0).any() else ""),
+        cause=cause,
     )
 
 
-def cpu_frequency_baseline(telemetry: pd.DataFrame, thresholds: Thresholds) -> float | None:
+def thermal_evidence(telemetry: pd.DataFrame, dropped: np.ndarray, thresholds: Thresholds) -> str:
+    """What shows that a drop was heat: the kernel's throttle counters rising over the window, or the CPU
+    at the temperature threshold in a dropped sample; '' when nothing does."""
+    found = []
+    for name in THROTTLE_COUNT_COLUMNS:
+        counts = values_of(telemetry, name)
+        known = counts[np.isfinite(counts)] if counts is not None else np.array([])
+        rises = np.diff(known)
+        if rises.size and (rises > 0).any():
+            found.append(f"{name} rose by {float(rises[rises > 0].sum()):.0f}")
+    temps = values_of(telemetry, "cpu_temp_c")
+    if temps is not None:
+        hot = dropped & np.isfinite(temps) & (temps >= thresholds.temp_threshold_c)
+        if hot.any():
+            found.append(
+                f"cpu_temp_c up to {float(np.nanmax(temps[hot])):.0f} °C ≥ {thresholds.temp_threshold_c:g} °C"
+            )
+    return "; ".join(found)
+
+
+def frequency_peaks(freq: np.ndarray, counts: np.ndarray, thresholds: Thresholds) -> dict[int, float]:
+    """The 90th percentile of busy-core frequency for each number of busy cores."""
+    busy = np.isfinite(freq)
+    return {
+        int(c): float(np.quantile(freq[busy & (counts == c)], thresholds.cpu_freq_baseline_quantile))
+        for c in np.unique(counts[busy])
+    }
+
+
+def cpu_frequency_baseline(telemetry: pd.DataFrame, thresholds: Thresholds) -> dict[int, float]:
+    """The peaks of a whole window (the training), by number of busy cores, for a narrower window."""
     found = busy_core_frequency(telemetry, thresholds)
-    if found is None or not np.isfinite(found[0]).any():
-        return None
-    freq = found[0]
-    return float(np.quantile(freq[np.isfinite(freq)], thresholds.cpu_freq_baseline_quantile))
+    if found is None:
+        return {}
+    return frequency_peaks(found[0], found[1], thresholds)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sizing import sessions as ss
 from sizing.model import number
 
 DEFAULT_WARMUP_STEPS = 20
@@ -33,6 +34,18 @@ class Throughput:
     batch_size: float | None
     examples_per_s: float | None
     first_step_s: float | None
+    sessions: int = 1  # training sessions in the step log (a resumed run appends one)
+    session_gaps_s: float = 0.0  # time between sessions, left out of the steady rate
+    batch_steps_per_s: tuple[float, ...] = ()  # steps/s of contiguous batches of the steady rows
+    steps_per_s_ci95: tuple[float, float] | None = None  # within-run, by batch means
+    first_third_steps_per_s: float | None = None
+    last_third_steps_per_s: float | None = None
+
+    @property
+    def drift_fraction(self) -> float | None:
+        """(last third − first third) / first third of the steady rate; None when unknown."""
+        first, last = self.first_third_steps_per_s, self.last_third_steps_per_s
+        return (last - first) / first if first and last is not None else None
 
 
 def warmup_steps(step_count: int, training_info: dict) -> int:
@@ -54,8 +67,12 @@ def clean_training(training: pd.DataFrame) -> pd.DataFrame:
 
 
 def training_elapsed(training: pd.DataFrame, training_info: dict) -> np.ndarray:
+    """Training time at each row; a resumed session's `elapsed_s` (which starts again) continues from the
+    end of the session before it, so the gap between sessions is not training time."""
     if "elapsed_s" in training and training["elapsed_s"].notna().all():
-        return training["elapsed_s"].to_numpy(dtype=float)
+        elapsed = training["elapsed_s"].to_numpy(dtype=float)
+        restarts = np.concatenate([[0.0], np.where(np.diff(elapsed) < 0, elapsed[:-1], 0.0)])
+        return elapsed + np.cumsum(restarts)
     start = number(training_info.get("start_unix"))
     times = training["time_unix"].to_numpy(dtype=float)
     if start is not None:
@@ -86,25 +103,31 @@ def throughput(training: pd.DataFrame, training_info: dict) -> Throughput:
     elapsed = training_elapsed(rows, training_info)
     first_step = number(training_info.get("first_step_s"))
     first_step = float(elapsed[0]) if first_step is None else first_step
-    warmup = warmup_steps(len(rows), training_info)
-    times = rows["time_unix"].to_numpy(dtype=float)
-    steps = rows["step"].to_numpy(dtype=float)
-    start, end = times[warmup - 1], times[-1]
-    steady_steps = int(steps[-1] - steps[warmup - 1])
-    rate = float(steady_steps / (end - start)) if end > start and steady_steps > 0 else None
+    steady = ss.steady_sessions(rows, lambda count: warmup_steps(count, training_info))
+    rate = steady.steps_per_s
+    start, end = steady.longest if steady.longest else (None, None)
+    stride = number(training_info.get("loss_read_every_steps"))
+    batches = ss.batch_rates(steady, int(stride) if stride and stride >= 1 else 1)
+    first_third, last_third = ss.thirds(steady)
     return Throughput(
         FROM_STEP_LOG,
         len(rows),
         int((elapsed <= budget).sum()) if budget else None,
         budget,
-        warmup,
-        steady_steps,
-        float(start),
-        float(end),
+        steady.warmup,
+        steady.steady_steps,
+        start,
+        end,
         rate,
         size,
         rate * size if rate is not None and size else None,
         first_step,
+        steady.sessions,
+        steady.gaps_s,
+        batches,
+        ss.batch_means_ci95(rate, batches),
+        first_third,
+        last_third,
     )
 
 

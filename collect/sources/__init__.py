@@ -11,6 +11,7 @@ from typing import Any
 
 from collect.sources.base import AbsentSource, Hardware, Reading, Source, SourceUnavailable
 from collect.sources.cpu import CpuSource
+from collect.sources.cpu_throttle import CpuThrottleSource
 from collect.sources.disk import DiskSource
 from collect.sources.memory import MemorySource
 from collect.sources.network import NetworkSource
@@ -20,7 +21,7 @@ from collect.sources.rapl import RaplSource
 from collect.sources.thermal import ThermalSource
 
 # Column order of telemetry.csv follows this order (docs/run-format.md).
-SOURCE_ORDER = ("cpu", "thermal", "memory", "disk", "network", "process", "rapl", "nvml")
+SOURCE_ORDER = ("cpu", "thermal", "cpu_throttle", "memory", "disk", "network", "process", "rapl", "nvml")
 # Columns the contract keeps even without the hardware: `cpu_temp_c` is empty when there is no sensor.
 KEPT_WHEN_ABSENT = {"thermal": ["cpu_temp_c"]}
 
@@ -68,6 +69,7 @@ def _factories(hardware: Hardware) -> dict[str, Callable[[], Source]]:
     return {
         "cpu": lambda: CpuSource(hardware.proc_root, hardware.sys_root),
         "thermal": lambda: ThermalSource(hardware.sys_root),
+        "cpu_throttle": lambda: CpuThrottleSource(hardware.sys_root),
         "memory": lambda: MemorySource(hardware.proc_root),
         "disk": lambda: DiskSource(hardware.proc_root, hardware.sys_root),
         "network": lambda: NetworkSource(hardware.proc_root),

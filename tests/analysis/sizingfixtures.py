@@ -122,6 +122,8 @@ def training_info(
         "image_size": 256,
         "batch_size": batch_size,
         "precision": "float32",
+        "dataset": "data/datasets/waldo",
+        "dataset_info": {"kind": "synthetic", "seed": 0, "image_size": 256, "images": {"train": 256}},
         "start_unix": start_unix,
         "steps": steps,
         "initial_step": 0,

@@ -20,8 +20,11 @@ def test_workload_signature_fields_and_defaults() -> None:
     info = reference_gpu().training_info
     wl = signature.workload({**info, "precision": "float16", "dataset_info": {"seed": 0}})
     assert wl["framework"] == "tensorflow"  # absent → tensorflow
-    assert wl["precision"] == "mixed"  # float16 on a GPU and bfloat16 on a CPU are one class
-    assert signature.workload({**info, "precision": "bfloat16"})["precision"] == "mixed"
+    assert wl["precision"] == "float16"  # the real dtype, not a "mixed" class
+    assert signature.workload({**info, "precision": "bfloat16"})["precision"] == "bfloat16"
+    assert signature.workload({**info, "precision": "mixed_float16"})["precision"] == "float16"
+    on_cpu = signature.workload({**info, "precision": "float16"}, "cpu")["precision"]
+    assert on_cpu == "float16 (emulated on a CPU)" != wl["precision"]
     assert signature.workload({**info, "framework": "torch"})["framework"] == "torch"
     assert wl["dataset"].startswith("dataset:")
     assert signature.workload({**info, "dataset_info": {"seed": 1}})["dataset"] != wl["dataset"]
@@ -37,7 +40,7 @@ def test_mismatched_workloads_are_compared_but_marked() -> None:
     assert comparison["like_for_like"] is False
     assert "batch_size 16 vs 2" in comparison["differences"]
     assert "image_size 640 vs 256" in comparison["differences"]
-    assert "precision mixed vs float32" in comparison["differences"]
+    assert "precision float16 vs float32" in comparison["differences"]
     assert "NOT like-for-like" in report.headline[1] and "preset standard vs small" in report.headline[1]
     assert any("NOT like-for-like" in w for w in report.warnings)
     comparison_table = next(s for s in report.sections if s.key == "comparison").tables[0]

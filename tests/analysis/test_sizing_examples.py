@@ -138,8 +138,14 @@ def check_against_raw_files(run_dir: Path) -> None:
     cpu_util = np.nanmean([r["cpu_util_pct"] for r in in_window])
     assert result.verdict.numbers["cpu_util_pct"] == pytest.approx(cpu_util)
     assert result.verdict.primary == hand_verdict(result.kind, in_window)
-    if result.verdict.primary == bottleneck.CPU_BOUND:  # the evidence quotes the hand-computed mean
-        assert f"mean CPU util {cpu_util:.1f} %" in result.verdict.evidence[0]
+    evidence = " ".join(result.verdict.evidence)  # names the hand-computed mean it rests on
+    gpu_means = [
+        np.nanmean([r[k] for r in in_window]) for k in in_window[0] if re.fullmatch(r"gpu\d+_util_pct", k)
+    ]
+    if result.verdict.primary == bottleneck.GPU_BOUND:
+        assert f"mean GPU util {min(gpu_means):.1f} %" in evidence
+    elif result.verdict.primary in (bottleneck.CPU_BOUND, bottleneck.UNDETERMINED):
+        assert f"{cpu_util:.1f} %" in evidence
 
     freq = np.array([r.get("cpu_freq_mhz", math.nan) for r in telemetry])
     cpu_throttle = next(t for t in result.throttling if t.source == "cpu")

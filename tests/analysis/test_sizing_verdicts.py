@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
-from sizingfixtures import telemetry_frame
+from sizingfixtures import reference_cpu, telemetry_frame
 
+from sizing import ReportSettings, build_report, thermal
 from sizing import bottleneck as b
-from sizing import thermal
 from sizing.model import Thresholds
 
 T = Thresholds()
@@ -105,7 +107,42 @@ def test_idle_cores_are_not_a_frequency_drop() -> None:
     drops = thermal.cpu_frequency_drops(telemetry, T, 1.0)
     assert (drops.flagged_samples, drops.events) == (10, 1)
     verdict = b.verdict("cpu", telemetry, [], [drops], T)
-    assert b.THERMALLY_THROTTLED in verdict.labels
+    assert b.THERMALLY_THROTTLED not in verdict.labels  # no thermal evidence: not "thermal"
+    assert b.CPU_CLOCK_BELOW_PEAK in verdict.labels and drops.category == thermal.CPU_BELOW_PEAK
+
+
+def _one_core_slowed(**columns: object):
+    freq0 = np.full(40, 3600.0)
+    freq0[10:20] = 2400.0
+    return telemetry_frame(0.0, 40, cpu_util_pct=12.5, cpu0_freq_mhz=freq0, **cores(8, {0: 100.0}),
+                           **{f"cpu{i}_freq_mhz": 1200.0 for i in range(1, 8)}, **columns)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("columns", "thermal_cause"),
+    [
+        ({}, ""),
+        ({"cpu_temp_c": 70.0}, ""),  # a temperature below the threshold is no evidence
+        ({"cpu_core_throttle_count": np.repeat([5.0, 9.0], 20)}, "cpu_core_throttle_count rose by 4"),
+        ({"cpu_package_throttle_count": np.full(40, 3.0)}, ""),  # a counter that never rises is none
+        ({"cpu_temp_c": np.where(np.arange(40) >= 10, 95.0, 60.0)}, "cpu_temp_c up to 95 °C ≥ 80 °C"),
+    ],
+)
+def test_a_frequency_drop_is_thermal_only_with_thermal_evidence(columns: dict, thermal_cause: str) -> None:
+    drops = thermal.cpu_frequency_drops(_one_core_slowed(**columns), T, 1.0)
+    assert drops.flagged_samples == 10 and drops.cause == thermal_cause
+    verdict = b.verdict("cpu", _one_core_slowed(**columns), [], [drops], T)
+    assert (b.THERMALLY_THROTTLED in verdict.labels) == bool(thermal_cause)
+    assert (b.CPU_CLOCK_BELOW_PEAK in verdict.labels) != bool(thermal_cause)
+
+
+def test_fewer_busy_cores_turbo_higher_and_that_is_no_drop() -> None:
+    """Turbo bins: 2 busy cores at 3.6 GHz, then 8 busy cores at 3.0 GHz (17 % lower) is like with like."""
+    two = np.arange(40) < 20
+    util = {f"cpu{i}_util_pct": np.where(two & (i >= 2), 2.0, 100.0) for i in range(8)}
+    freq = {f"cpu{i}_freq_mhz": np.where(two, 3600.0, 3000.0) for i in range(8)}
+    drops = thermal.cpu_frequency_drops(telemetry_frame(0.0, 40, cpu_util_pct=60.0, **util, **freq), T, 1.0)
+    assert drops.status == "measured" and drops.samples == 40 and drops.flagged_samples == 0
 
 
 def test_constant_frequency_is_cannot_tell_not_zero_events() -> None:
@@ -116,3 +153,17 @@ def test_constant_frequency_is_cannot_tell_not_zero_events() -> None:
     assert thermal.cpu_frequency_drops(telemetry_frame(0.0, 3, cpu_util_pct=95.0), T, 1.0).status == (
         thermal.NO_FREQUENCY
     )
+
+
+def test_the_report_shows_the_thermal_evidence_or_its_absence() -> None:
+    run = reference_cpu()
+    freq = np.where(np.arange(len(run.telemetry)) % 10 < 3, 2000.0, 3000.0)  # 30 % of samples 33 % lower
+    hot = run.telemetry.assign(cpu_freq_mhz=freq, cpu_temp_c=np.where(freq < 2500, 90.0, 60.0))
+    for telemetry, thermal_shown in ((run.telemetry.assign(cpu_freq_mhz=freq), False), (hot, True)):
+        report = build_report([replace(run, telemetry=telemetry)], ReportSettings())
+        rows = next(s for s in report.sections if s.key == "throttling").data
+        (cpu,) = [r for r in rows if r["source"] == "cpu"]
+        assert (cpu["thermal_evidence"] is not None) == thermal_shown
+        assert (cpu["category"] == thermal.CPU_THERMAL) == thermal_shown
+        labels = report.analyses[0].verdict.labels
+        assert (b.THERMALLY_THROTTLED in labels) == thermal_shown

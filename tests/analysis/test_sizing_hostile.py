@@ -1,0 +1,153 @@
+"""Issue 18 item 11: malformed input is a warning, never a traceback. Hostile copies of a real run from
+data/examples go through `python -m sizing` and the dashboard's Sizing tab."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from test_sizing_view import DEFAULTS, all_text
+
+from dashboard import sizing_view
+from sizing import ReportSettings, build_report
+from sizing.cli import main as sizing_main
+from sizing.load import load_run_dir
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
+REAL = sorted(p for p in EXAMPLES.glob("*") if (p / "training.csv").is_file()) if EXAMPLES.is_dir() else []
+pytestmark = pytest.mark.skipif(not REAL, reason="no recorded run in data/examples")
+
+
+def edit_json(path: Path, change: Callable[[dict], object]) -> None:
+    data = json.loads(path.read_text())
+    result = change(data)
+    path.write_text(json.dumps(data if result is None else result))
+
+
+def set_field(*keys: str, value: object) -> Callable[[dict], None]:
+    def change(data: dict) -> None:
+        for key in keys[:-1]:
+            data = data[key]
+        data[keys[-1]] = value
+
+    return change
+
+
+def cut_rows(path: Path) -> None:
+    """Rows cut short in the middle of the file and at its end (a writer killed mid-line)."""
+    lines = path.read_text().splitlines(keepends=True)
+    lines[5] = lines[5][: len(lines[5]) // 2] + "\n"
+    path.write_text("".join(lines[:-1]) + lines[-1][:10])
+
+
+def bad_cells(path: Path) -> None:
+    """NaN, inf, -inf and text in numeric cells."""
+    lines = path.read_text().splitlines(keepends=True)
+    for i, cell in zip(range(3, 40, 9), ("nan", "inf", "-inf", "fast", "1e999"), strict=False):
+        fields = lines[i].split(",")
+        fields[2] = cell
+        fields[0] = cell if i == 12 else fields[0]  # one row's time is infinite too
+        lines[i] = ",".join(fields)
+    path.write_text("".join(lines))
+
+
+def shuffled(path: Path) -> None:
+    lines = path.read_text().splitlines(keepends=True)
+    body = lines[1:]
+    path.write_text(lines[0] + "".join(body[1::2] + body[0::2]))
+
+
+HOSTILE: dict[str, tuple[str, Callable[[Path], None], str]] = {
+    "system is a list": ("run.json", lambda p: edit_json(p, set_field("system", value=[1, 2])),
+                         "run.json field system is a list, not an object"),
+    "cores as text": ("run.json",
+                      lambda p: edit_json(p, set_field("system", "cpu_cores_logical", value="two")),
+                      "run.json field system.cpu_cores_logical is text, not a whole number ≥ 0"),
+    "gpus an object": ("run.json", lambda p: edit_json(p, set_field("system", "gpus", value={"0": "x"})),
+                       "run.json field system.gpus is an object, not a list"),
+    "run.json a list": ("run.json", lambda p: p.write_text("[1, 2]"), "run.json is not a JSON object"),
+    "batch as text": ("training.json", lambda p: edit_json(p, set_field("batch_size", value="two")),
+                      "training.json field batch_size is text, not a whole number ≥ 0"),
+    "batch astronomic": ("training.json", lambda p: edit_json(p, set_field("batch_size", value=1e308)),
+                         "training.json field batch_size is a number, not a whole number ≥ 0"),
+    "precision a number": ("training.json", lambda p: edit_json(p, set_field("precision", value=16)),
+                           "training.json field precision is a number, not text"),
+    "dataset_info a list": ("training.json", lambda p: edit_json(p, set_field("dataset_info", value=[])),
+                            "training.json field dataset_info is a list, not an object"),
+    "rate NaN": ("training.json", lambda p: edit_json(p, set_field("steady_steps_per_s", value=float("nan"))),
+                 "training.json field steady_steps_per_s is nan, not a number"),
+    "uuids text": ("training.json", lambda p: edit_json(p, set_field("gpu_uuids", value="GPU-0")),
+                   "training.json field gpu_uuids is text, not a list of text"),
+    "training.json a string": ("training.json", lambda p: p.write_text('"done"'),
+                               "training.json is not a JSON object"),
+    "cut rows": ("training.csv", cut_rows, "training.csv: truncated last line ignored"),
+    "bad cells": ("telemetry.csv", bad_cells, "telemetry.csv: 4 infinite cell(s) read as empty"),
+    "bad training cells": ("training.csv", bad_cells, "training.csv: 1 row(s) without a time left out"),
+    "out of order": ("telemetry.csv", shuffled, "telemetry.csv: rows out of time order"),
+    "training out of order": ("training.csv", shuffled, "training.csv: rows out of time order"),
+    "empty run.json": ("run.json", lambda p: p.write_text(""), "run.json unreadable (JSONDecodeError)"),
+    "empty training.json": ("training.json", lambda p: p.write_text(""), "training.json unreadable"),
+    "empty telemetry": ("telemetry.csv", lambda p: p.write_text(""), ""),
+    "header only": ("training.csv", lambda p: p.write_text(p.read_text().splitlines()[0] + "\n"), ""),
+}  # fmt: skip
+
+
+def hostile_copy(tmp_path: Path, case: str) -> Path:
+    file, change, _ = HOSTILE[case]
+    run_dir = tmp_path / "runs" / REAL[0].name
+    shutil.copytree(REAL[0], run_dir)
+    change(run_dir / file)
+    return run_dir
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_run_is_sized_with_a_warning_naming_file_and_field(
+    tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = hostile_copy(tmp_path, case)
+    out = tmp_path / "report.json"
+    assert sizing_main([str(run_dir), "--out", str(out)]) == 0, capsys.readouterr().err
+    report = json.loads(out.read_text())
+    expected = HOSTILE[case][2]
+    assert not expected or any(expected in w for w in report["warnings"]), report["warnings"]
+    assert report["runs"][0]["run_id"] == run_dir.name
+    text = json.dumps(report)
+    assert "NaN" not in text and "Infinity" not in text
+    for name in ("report.md", "report.html"):
+        assert sizing_main([str(run_dir), "--out", str(tmp_path / name)]) == 0
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_the_sizing_tab_never_fails_on_a_hostile_run(tmp_path: Path, case: str) -> None:
+    run_dir = hostile_copy(tmp_path, case)
+    text = all_text(sizing_view.sizing_content(tmp_path, [run_dir.name], DEFAULTS))
+    assert "Baseline:" in text or "nothing to size" in text
+
+
+def test_validation_is_idempotent_and_keeps_good_fields(tmp_path: Path) -> None:
+    run = load_run_dir(hostile_copy(tmp_path, "cores as text"))
+    assert "cpu_cores_logical" not in run.meta["system"] and run.meta["system"]["cpu_model"] == "AMD EPYC"
+    report = build_report([run], ReportSettings())
+    assert sum("cpu_cores_logical" in w for w in report.warnings) == 1
+
+
+def test_an_unsizable_run_is_named_and_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / "runs" / "good"
+    shutil.copytree(REAL[0], good)
+    empty = tmp_path / "runs" / "empty"
+    empty.mkdir()
+    (empty / "telemetry.csv").write_text("time_unix,cpu_util_pct\nnan,5\ninf,6\n")
+    (empty / "run.json").write_text("{}")
+    out = tmp_path / "r.json"
+    assert sizing_main([str(good), str(empty), "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [r["run_id"] for r in report["runs"]] == ["good"]
+    assert any(w.startswith("run 'empty' has neither") and "left out" in w for w in report["warnings"])
+    assert sizing_main([str(empty), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nothing to size" in err and "Traceback" not in err
+    text = all_text(sizing_view.sizing_content(tmp_path, ["empty"], DEFAULTS))
+    assert "nothing to size" in text

@@ -19,8 +19,9 @@ class LatenessSample:
 
     def add(self, value: float) -> None:
         self.seen += 1
-        self.maximum = value if self.maximum is None else max(self.maximum, value)
-        if len(self.values) < self.capacity:
+        if self.maximum is None or value > self.maximum:
+            self.maximum = value
+        if self.seen <= self.capacity:
             self.values.append(value)
             return
         slot = self._random.randrange(self.seen)

@@ -79,6 +79,7 @@ class _Session:
         self.pending_signals: list[int] = []
         self.finished_reason: str | None = None
         self.command_ended = False
+        self._may_have_exited = True  # check the command's state on the next pass through the loop
         self._wake_r = self._wake_w = -1
 
     # ---- setup -------------------------------------------------------------------------------
@@ -168,18 +169,26 @@ class _Session:
     # ---- the loop ----------------------------------------------------------------------------
 
     def _wait_until(self, when: float) -> None:
+        """Sleep until `when`, a signal, or the command's end (its pidfd turns readable)."""
         timeout = when - time.monotonic()
-        if self.command is not None and self.command.pidfd is None and not self.command_ended:
-            timeout = min(timeout, _POLL_WITHOUT_PIDFD_S)
+        watched = self._watched
+        if self.command is not None and not self.command_ended:
+            if self.command.pidfd is None:
+                timeout = min(timeout, _POLL_WITHOUT_PIDFD_S)
+                self._may_have_exited = True
+            elif len(watched) == 1:
+                watched = self._watched = [self._wake_r, self.command.pidfd]
+        elif len(watched) > 1:
+            watched = self._watched = [self._wake_r]
         if timeout <= 0:
+            self._may_have_exited = True  # running behind: no select to say so
             return
-        watched = [self._wake_r]
-        if self.command is not None and self.command.pidfd is not None and not self.command_ended:
-            watched.append(self.command.pidfd)
         ready, _, _ = select.select(watched, [], [], timeout)
-        if self._wake_r in ready:
-            with contextlib.suppress(BlockingIOError):
-                os.read(self._wake_r, 512)
+        if ready:
+            if self._wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_r, 512)
+            self._may_have_exited = True
 
     def _tick(self, now: float, late_s: float, skipped: int) -> None:
         wall = time.time()
@@ -232,11 +241,14 @@ class _Session:
             wake_at = deadline if escalation_at is None else min(deadline, escalation_at)
             self._wait_until(wake_at)
             now = time.monotonic()
-            self._handle_signals(now)
+            if self.pending_signals:
+                self._handle_signals(now)
             if self.finished_reason is not None:
                 return
-            if self.command is not None and not self.command_ended and self.command.has_exited():
-                self.command_ended = True  # one more tick on the grid records the state after it
+            if self._may_have_exited and self.command is not None and not self.command_ended:
+                self._may_have_exited = False
+                if self.command.has_exited():
+                    self.command_ended = True  # one more tick on the grid records the state after it
             if self.stopper.due(now) and not self.command_ended:
                 self.stopper.advance(now)
             if now < deadline:
@@ -305,6 +317,7 @@ class _Session:
         self.start()
         self.stopper = Stopper(None, self.options.stop_grace_s)
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._watched = [self._wake_r]
         try:
             self._record()
         except BaseException as exc:

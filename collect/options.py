@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from collect.command import exit_status
 from collect.sources import Hardware, SourceSet
 
 MIN_INTERVAL_S = 0.01
@@ -43,3 +44,30 @@ class SessionResult:
     exit_code: int
     end_reason: str
     samples: int
+
+
+def check_options(options: SessionOptions) -> None:
+    """ValueError, one line, for options no recording can run with."""
+    if not options.interval_s >= MIN_INTERVAL_S:
+        raise ValueError(f"interval must be at least {MIN_INTERVAL_S * 1000:g}ms")
+    if options.duration_s is not None and not options.duration_s > 0:
+        raise ValueError("duration must be greater than zero")
+    if options.command is not None and not options.command:
+        raise ValueError("empty command")
+    if options.device not in ("cpu", "gpu"):
+        raise ValueError(f"device must be cpu or gpu, got {options.device!r}")
+
+
+def end_reason_and_exit(
+    collector_failed: bool, reason: str | None, command_code: int | None
+) -> tuple[str, int]:
+    """run.json's end_reason and the collector's exit code (docs/run-format.md)."""
+    if collector_failed:
+        return "failed", EXIT_COLLECTOR_FAILED
+    if reason == "deadline":
+        return "deadline", EXIT_DEADLINE
+    if reason == "interrupted":
+        return "interrupted", EXIT_INTERRUPTED
+    if command_code is None:
+        return "completed", 0
+    return ("completed" if command_code == 0 else "failed"), exit_status(command_code)

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from collect.command import RunningCommand, exit_status
+from collect.command import RunningCommand
 from collect.lateness import TickStats
 from collect.options import (
     EXIT_COLLECTOR_FAILED,
@@ -26,6 +26,8 @@ from collect.options import (
     MIN_INTERVAL_S,
     SessionOptions,
     SessionResult,
+    check_options,
+    end_reason_and_exit,
 )
 from collect.priority import PriorityChange, raise_priority
 from collect.rundir import SessionError, create_run_dir
@@ -53,10 +55,6 @@ def _say(line: str) -> None:
     """One line on stderr; a closed or hung-up console loses the line, never the run."""
     with contextlib.suppress(OSError, ValueError):
         print(line, file=sys.stderr, flush=True)
-
-
-def _utc(unix: float) -> str:
-    return datetime.fromtimestamp(unix, timezone.utc).isoformat()
 
 
 class _Session:
@@ -271,22 +269,15 @@ class _Session:
 
     def end_reason_and_exit(self) -> tuple[str, int]:
         command_code = None if self.command is None else self.command.returncode
-        if self.error is not None:
-            return "failed", EXIT_COLLECTOR_FAILED
-        reason = self.stopper.reason or self.finished_reason
-        if reason == "deadline":
-            return "deadline", EXIT_DEADLINE
-        if reason == "interrupted":
-            return "interrupted", EXIT_INTERRUPTED
-        if command_code is None:
-            return "completed", 0
-        return ("completed" if command_code == 0 else "failed"), exit_status(command_code)
+        return end_reason_and_exit(
+            self.error is not None, self.stopper.reason or self.finished_reason, command_code
+        )
 
     def final_record(self, end_reason: str) -> dict[str, Any]:
         end_unix = time.time()
         record = dict(self.record)
         record.update(
-            end_utc=_utc(end_unix),
+            end_utc=datetime.fromtimestamp(end_unix, timezone.utc).isoformat(),
             end_unix=round(end_unix, 6),
             actual_duration_s=round(end_unix - self.start_unix, 3),
             end_reason=end_reason,
@@ -300,11 +291,7 @@ class _Session:
             "priority": self.priority.description,
             **self.ticks.sampler_record(),
         }
-        if self.stopper.sent:
-            record["sampler"]["stop_signals"] = list(self.stopper.sent)
-        if self.stopper.skipped:
-            ignored = " and ".join(self.stopper.skipped)
-            record["notes"] = [*record.get("notes", []), f"the command ignored {ignored}: not sent"]
+        self.stopper.add_to_record(record)
         if self.progress_error is not None:
             record["sampler"]["progress_error"] = self.progress_error
         if self.command is not None and self.command.log_error:
@@ -393,12 +380,17 @@ def run_session(
     Raises ValueError for bad options and SessionError when the run directory cannot be set up; once
     the directory exists every outcome is recorded in run.json and reported in the result.
     """
-    if not options.interval_s >= MIN_INTERVAL_S:
-        raise ValueError(f"interval must be at least {MIN_INTERVAL_S * 1000:g}ms")
-    if options.duration_s is not None and not options.duration_s > 0:
-        raise ValueError("duration must be greater than zero")
-    if options.command is not None and not options.command:
-        raise ValueError("empty command")
-    if options.device not in ("cpu", "gpu"):
-        raise ValueError(f"device must be cpu or gpu, got {options.device!r}")
+    check_options(options)
     return _Session(options, on_start, on_sample).run()
+
+
+__all__ = [
+    "EXIT_COLLECTOR_FAILED",
+    "EXIT_DEADLINE",
+    "EXIT_INTERRUPTED",
+    "MIN_INTERVAL_S",
+    "SessionError",
+    "SessionOptions",
+    "SessionResult",
+    "run_session",
+]

@@ -12,7 +12,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 # What stops the collector itself (Ctrl-C, kill, a hang-up).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -85,6 +85,14 @@ class Stopper:
         self._command.signal_group(signum)
         self.sent.append(name)
         self.next_at = None if grace is None else now + grace
+
+    def add_to_record(self, record: dict[str, Any]) -> None:
+        """run.json: the signals sent (sampler.stop_signals), and a note for each one skipped."""
+        if self.sent:
+            record["sampler"]["stop_signals"] = list(self.sent)
+        if self.skipped:
+            ignored = " and ".join(self.skipped)
+            record["notes"] = [*record.get("notes", []), f"the command ignored {ignored}: not sent"]
 
     def due(self, now: float) -> bool:
         return self.next_at is not None and now >= self.next_at

@@ -50,16 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--label", default="", help="label shown in the dashboard")
     parser.add_argument("--preset", choices=PRESET_NAMES, default="small")
     parser.add_argument(
-        "--framework",
-        choices=tuple(FRAMEWORK_NAMES),
-        default="tf",
+        "--framework", choices=tuple(FRAMEWORK_NAMES), default="tf",
         help="tf (Model Garden) or torch (torchvision)",
     )
     parser.add_argument("--batch", type=int, help="global batch size (default: the preset's)")
     parser.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        default="float32",
+        "--precision", choices=PRECISIONS, default="float32",
         help="float32 (default, on both devices) or mixed (float16 on a GPU, bfloat16 on a CPU)",
     )
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
@@ -87,20 +83,12 @@ def hard_limit_s(budget_s: float) -> float:
 
 def training_command(args: argparse.Namespace) -> list[str]:
     command = [
-        sys.executable,
-        "-m",
-        "training",
-        "train",
-        "--device",
-        args.device,
-        "--duration",
-        args.duration,
-        "--preset",
-        args.preset,
-        "--precision",
-        MIXED_DTYPE[args.device] if args.precision == "mixed" else "float32",
-        "--data-dir",
-        str(args.data_dir),
+        sys.executable, "-m", "training", "train",
+        "--device", args.device,
+        "--duration", args.duration,
+        "--preset", args.preset,
+        "--precision", MIXED_DTYPE[args.device] if args.precision == "mixed" else "float32",
+        "--data-dir", str(args.data_dir),
     ]
     if args.framework != "tf":
         command += ["--framework", args.framework]
@@ -121,9 +109,7 @@ def check_gpu(framework: str = "tf") -> str | None:
     """None if the framework sees a GPU, else the one-line reason `training devices` gave."""
     probe = subprocess.run(
         [sys.executable, "-m", "training", "devices", "--require", "gpu", "--framework", framework],
-        capture_output=True,
-        text=True,
-        check=False,
+        capture_output=True, text=True, check=False,
     )
     if probe.returncode == 0:
         return None
@@ -147,7 +133,9 @@ def matching_command(args: argparse.Namespace) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def summary_lines(result: SessionResult, peaks: dict[str, float], matching: str | None = None) -> list[str]:
+def summary_lines(
+    result: SessionResult, peaks: dict[str, float], matching: str | None = None
+) -> list[str]:
     """The end-of-run summary, from the run directory's files and the peaks seen while sampling."""
     run_dir = result.run_dir
     head = f"Run {run_dir.name}: {result.end_reason} (exit code {result.exit_code}), {result.samples} samples"

@@ -96,11 +96,17 @@ class Watchdog:
 
 
 def _end_with_the_collector(collector_pid: int, watchdog: Watchdog | None) -> Callable[[], None]:
-    """In the child, before exec: the command never runs on unrecorded. With a watchdog, tell it our
-    process group; without one (it could not start), at least SIGTERM the direct child when the
-    collector dies (PR_SET_PDEATHSIG, Linux only)."""
+    """In the child, before exec: SIGINT stops it again, and it never runs on unrecorded. With a
+    watchdog, tell it our process group; without one (it could not start), at least SIGTERM the direct
+    child when the collector dies (PR_SET_PDEATHSIG, Linux only)."""
 
     def arm() -> None:
+        # A job that a non-interactive shell starts with `&` inherits SIGINT ignored (so that a Ctrl-C
+        # meant for the shell's foreground job spares it). The command runs in its own session, out of
+        # any keyboard's reach: SIGINT is the collector's "stop gracefully", so it gets its default
+        # back. An ignored SIGHUP (nohup) stays ignored.
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
         if watchdog is not None:
             watchdog.announce_from_child()
             return
@@ -252,6 +258,18 @@ class RunningCommand:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+    def settle(self, stopped: bool, grace_s: tuple[float, float]) -> None:
+        """Reap the command; if the collector ended abnormally, stop it gracefully; if we `stopped` it,
+        make sure no child of it is left running. Then close its output."""
+        if not self.has_exited():
+            # The collector itself failed: as long as SIGINT-then-SIGTERM would have allowed, for a final
+            # checkpoint that may have to wait for a slow step.
+            self.stop_gracefully(sum(grace_s))
+        self.reap()
+        if stopped and self.group_alive():
+            self.stop_gracefully(grace_s[1])  # stragglers of a command we stopped
+        self.finish()
 
     def stop_gracefully(self, grace_s: float) -> None:
         """SIGTERM to the whole group; SIGKILL to what is left of it after grace_s."""

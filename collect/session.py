@@ -8,24 +8,31 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import select
-import signal
 import socket
 import sys
-import threading
 import time
-from array import array
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from collect import slurm
-from collect.command import RunningCommand, exit_status
+from collect.command import RunningCommand
+from collect.lateness import TickStats
+from collect.options import (
+    EXIT_COLLECTOR_FAILED,
+    EXIT_DEADLINE,
+    EXIT_INTERRUPTED,
+    MIN_INTERVAL_S,
+    SessionOptions,
+    SessionResult,
+    check_options,
+    end_reason_and_exit,
+)
 from collect.priority import PriorityChange, raise_priority
-from collect.sources import Hardware, SourceSet, build_sources
+from collect.rundir import SessionError, create_run_dir
+from collect.sources import SourceSet, build_sources
+from collect.stopping import Stopper, stop_signals_caught
 from collect.sysinfo import system_info
 from collect.writer import TelemetryWriteError, TelemetryWriter
 from runformat import (
@@ -34,145 +41,20 @@ from runformat import (
     RUN_DIR_ENV,
     RUN_ID_ENV,
     RUN_JSON,
-    RUNS_SUBDIR,
     TELEMETRY_CSV,
-    new_run_id,
     write_json_atomic,
 )
 
-MIN_INTERVAL_S = 0.01
-EXIT_DEADLINE = 124
-EXIT_INTERRUPTED = 130
-EXIT_COLLECTOR_FAILED = 1
 RUN_DIR_PLACEHOLDER = "{run_dir}"
 TIME_COLUMNS = ["time_unix", "elapsed_s", "late_ms", "skipped_ticks"]
 _PRIME_LEAD_S = 0.2  # the first row's rates cover at most this long
 _POLL_WITHOUT_PIDFD_S = 0.05
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_SAME_STOP_WINDOW_S = 1.0  # Slurm signals every process of a job at once, srun passes it on: one stop
-
-
-class TickSink(Protocol):
-    """Something fed from the sampling tick itself (e.g. collect.exposition's Prometheus endpoint)."""
-
-    def start(self, run_dir: Path, record: dict[str, Any], sources: SourceSet) -> None: ...
-
-    def tick(self, row: dict[str, Any]) -> None: ...
-
-
-@dataclass
-class SessionOptions:
-    data_dir: Path
-    device: str = "cpu"
-    interval_s: float = 1.0
-    duration_s: float | None = None
-    label: str = ""
-    command: list[str] | None = None  # None = sampling only
-    echo_output: bool = True  # tee the command's output to our stdout
-    stop_grace_s: tuple[float, float] = (20.0, 10.0)  # SIGINT -> wait -> SIGTERM -> wait -> SIGKILL
-    hardware: Hardware = field(default_factory=Hardware)  # tests pass fake roots / a fake NVML here
-    raise_priority: bool = True
-    tick_sink: TickSink | None = None  # gets each row right after it is written
-
-
-@dataclass
-class SessionResult:
-    run_dir: Path
-    exit_code: int
-    end_reason: str
-    samples: int
-
-
-class SessionError(Exception):
-    """The collector could not start (e.g. the run directory cannot be created); one line for the user."""
-
-
-def create_run_dir(data_dir: Path, device: str, start: datetime) -> Path:
-    """data_dir/runs/<run_id>, with -2, -3... when that id is taken."""
-    runs = Path(data_dir) / RUNS_SUBDIR
-    try:
-        runs.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SessionError(f"cannot create {runs}: {exc.strerror or exc}") from exc
-    base = new_run_id(device, start) + slurm.run_id_suffix(os.environ)
-    for attempt in range(1, 1000):
-        candidate = runs / (base if attempt == 1 else f"{base}-{attempt}")
-        try:
-            candidate.mkdir()
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise SessionError(f"cannot create {candidate}: {exc.strerror or exc}") from exc
-        return candidate.resolve()
-    raise SessionError(f"too many runs named {base} in {runs}")
 
 
 def _say(line: str) -> None:
     """One line on stderr; a closed or hung-up console loses the line, never the run."""
     with contextlib.suppress(OSError, ValueError):
         print(line, file=sys.stderr, flush=True)
-
-
-def _utc(unix: float) -> str:
-    return datetime.fromtimestamp(unix, timezone.utc).isoformat()
-
-
-class LatenessSample:
-    """Lateness of every tick while that fits in memory, then a uniform reservoir of them (Algorithm R),
-    so a day at 100 Hz keeps 200,000 values, not 8.6 million."""
-
-    def __init__(self, capacity: int = 200_000) -> None:
-        self.capacity = capacity
-        self.values = array("d")
-        self.seen = 0
-        self.maximum: float | None = None
-        self._random = random.Random(0)
-
-    def add(self, value: float) -> None:
-        self.seen += 1
-        self.maximum = value if self.maximum is None else max(self.maximum, value)
-        if len(self.values) < self.capacity:
-            self.values.append(value)
-            return
-        slot = self._random.randrange(self.seen)
-        if slot < self.capacity:
-            self.values[slot] = value
-
-    def percentile(self, fraction: float) -> float | None:
-        if not self.values:
-            return None
-        ordered = sorted(self.values)
-        return round(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))], 3)
-
-
-class _Stopper:
-    """Stops the command like a person would: SIGINT, wait, SIGTERM, wait, SIGKILL."""
-
-    def __init__(self, command: RunningCommand | None, grace_s: tuple[float, float]) -> None:
-        self._command = command
-        self._stages = [(signal.SIGINT, grace_s[0]), (signal.SIGTERM, grace_s[1]), (signal.SIGKILL, None)]
-        self.reason: str | None = None
-        self.stage = -1
-        self.next_at: float | None = None
-
-    def request(self, reason: str, now: float) -> None:
-        if self.reason is None:
-            self.reason, self.requested_at = reason, now
-            self.advance(now)
-        elif reason == "interrupted" and now - self.requested_at >= _SAME_STOP_WINDOW_S:
-            self.advance(now)  # asking again (a second Ctrl-C) skips the rest of the grace period
-
-    def advance(self, now: float) -> None:
-        if self._command is None or self.stage + 1 >= len(self._stages):
-            self.next_at = None
-            return
-        self.stage += 1
-        signum, grace = self._stages[self.stage]
-        self._command.signal_group(signum)
-        self.next_at = None if grace is None else now + grace
-
-    def due(self, now: float) -> bool:
-        return self.next_at is not None and now >= self.next_at
 
 
 class _Session:
@@ -186,11 +68,7 @@ class _Session:
         self.on_start = on_start
         self.on_sample = on_sample
         self.interval = options.interval_s
-        self.samples = 0
-        self.late_ticks = 0
-        self.skipped_ticks = 0
-        self.late_ms = LatenessSample()
-        self.late_threshold_s = max(0.001, 0.1 * self.interval)
+        self.ticks = TickStats(self.interval)
         self.error: str | None = None
         self.progress_error: str | None = None
         self.writer: TelemetryWriter | None = None
@@ -199,6 +77,7 @@ class _Session:
         self.pending_signals: list[int] = []
         self.finished_reason: str | None = None
         self.command_ended = False
+        self._may_have_exited = True  # check the command's state on the next pass through the loop
         self._wake_r = self._wake_w = -1
 
     # ---- setup -------------------------------------------------------------------------------
@@ -278,23 +157,6 @@ class _Session:
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.pending_signals.append(signum)
 
-    @contextlib.contextmanager
-    def _signals_caught(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        # A signal ignored when we started (SIGHUP under nohup) stays ignored: a detached run survives
-        # the end of the login session that started it.
-        caught = [signum for signum in _STOP_SIGNALS if signal.getsignal(signum) != signal.SIG_IGN]
-        previous = {signum: signal.signal(signum, self._on_signal) for signum in caught}
-        previous_wakeup = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
-        try:
-            yield
-        finally:
-            signal.set_wakeup_fd(previous_wakeup)
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-
     def _handle_signals(self, now: float) -> None:
         while self.pending_signals:
             self.pending_signals.pop()
@@ -306,18 +168,26 @@ class _Session:
     # ---- the loop ----------------------------------------------------------------------------
 
     def _wait_until(self, when: float) -> None:
+        """Sleep until `when`, a signal, or the command's end (its pidfd turns readable)."""
         timeout = when - time.monotonic()
-        if self.command is not None and self.command.pidfd is None and not self.command_ended:
-            timeout = min(timeout, _POLL_WITHOUT_PIDFD_S)
+        watched = self._watched
+        if self.command is not None and not self.command_ended:
+            if self.command.pidfd is None:
+                timeout = min(timeout, _POLL_WITHOUT_PIDFD_S)
+                self._may_have_exited = True
+            elif len(watched) == 1:
+                watched = self._watched = [self._wake_r, self.command.pidfd]
+        elif len(watched) > 1:
+            watched = self._watched = [self._wake_r]
         if timeout <= 0:
+            self._may_have_exited = True  # running behind: no select to say so
             return
-        watched = [self._wake_r]
-        if self.command is not None and self.command.pidfd is not None and not self.command_ended:
-            watched.append(self.command.pidfd)
         ready, _, _ = select.select(watched, [], [], timeout)
-        if self._wake_r in ready:
-            with contextlib.suppress(BlockingIOError):
-                os.read(self._wake_r, 512)
+        if ready:
+            if self._wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_r, 512)
+            self._may_have_exited = True
 
     def _tick(self, now: float, late_s: float, skipped: int) -> None:
         wall = time.time()
@@ -331,15 +201,12 @@ class _Session:
         if self.writer is not None:
             try:
                 self.writer.write(row)
-                self.samples += 1
+                self.ticks.samples += 1
             except TelemetryWriteError as exc:
                 self._fail(str(exc), now)
         if self.options.tick_sink is not None:
             self.options.tick_sink.tick(row)
-        self.skipped_ticks += skipped
-        self.late_ms.add(late_s * 1000.0)
-        if late_s > self.late_threshold_s:
-            self.late_ticks += 1
+        self.ticks.add(late_s, skipped)
         if self.on_sample is not None:
             try:
                 self.on_sample(row)
@@ -373,11 +240,14 @@ class _Session:
             wake_at = deadline if escalation_at is None else min(deadline, escalation_at)
             self._wait_until(wake_at)
             now = time.monotonic()
-            self._handle_signals(now)
+            if self.pending_signals:
+                self._handle_signals(now)
             if self.finished_reason is not None:
                 return
-            if self.command is not None and not self.command_ended and self.command.has_exited():
-                self.command_ended = True  # one more tick on the grid records the state after it
+            if self._may_have_exited and self.command is not None and not self.command_ended:
+                self._may_have_exited = False
+                if self.command.has_exited():
+                    self.command_ended = True  # one more tick on the grid records the state after it
             if self.stopper.due(now) and not self.command_ended:
                 self.stopper.advance(now)
             if now < deadline:
@@ -400,38 +270,29 @@ class _Session:
 
     def end_reason_and_exit(self) -> tuple[str, int]:
         command_code = None if self.command is None else self.command.returncode
-        if self.error is not None:
-            return "failed", EXIT_COLLECTOR_FAILED
-        reason = self.stopper.reason or self.finished_reason
-        if reason == "deadline":
-            return "deadline", EXIT_DEADLINE
-        if reason == "interrupted":
-            return "interrupted", EXIT_INTERRUPTED
-        if command_code is None:
-            return "completed", 0
-        return ("completed" if command_code == 0 else "failed"), exit_status(command_code)
+        return end_reason_and_exit(
+            self.error is not None, self.stopper.reason or self.finished_reason, command_code
+        )
 
     def final_record(self, end_reason: str) -> dict[str, Any]:
         end_unix = time.time()
         record = dict(self.record)
         record.update(
-            end_utc=_utc(end_unix),
+            end_utc=datetime.fromtimestamp(end_unix, timezone.utc).isoformat(),
             end_unix=round(end_unix, 6),
             actual_duration_s=round(end_unix - self.start_unix, 3),
             end_reason=end_reason,
             exit_code=None if self.command is None else self.command.returncode,
-            samples=self.samples,
-            late_ticks=self.late_ticks,
-            skipped_ticks=self.skipped_ticks,
+            samples=self.ticks.samples,
+            late_ticks=self.ticks.late_ticks,
+            skipped_ticks=self.ticks.skipped_ticks,
             sources=self.sources.final_status(),
         )
         record["sampler"] = {
             "priority": self.priority.description,
-            "late_threshold_ms": round(self.late_threshold_s * 1000.0, 3),
-            "late_ms_p50": self.late_ms.percentile(0.5),
-            "late_ms_p99": self.late_ms.percentile(0.99),
-            "late_ms_max": None if self.late_ms.maximum is None else round(self.late_ms.maximum, 3),
+            **self.ticks.sampler_record(),
         }
+        self.stopper.add_to_record(record)
         if self.progress_error is not None:
             record["sampler"]["progress_error"] = self.progress_error
         if self.command is not None and self.command.log_error:
@@ -442,8 +303,9 @@ class _Session:
 
     def run(self) -> SessionResult:
         self.start()
-        self.stopper = _Stopper(None, self.options.stop_grace_s)
+        self.stopper = Stopper(None, self.options.stop_grace_s)
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._watched = [self._wake_r]
         try:
             self._record()
         except BaseException as exc:
@@ -456,13 +318,13 @@ class _Session:
             self._write_final_record()
             raise
         exit_code = self._write_final_record()
-        return SessionResult(self.run_dir, exit_code, self.end_reason_and_exit()[0], self.samples)
+        return SessionResult(self.run_dir, exit_code, self.end_reason_and_exit()[0], self.ticks.samples)
 
     def _record(self) -> None:
         try:
             if self.on_start is not None:
                 self.on_start(self.run_dir)
-            with self._signals_caught():
+            with stop_signals_caught(self._on_signal, self._wake_w):
                 if self.options.command is not None:
                     self._start_command()
                 if self.options.raise_priority:
@@ -493,22 +355,11 @@ class _Session:
             self.error = f"cannot start {name!r}: {exc.strerror or exc}"
             _say(f"collect: {self.error}")
             return
-        self.stopper = _Stopper(self.command, self.options.stop_grace_s)
+        self.stopper = Stopper(self.command, self.options.stop_grace_s, _say)
 
     def _settle_command(self) -> None:
-        """Reap the command; if the loop ended abnormally, stop it gracefully, and make sure no child of a
-        command we stopped is left running."""
-        command = self.command
-        if command is None:
-            return
-        if not command.has_exited():
-            # The collector itself failed: as long as SIGINT-then-SIGTERM would have allowed, for a final
-            # checkpoint that may have to wait for a slow step.
-            command.stop_gracefully(sum(self.options.stop_grace_s))
-        command.reap()
-        if self.stopper.reason is not None and command.group_alive():
-            command.stop_gracefully(self.options.stop_grace_s[1])  # stragglers of a command we stopped
-        command.finish()
+        if self.command is not None:
+            self.command.settle(self.stopper.reason is not None, self.options.stop_grace_s)
 
     def _close(self) -> None:
         self.sources.close()
@@ -530,12 +381,17 @@ def run_session(
     Raises ValueError for bad options and SessionError when the run directory cannot be set up; once
     the directory exists every outcome is recorded in run.json and reported in the result.
     """
-    if not options.interval_s >= MIN_INTERVAL_S:
-        raise ValueError(f"interval must be at least {MIN_INTERVAL_S * 1000:g}ms")
-    if options.duration_s is not None and not options.duration_s > 0:
-        raise ValueError("duration must be greater than zero")
-    if options.command is not None and not options.command:
-        raise ValueError("empty command")
-    if options.device not in ("cpu", "gpu"):
-        raise ValueError(f"device must be cpu or gpu, got {options.device!r}")
+    check_options(options)
     return _Session(options, on_start, on_sample).run()
+
+
+__all__ = [
+    "EXIT_COLLECTOR_FAILED",
+    "EXIT_DEADLINE",
+    "EXIT_INTERRUPTED",
+    "MIN_INTERVAL_S",
+    "SessionError",
+    "SessionOptions",
+    "SessionResult",
+    "run_session",
+]

@@ -21,6 +21,8 @@ from collect.importers.sadf import (
     NOT_IN_SYSSTAT,
     Recording,
     SysstatImportError,
+    foreign_byte_order,
+    implausibility,
     is_sa_binary,
     parse_sadf,
     sadf_text,
@@ -66,7 +68,10 @@ def import_recording(source: Path, data_dir: Path, label: str = "") -> Path:
     """Write data_dir/runs/<run_id>/ (run.json, telemetry.csv) from a recording; its path."""
     info: dict[str, str] = {}
     if is_sa_binary(source):
-        text, info = sadf_text(source)
+        try:
+            text, info = sadf_text(source)
+        except SysstatImportError as exc:
+            raise SysstatImportError(f"{exc}{_byte_order_hint(source)}") from exc
     else:
         try:
             text = source.read_text(encoding="utf-8")
@@ -77,7 +82,13 @@ def import_recording(source: Path, data_dir: Path, label: str = "") -> Path:
     except SysstatImportError as exc:
         raise SysstatImportError(f"{source}: {exc}") from exc
     if not recording.rows or "cpu" not in recording.activities:
-        raise SysstatImportError(f"{source}: no CPU utilization samples (record with sadc, or sadf -d -- -u)")
+        raise SysstatImportError(
+            f"{source}: no CPU utilization samples (record with sadc, or sadf -d -- -u)"
+            + (_byte_order_hint(source) if info else "")
+        )
+    problem = implausibility(recording)
+    if problem is not None:
+        raise SysstatImportError(f"{source}: not a believable recording: {problem}")
     times = sorted(recording.rows)
     interval = statistics.median(recording.intervals)
     start, end = times[0] - interval, times[-1]
@@ -122,8 +133,16 @@ def _write_run(
     ]
     if info.get("sadf_warning"):
         notes.append(f"sadf said: {info['sadf_warning']} (the last sample may be missing)")
-    if recording.restarts:
-        notes.append(f"{recording.restarts} reboot(s) of the host inside the recording (LINUX RESTART)")
+    if info.get("converted"):
+        notes.append(f"sadf said: {info['converted']}")
+    for when, cpus in recording.restarts:
+        with_cpus = f", {cpus} CPUs after it" if cpus is not None else ""
+        notes.append(
+            f"the host restarted at {utc(when)} (LINUX RESTART{with_cpus}); the run goes on across it"
+        )
+    if len({cpus for _, cpus in _cpu_counts(info, recording)}) > 1:
+        counts = " -> ".join(str(cpus) for _, cpus in _cpu_counts(info, recording))
+        notes.append(f"the number of CPUs changed at a restart ({counts}): cpu_cores_logical is the last")
     if skipped:
         notes.append(f"{skipped} interval(s) missing from the recording")
     meta = {
@@ -151,18 +170,40 @@ def _write_run(
         "imported_from": {
             "tool": "sysstat",
             "file": str(source.resolve()),
-            "format": "sa binary (sadf -d -U)" if info.get("sysstat_version") else "sadf -d text",
+            "format": _format(info),
             "sysstat_version": info.get("sysstat_version"),
+            "restarts": [{"time_unix": when, "cpus": cpus} for when, cpus in recording.restarts],
             "imported_utc": datetime.now(timezone.utc).isoformat(),
         },
     }
     write_json_atomic(run_dir / RUN_JSON, meta)
 
 
+def _byte_order_hint(source: Path) -> str:
+    order = foreign_byte_order(source)
+    return f" (it was written on a {order} machine: import the text of `sadf -d` made there)" if order else ""
+
+
+def _format(info: dict[str, str]) -> str:
+    if not info.get("sysstat_version"):
+        return "sadf -d text"
+    return "sa binary (sadf -c, then sadf -d -U)" if info.get("converted") else "sa binary (sadf -d -U)"
+
+
+def _cpu_counts(info: dict[str, str], recording: Recording) -> list[tuple[float | None, int]]:
+    """The logical CPU count the file states, in order: its header's, then each restart's."""
+    counts: list[tuple[float | None, int]] = []
+    if info.get("cpus", "").isdigit():
+        counts.append((None, int(info["cpus"])))
+    counts += [(when, cpus) for when, cpus in recording.restarts if cpus is not None]
+    return counts
+
+
 def _system(info: dict[str, str], recording: Recording) -> dict[str, Any]:
     present = {column for row in recording.rows.values() for column in row}
     cores = sum(1 for column in present if re.fullmatch(r"cpu\d+_util_pct", column))
-    logical = int(info["cpus"]) if info.get("cpus", "").isdigit() else (cores or None)
+    stated = _cpu_counts(info, recording)
+    logical = stated[-1][1] if stated else (cores or None)
     return {"cpu_cores_logical": logical, "os": info.get("os"), "kernel": info.get("kernel")}
 
 

@@ -33,6 +33,7 @@ class SourceSet:
     process: ProcessTreeSource
     nvml: NvmlSource | None = None
     _columns: list[str] = field(default_factory=list)
+    _maintained: list[Source] | None = None
 
     def columns(self) -> list[str]:
         if not self._columns:
@@ -48,7 +49,9 @@ class SourceSet:
             row.update(source.sample(now))
 
     def maintain(self, now: float) -> None:
-        for source in self.sources:
+        if self._maintained is None:  # only the sources that have housekeeping to do, on every tick
+            self._maintained = [s for s in self.sources if type(s).maintain is not Source.maintain]
+        for source in self._maintained:
             source.maintain(now)
 
     def final_status(self) -> dict[str, dict[str, Any]]:

@@ -33,7 +33,8 @@ class DiskSource(Source):
             raise SourceUnavailable(f"no physical disk in {sys_root}/block")
         try:
             self._diskstats = KernelFile(proc_root / "diskstats", 8192)
-            self._diskstats.read()
+            # diskstats' layout only changes when a device comes or goes: each read is then one split.
+            self._positions = self._disk_positions(self._diskstats.read())
         except OSError as exc:
             raise SourceUnavailable(f"cannot read {proc_root}/diskstats: {exc.strerror or exc}") from exc
         self._last: dict[bytes, tuple[int, int, int]] = {}
@@ -43,16 +44,32 @@ class DiskSource(Source):
         return ["disk_read_bps", "disk_write_bps", "disk_util_pct"]
 
     def _read_counters(self) -> dict[bytes, tuple[int, int, int]]:
+        data = self._diskstats.read()
+        tokens = data.split()
         counters = {}
-        for line in self._diskstats.read().split(b"\n"):
+        for disk, at in self._positions:
+            if at + _IO_TICKS - 2 >= len(tokens) or tokens[at] != disk:  # a device came or went: relearn
+                self._positions = self._disk_positions(data)
+                return self._counters_at(tokens)
+            counters[disk] = (int(tokens[at + 3]), int(tokens[at + 7]), int(tokens[at + 10]))
+        return counters
+
+    def _counters_at(self, tokens: list[bytes]) -> dict[bytes, tuple[int, int, int]]:
+        return {
+            disk: (int(tokens[at + 3]), int(tokens[at + 7]), int(tokens[at + 10]))
+            for disk, at in self._positions
+        }
+
+    def _disk_positions(self, data: bytes) -> list[tuple[bytes, int]]:
+        """Where each physical disk's name sits among diskstats' whitespace-separated tokens."""
+        positions = []
+        offset = 0
+        for line in data.split(b"\n"):
             fields = line.split()
             if len(fields) > _IO_TICKS and fields[2] in self._disks:
-                counters[fields[2]] = (
-                    int(fields[_SECTORS_READ]),
-                    int(fields[_SECTORS_WRITTEN]),
-                    int(fields[_IO_TICKS]),
-                )
-        return counters
+                positions.append((fields[2], offset + 2))
+            offset += len(fields)
+        return positions
 
     def prime(self, now: float) -> None:
         self._last, self._last_time = self._read_counters(), now

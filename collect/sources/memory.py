@@ -20,6 +20,11 @@ def parse_meminfo(data: bytes) -> dict[bytes, int]:
     return values
 
 
+def key_positions(tokens: list[bytes]) -> list[tuple[bytes, int]]:
+    """Where each of our keys sits among meminfo's whitespace-separated tokens."""
+    return [(token, index) for index, token in enumerate(tokens) if token in _KEYS]
+
+
 class MemorySource(Source):
     name = "memory"
 
@@ -27,19 +32,32 @@ class MemorySource(Source):
         super().__init__()
         try:
             self._meminfo = KernelFile(proc_root / "meminfo", 8192)
-            values = parse_meminfo(self._meminfo.read())
+            data = self._meminfo.read()
         except OSError as exc:
             raise SourceUnavailable(f"cannot read {proc_root}/meminfo: {exc.strerror or exc}") from exc
+        values = parse_meminfo(data)
         if b"MemTotal:" not in values:
             raise SourceUnavailable(f"{proc_root}/meminfo has no MemTotal")
         if b"MemAvailable:" not in values:
             self.note_once("no MemAvailable in meminfo (kernel < 3.14): used = total - free")
+        # meminfo's layout is fixed while the kernel runs: each read is one split and a few lookups.
+        self._positions = key_positions(data.split())
 
     def columns(self) -> list[str]:
         return ["mem_used_bytes", "mem_util_pct", "swap_used_bytes"]
 
+    def _read(self) -> dict[bytes, int]:
+        tokens = self._meminfo.read().split()
+        values: dict[bytes, int] = {}
+        for key, index in self._positions:
+            if index + 1 >= len(tokens) or tokens[index] != key:  # the layout moved after all: relearn it
+                self._positions = key_positions(tokens)
+                return {key: int(tokens[index + 1]) * 1024 for key, index in self._positions}
+            values[key] = int(tokens[index + 1]) * 1024
+        return values
+
     def sample(self, now: float) -> Reading:
-        values = parse_meminfo(self._meminfo.read())
+        values = self._read()
         self.last_raw = values
         total = values[b"MemTotal:"]
         available = values.get(b"MemAvailable:") or values.get(b"MemFree:", 0)

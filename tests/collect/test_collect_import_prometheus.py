@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 import pytest
 
 from collect.importers.promapi import PrometheusClient, Series
+from collect.importers.promcli import parse_time
 from collect.importers.promcolumns import (
     Grid,
     cpu_columns,
@@ -17,7 +18,7 @@ from collect.importers.promcolumns import (
     increase_since_first,
     physical_disks,
 )
-from collect.importers.prometheus import instance_matcher, parse_time
+from collect.importers.prometheus import instance_matcher
 from collect.importers.promtraining import training_rows
 
 

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
+from collect.lateness import LatenessSample
 from collect.priority import raise_priority
-from collect.session import LatenessSample
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="raising the priority needs root here")

@@ -107,6 +107,66 @@ def test_sighup_without_nohup_interrupts(tmp_path: Path) -> None:
     assert read_json(run_dir / "run.json")["end_reason"] == "interrupted"
 
 
+def _signal_mask(text: str, field: str) -> set[int]:
+    mask = int(next(line for line in text.splitlines() if line.startswith(f"{field}:")).split()[1], 16)
+    return {bit + 1 for bit in range(64) if mask >> bit & 1}
+
+
+def test_a_background_launch_under_nohup_stops_at_its_deadline(tmp_path: Path) -> None:
+    """The README's `nohup ... &`, from a non-interactive shell: every job it starts with `&` inherits
+    SIGINT ignored. The command still gets SIGINT's default (and keeps nohup's SIGHUP ignored), so the
+    first stop signal works and the run ends at its deadline, not 20 s of grace later."""
+    script = tmp_path / "launch.sh"
+    script.write_text(
+        "set -euo pipefail\n"
+        f"cd {REPO}\n"
+        f"nohup {PYTHON} -m collect run --data-dir {tmp_path} --duration 4s -- "
+        f"sh -c 'grep ^SigIgn: /proc/$$/status; exec sleep 30' > {tmp_path}/run.log 2>&1 &\n"
+        "status=0\n"
+        'wait "$!" || status=$?\n'
+        'echo "exit $status"\n'
+    )
+    done = subprocess.run(
+        ["bash", str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.strip() == "exit 124", done.stdout + done.stderr
+    log = (tmp_path / "run.log").read_text()
+    run_dir = next((tmp_path / "runs").iterdir())
+    record = read_json(run_dir / "run.json")
+    assert record["end_reason"] == "deadline" and record["exit_code"] == -signal.SIGINT
+    assert record["actual_duration_s"] < 4 + 3, record["actual_duration_s"]
+    assert record["sampler"]["stop_signals"] == ["SIGINT"]
+    assert "collect: SIGINT to the command (deadline)" in log
+    assert f"collect: deadline, {record['samples']} samples, exit code 124: {run_dir}" in log
+    ignored_by_command = _signal_mask((run_dir / "command.log").read_text(), "SigIgn")
+    assert signal.SIGHUP in ignored_by_command and signal.SIGINT not in ignored_by_command
+
+
+def test_a_command_that_ignores_sigint_gets_sigterm_at_once(tmp_path: Path) -> None:
+    args = ["run", "--duration", "2s", "--interval", "100ms", "--", "sh", "-c", "trap '' INT; sleep 30"]
+    process = collector(args, tmp_path)
+    _out, err = process.communicate(timeout=60)
+    assert process.returncode == 124, err
+    assert "collect: SIGTERM to the command (deadline; it ignores SIGINT)" in err
+    record = read_json(the_run(tmp_path) / "run.json")
+    assert (record["end_reason"], record["exit_code"]) == ("deadline", -signal.SIGTERM)
+    assert record["actual_duration_s"] < 2 + 3  # not after the 20 s SIGINT grace period
+    assert record["sampler"]["stop_signals"] == ["SIGTERM"]
+    assert "the command ignored SIGINT: not sent" in record["notes"]
+
+
+def test_ignored_signals_are_read_from_proc() -> None:
+    from collect.stopping import ignored_signals
+
+    previous = signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    try:
+        assert signal.SIGUSR2 in ignored_signals(os.getpid())
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert signal.SIGUSR2 not in ignored_signals(os.getpid())
+    assert ignored_signals(2**22 + 12345) == set()  # no such process: nothing known to be ignored
+
+
 # ---- 5. the whole command tree ---------------------------------------------------------------------
 
 

@@ -177,6 +177,32 @@ def test_disk_counts_physical_disks_only_and_busiest_util(tmp_path: Path) -> Non
     assert reading["disk_util_pct"] == 45.0  # nvme busy 900 ms of 2000
 
 
+def test_disk_follows_devices_that_come_and_go(tmp_path: Path) -> None:
+    """Each read looks the disks up where the last layout had them; a device added or removed (a loop
+    device mounted) moves them, and the source finds them again in the same read."""
+    proc, sys_root = _disk_tree(tmp_path)
+    source = DiskSource(proc, sys_root)
+    source.prime(10.0)
+    added = "   7       1 loop1 1 0 7 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+    (proc / "diskstats").write_text(added + _diskstats(vda_read=2000, vda_ticks=500, nvme_read=1000))
+    reading = source.sample(12.0)
+    assert reading["disk_read_bps"] == (2000 + 1000) * 512 / 2 and reading["disk_util_pct"] == 25.0
+    (proc / "diskstats").write_text(
+        _diskstats(vda_read=4000, vda_ticks=900, nvme_read=1000).split("\n", 1)[1]
+    )
+    reading = source.sample(14.0)  # loop0 gone too
+    assert reading["disk_read_bps"] == 2000 * 512 / 2 and reading["disk_util_pct"] == 20.0
+
+
+def test_memory_follows_a_changed_meminfo_layout(tmp_path: Path) -> None:
+    proc = write_tree(tmp_path / "proc", {"meminfo": MEMINFO})
+    source = MemorySource(proc)
+    assert source.sample(0.0)["mem_used_bytes"] == 750000 * 1024
+    (proc / "meminfo").write_text("Extra:           1 kB\n" + MEMINFO.replace("250000", "500000"))
+    assert source.sample(1.0)["mem_used_bytes"] == 500000 * 1024
+    assert source.sample(2.0)["swap_used_bytes"] == 100000 * 1024
+
+
 def test_disk_without_physical_disks_is_unavailable(tmp_path: Path) -> None:
     with pytest.raises(SourceUnavailable, match="no physical disk"):
         DiskSource(tmp_path, tmp_path)

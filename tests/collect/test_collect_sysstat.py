@@ -20,6 +20,10 @@ from runformat import read_json
 
 PYTHON = sys.executable
 REPO = Path(__file__).resolve().parents[2]
+# Recorded here by `sadc FILE; sadc -S DISK 1 3 FILE` of sysstat 11.2.14 (built from its source), whose
+# file format (0x2173) this machine's sadf reads only after `sadf -c`.
+OLDER_FORMAT = Path(__file__).parent / "fixtures" / "sa-sysstat-11.2.14"
+CPU_HEADER = "# hostname;interval;timestamp;CPU;%user;%nice;%system;%iowait;%steal;%idle"
 SADC_PLACES = ("/usr/lib/sysstat/sadc", "/usr/lib64/sa/sadc", "/usr/libexec/sysstat/sadc", "/usr/lib/sa/sadc")
 CONTRACT_COLUMNS = {
     "time_unix",
@@ -180,10 +184,23 @@ def test_imported_run_lands_beside_a_previous_import(recording: Path, tmp_path: 
         (b"\x96\xd5" + b"\x00" * 300, "sadf cannot read"),
         (b"root:x:0:0:root:/root:/bin/bash\n", "data before any `sadf -d` header"),
         (b"# hostname;interval;timestamp;kbmemfree;kbavail;kbmemused;%memused\n", "no CPU utilization"),
+        (b"\xd5\x96" + b"\x00" * 300, "it was written on a big-endian machine"),
+        (
+            CPU_HEADER.encode() + b"\ndb1;60;8070450532247928832;-1;10.00;0.00;5.00;1.00;0.50;83.50\n",
+            "not a believable recording: timestamp 8070450532247928832 (beyond any calendar) is decades away",
+        ),
+        (
+            CPU_HEADER.encode() + b"\ndb1;60;315532800;-1;10.00;0.00;5.00;1.00;0.50;83.50\n",
+            "not a believable recording: timestamp 315532800 (year 1980) is decades away",
+        ),
+        (
+            CPU_HEADER.encode() + b"\ndb1;94608000;1795000060;-1;10.00;0.00;5.00;1.00;0.50;83.50\n",
+            "not a believable recording: an interval of 94608000 s (3.0 years) between samples",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, content: bytes, expected: str) -> None:
-    if content.startswith(b"\x96\xd5"):
+    if content[:2] in (b"\x96\xd5", b"\xd5\x96"):
         _sysstat_or_skip()
     bad = tmp_path / "bad"
     bad.write_bytes(content)
@@ -209,7 +226,10 @@ def test_restarts_and_gaps_are_noted_not_hidden() -> None:
         "db1;60;1795000300;-1;20.00;0.00;5.00;0.00;0.00;75.00",
     ]
     recording = parse_sadf(lines)
-    assert recording.restarts == 1 and sorted(recording.rows) == [1795000060.0, 1795000300.0]
+    assert recording.restarts == [(1795000100.0, 4)] and sorted(recording.rows) == [
+        1795000060.0,
+        1795000300.0,
+    ]
     assert recording.rows[1795000060.0] == {"cpu_util_pct": 15.5, "cpu_iowait_pct": 1.0, "cpu_steal_pct": 0.5}
 
 
@@ -259,4 +279,82 @@ def test_a_file_from_another_sysstat_version_is_refused_with_the_way_out(
     other.write_bytes(bytes(data))
     done = importer(str(other), "--data-dir", str(tmp_path / "data"))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert "cannot read the format of this file" in done.stderr and "sadf -c" in done.stderr
+    assert "cannot read the format of this file (0x2174)" in done.stderr
+    assert "`sadf -c` could not convert it either (Cannot convert the format of this file)" in done.stderr
+    assert not (tmp_path / "data" / "runs").exists() or not list((tmp_path / "data" / "runs").iterdir())
+
+
+def test_a_recording_that_starts_with_a_restart_imports(tmp_path: Path) -> None:
+    """Every daily file of a day the host booted: `sadc FILE` at boot writes the LINUX-RESTART record."""
+    sadc, sadf = _sysstat_or_skip()
+    recording = tmp_path / "sa-boot"
+    subprocess.run([sadc, str(recording)], check=True, timeout=30)
+    subprocess.run([sadc, "1", "3", str(recording)], check=True, timeout=30)
+    text = tmp_path / "sa-boot.txt"
+    with open(text, "w") as handle:
+        subprocess.run([sadf, "-d", str(recording), "--", "-u"], stdout=handle, check=True)
+    assert text.read_text().splitlines()[0].split(";")[3].startswith("LINUX-RESTART")  # before any header
+    for source, data_dir in ((recording, tmp_path / "a"), (text, tmp_path / "b")):
+        done = importer(str(source), "--data-dir", str(data_dir))
+        assert done.returncode == 0, done.stderr
+        meta = read_json(only_run(data_dir) / "run.json")
+        assert meta["samples"] == 2 and len(read_rows(only_run(data_dir))) == 2
+        assert len(meta["imported_from"]["restarts"]) == 1
+        assert meta["imported_from"]["restarts"][0]["cpus"] == os.cpu_count()
+        assert meta["imported_from"]["restarts"][0]["time_unix"] <= meta["start_unix"] + 1
+        assert any("the host restarted at" in note for note in meta["notes"])
+        assert meta["system"]["cpu_cores_logical"] == os.cpu_count()
+
+
+def test_a_restart_inside_the_recording_splits_nothing(tmp_path: Path) -> None:
+    sadc, _ = _sysstat_or_skip()
+    recording = tmp_path / "sa-reboot"
+    subprocess.run([sadc, "1", "2", str(recording)], check=True, timeout=30)
+    subprocess.run([sadc, str(recording)], check=True, timeout=30)  # the host "reboots"
+    subprocess.run([sadc, "1", "2", str(recording)], check=True, timeout=30)
+    done = importer(str(recording), "--data-dir", str(tmp_path / "data"))
+    assert done.returncode == 0, done.stderr
+    run_dir = only_run(tmp_path / "data")  # one run, not two
+    meta = read_json(run_dir / "run.json")
+    rows = read_rows(run_dir)
+    assert meta["samples"] == len(rows) == 2
+    restart = meta["imported_from"]["restarts"][0]["time_unix"]
+    assert float(rows[0]["time_unix"]) <= restart <= float(rows[1]["time_unix"])
+
+
+def test_a_new_cpu_count_after_a_restart_is_honoured(tmp_path: Path) -> None:
+    lines = [
+        CPU_HEADER,
+        "db1;60;1795000060;-1;10.00;0.00;5.00;1.00;0.50;83.50",
+        "db1;60;1795000060;0;10.00;0.00;5.00;1.00;0.50;83.50",
+        "db1;60;1795000060;1;10.00;0.00;5.00;1.00;0.50;83.50",
+        "db1;-1;1795000100;LINUX-RESTART\t(4 CPU)",
+        CPU_HEADER,
+        "db1;60;1795000160;-1;20.00;0.00;5.00;0.00;0.00;75.00",
+        *[f"db1;60;1795000160;{n};20.00;0.00;5.00;0.00;0.00;75.00" for n in range(4)],
+    ]
+    text = tmp_path / "sadf.txt"
+    text.write_text("\n".join(lines) + "\n")
+    done = importer(str(text), "--data-dir", str(tmp_path / "data"))
+    assert done.returncode == 0, done.stderr
+    run_dir = only_run(tmp_path / "data")
+    rows = read_rows(run_dir)
+    assert [row["cpu3_util_pct"] for row in rows] == ["", "25"]  # no CPU 3 before the restart
+    assert [row["cpu0_util_pct"] for row in rows] == ["15.5", "25"]
+    meta = read_json(run_dir / "run.json")
+    assert meta["system"]["cpu_cores_logical"] == 4
+    assert meta["imported_from"]["restarts"] == [{"time_unix": 1795000100, "cpus": 4}]
+
+
+def test_an_older_sysstat_format_is_converted_with_sadf_c(tmp_path: Path) -> None:
+    _sysstat_or_skip()
+    done = importer(str(OLDER_FORMAT), "--data-dir", str(tmp_path / "data"))
+    assert done.returncode == 0, done.stderr
+    run_dir = only_run(tmp_path / "data")
+    meta = read_json(run_dir / "run.json")
+    assert meta["imported_from"]["format"] == "sa binary (sadf -c, then sadf -d -U)"
+    assert meta["imported_from"]["sysstat_version"] == "11.2.14"
+    assert any("(0x2173)" in note and "converted with `sadf -c`" in note for note in meta["notes"])
+    assert meta["samples"] == 2 and len(meta["imported_from"]["restarts"]) == 1
+    assert all(0 <= float(row["cpu_util_pct"]) <= 100 for row in read_rows(run_dir))
+    assert not list((tmp_path / "data" / "runs").glob(".import-*"))

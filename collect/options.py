@@ -1,0 +1,73 @@
+"""What a recording is asked to do (SessionOptions) and how it ended (SessionResult, exit codes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from collect.command import exit_status
+from collect.sources import Hardware, SourceSet
+
+MIN_INTERVAL_S = 0.01
+EXIT_DEADLINE = 124
+EXIT_INTERRUPTED = 130
+EXIT_COLLECTOR_FAILED = 1
+
+
+class TickSink(Protocol):
+    """Something fed from the sampling tick itself (e.g. collect.exposition's Prometheus endpoint)."""
+
+    def start(self, run_dir: Path, record: dict[str, Any], sources: SourceSet) -> None: ...
+
+    def tick(self, row: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class SessionOptions:
+    data_dir: Path
+    device: str = "cpu"
+    interval_s: float = 1.0
+    duration_s: float | None = None
+    label: str = ""
+    command: list[str] | None = None  # None = sampling only
+    echo_output: bool = True  # tee the command's output to our stdout
+    stop_grace_s: tuple[float, float] = (20.0, 10.0)  # SIGINT -> wait -> SIGTERM -> wait -> SIGKILL
+    hardware: Hardware = field(default_factory=Hardware)  # tests pass fake roots / a fake NVML here
+    raise_priority: bool = True
+    tick_sink: TickSink | None = None  # gets each row right after it is written
+
+
+@dataclass
+class SessionResult:
+    run_dir: Path
+    exit_code: int
+    end_reason: str
+    samples: int
+
+
+def check_options(options: SessionOptions) -> None:
+    """ValueError, one line, for options no recording can run with."""
+    if not options.interval_s >= MIN_INTERVAL_S:
+        raise ValueError(f"interval must be at least {MIN_INTERVAL_S * 1000:g}ms")
+    if options.duration_s is not None and not options.duration_s > 0:
+        raise ValueError("duration must be greater than zero")
+    if options.command is not None and not options.command:
+        raise ValueError("empty command")
+    if options.device not in ("cpu", "gpu"):
+        raise ValueError(f"device must be cpu or gpu, got {options.device!r}")
+
+
+def end_reason_and_exit(
+    collector_failed: bool, reason: str | None, command_code: int | None
+) -> tuple[str, int]:
+    """run.json's end_reason and the collector's exit code (docs/run-format.md)."""
+    if collector_failed:
+        return "failed", EXIT_COLLECTOR_FAILED
+    if reason == "deadline":
+        return "deadline", EXIT_DEADLINE
+    if reason == "interrupted":
+        return "interrupted", EXIT_INTERRUPTED
+    if command_code is None:
+        return "completed", 0
+    return ("completed" if command_code == 0 else "failed"), exit_status(command_code)

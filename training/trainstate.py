@@ -109,12 +109,15 @@ def _distribution(options, device: DeviceInfo, world: World) -> str | None:
 
 
 def failure_text(exc: BaseException, world: World) -> str:
-    text = _one_line(exc)
+    text = one_line(exc)
     if world.distributed and not isinstance(exc, KeyboardInterrupt):
-        text += f" (rank {world.rank} of {world.size}: another rank that died breaks the collective step)"
+        text = (
+            f"rank {world.rank} of {world.size} lost another rank mid-step (it died or was killed; "
+            f"torchrun's Root Cause names it): {text[:200]}"
+        )
     return text[:600]
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return f"{type(exc).__name__}: {text}"[:500]

@@ -178,7 +178,8 @@ def test_gpus_beyond_the_visible_ones_is_refused(monkeypatch: pytest.MonkeyPatch
     fits = _train_args("--framework", "torch", "--device", "gpu", "--gpus", "all")
     assert usage_problem(fits) is None and replica_count(fits) == 2
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert usage_problem(_train_args("--device", "gpu", "--gpus", "2")) == "--gpus 2: this node has 1 GPU(s) visible"
+    one_visible = usage_problem(_train_args("--device", "gpu", "--gpus", "2"))
+    assert one_visible == "--gpus 2: this node has 1 GPU(s) visible"
 
 
 def test_the_launch_command_is_torchrun_on_this_node() -> None:

@@ -41,7 +41,7 @@ main() {
   # shellcheck source=scripts/lib.sh
   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
   check_duration "$1"
-  check_options "${@:2}"
+  check_options "${@:2}" --device cpu
   check_prometheus "$@"
   ensure_venv "$(framework_extras "train,infer,dashboard" "$@")"
   exec "$PY" -m collect timed --device cpu "$@"

@@ -48,7 +48,7 @@ main() {
   # shellcheck source=scripts/lib.sh
   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
   check_duration "$1"
-  check_options "${@:2}"
+  check_options "${@:2}" --device gpu
   check_prometheus "$@"
   have_nvidia_driver \
     || die "no NVIDIA driver found (no /proc/driver/nvidia, nvidia-smi failed): use ./scripts/collect_cpu.sh on this machine"

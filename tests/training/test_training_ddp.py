@@ -189,3 +189,16 @@ def test_the_launch_command_is_torchrun_on_this_node() -> None:
         "py", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "4",
         "-m", "training", "train", "--gpus", "4",
     ]  # fmt: skip
+
+
+def test_tf_gpus_n_is_model_gardens_mirrored_strategy_over_the_global_batch(tiny_dataset: Path) -> None:
+    from training.experiment import build_config
+
+    params = build_config(
+        preset="small", dataset=tiny_dataset, batch_size=2 * 4, precision="float16", seed=0,
+        num_gpus=4, distribution_strategy="mirrored",
+    )  # fmt: skip
+    assert params.runtime.distribution_strategy == "mirrored" and params.runtime.num_gpus == 4
+    assert params.task.train_data.global_batch_size == 8
+    one = build_config(preset="small", dataset=tiny_dataset, batch_size=2, precision="float32", seed=0)
+    assert one.runtime.distribution_strategy == "one_device"

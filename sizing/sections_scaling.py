@@ -16,11 +16,12 @@ HEADERS = ("Devices", "Runs", "Examples/s", "Scaling efficiency", "J per 1,000 e
 def scaling_section(ctx: ReportContext) -> Section:
     prices = ctx.settings.prices
     series = scaling_series(ctx.runs, ctx.analyses, prices)
-    tables = tuple(_table(s, prices.amortise_years) for s in series)
-    lines = [_verdict_line(s, prices.amortise_years) for s in series]
-    lines += unmatched_counts(ctx.runs, ctx.analyses)
-    if not series:
-        lines.insert(0, "No scaling series: no two runs differ only in their device count (see Definitions).")
+    tables = [_table(s, prices.amortise_years) for s in series]
+    unmatched = unmatched_counts(ctx.runs, ctx.analyses)
+    if unmatched:
+        rows = tuple(tuple(line.split(": ", 1)) for line in unmatched)
+        tables.append(Table("Scaling: many-device runs not lined up", ("Run", "Why"), rows))
+    lines = [_verdict_line(s, prices.amortise_years) for s in series] + unmatched
     data = {
         "series": [
             {
@@ -36,7 +37,7 @@ def scaling_section(ctx: ReportContext) -> Section:
         ],
         "notes": lines,
     }
-    return Section("scaling", "Scaling with the device count", data, tables, tuple(lines))
+    return Section("scaling", "Scaling with the device count", data, tuple(tables), tuple(lines))
 
 
 def _table(series: ScalingSeries, years: float) -> Table:
@@ -54,7 +55,7 @@ def _table(series: ScalingSeries, years: float) -> Table:
         for p in series.points
     )
     note = (
-        f"{series.devices} of one node, per-device batch {series.per_device_batch}; efficiency = "
+        f"{_verdict_line(series, years)}. {series.devices.capitalize()} of one node; efficiency = "
         f"examples/s(N) / (N × examples/s(1)); hardware: host + N × GPU price over {years:g} years"
     )
     return Table(f"Scaling: {series.name}", HEADERS, rows, note)
@@ -77,10 +78,10 @@ def _payback(point: ScalingPoint, years: float) -> str:
 
 def _verdict_line(series: ScalingSeries, years: float) -> str:
     if series.largest_paying_count is None:
-        return f"{series.name}: the largest count that pays back is unknown ({NO_PRICE} or no value per hour)"
+        return f"Largest count that pays back: unknown ({NO_PRICE}, or no value per hour nor energy)"
     return (
-        f"{series.name}: {series.largest_paying_count} {series.devices} is the largest count whose every "
-        f"step pays back within {years:g} years"
+        f"Largest count whose every step pays back within {years:g} years: "
+        f"{series.largest_paying_count} {series.devices}"
     )
 
 

@@ -92,6 +92,10 @@ def test_only_like_for_like_counts_line_up() -> None:
     (series,) = data["series"]
     assert [row["count"] for row in series["rows"]] == [1, 4]
     assert any("sweep-gpu2-b4" in note and "per-device batch 4" in note for note in data["notes"])
+    report = build_report([gpu_sweep_run(1), gpu_sweep_run(4), other_batch], ReportSettings(prices=PRICES))
+    tables = [t for s in report.sections if s.key == "scaling" for t in s.tables]
+    assert tables[-1].title == "Scaling: many-device runs not lined up"
+    assert tables[-1].rows[0][0].startswith("sweep-gpu2-b4")
     without_one = _section([gpu_sweep_run(2), gpu_sweep_run(4)])["series"][0]["rows"]
     assert without_one[0]["scaling_efficiency"] is None
 
@@ -112,3 +116,4 @@ def test_python_m_sizing_writes_the_section_plot_and_json_rows(tmp_path: Path) -
     assert "Throughput against device count" in (tmp_path / "r.html").read_text()
     markdown = (tmp_path / "r.md").read_text()
     assert "## Scaling:" in markdown and "80 %" in markdown
+    assert "Largest count whose every step pays back within 3 years: 4 GPUs" in markdown

@@ -102,10 +102,10 @@ def test_a_procs_sweep_records_one_tagged_run_per_count(tmp_path: Path) -> None:
 
     dataset = tmp_path / "waldo"
     generate_dataset(dataset, size=256, train=12, val=3, seed=3)
-    done = subprocess.run(
-        [sys.executable, "-m", "collect", "timed", "3m", "--framework", "torch", "--procs", "1,2",
+    done = subprocess.run(  # the README's command, kept short
+        [str(REPO / "scripts" / "collect_cpu.sh"), "3m", "--framework", "torch", "--procs", "1,2",
          "--max-steps", "3", "--no-export", "--data-dir", str(tmp_path / "data"), "--dataset", str(dataset)],
-        cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     runs = sorted((tmp_path / "data" / "runs").iterdir())
@@ -116,4 +116,7 @@ def test_a_procs_sweep_records_one_tagged_run_per_count(tmp_path: Path) -> None:
     trainings = [json.loads((run / "training.json").read_text()) for run in runs]
     assert [t["world_size"] for t in trainings] == [1, 2]
     assert [t["per_device_batch_size"] for t in trainings] == [2, 2] and trainings[1]["batch_size"] == 4
+    assert trainings[1]["torch_threads"] == max(1, len(os.sched_getaffinity(0)) // 2)  # cores shared out
+    labels = [json.loads((run / "run.json").read_text())["label"] for run in runs]
+    assert labels == ["cpu torch small 3m x1 procs", "cpu torch small 3m x2 procs"]
     assert "scaling verdict: .venv/bin/python -m sizing" in done.stdout

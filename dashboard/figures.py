@@ -281,13 +281,10 @@ def heatmap_figure(
     window: tuple[float, float] = FULL_WINDOW,
     bins: int = HEATMAP_BINS,
     x_range: tuple[float, float] | None = None,
-    rows: list[tuple[str, str]] | None = None,
-    title: str = "Per-core utilization",
 ) -> go.Figure | None:
-    """Per-core utilization of one run (or the `rows`, (label, column) pairs): mean per time bin, one row
-    per logical CPU; None without readings."""
+    """Per-core utilization of one run: mean per time bin, one row per logical CPU; None without readings."""
     frame = read_telemetry(run)
-    cores = rows if rows is not None else [(f"cpu{n}", name) for n, name in per_core_columns(run)]
+    cores = per_core_columns(run)
     clock = clock_of(run, frame)
     if clock is None or not cores or not len(clock.seconds):
         return None
@@ -309,7 +306,7 @@ def heatmap_figure(
     figure = go.Figure(
         go.Heatmap(
             x=base.x(centers + base.origin_unix, x_mode),
-            y=[label for label, _ in cores],
+            y=[f"cpu{n}" for n, _ in cores],
             z=z,
             zmin=0,
             zmax=100,
@@ -318,7 +315,7 @@ def heatmap_figure(
             hovertemplate="%{y} at %{x:.4~g}: %{z:.0f} %<extra></extra>",
         )
     )
-    _style_time_figure(figure, f"{title} · {run.label}", "", x_mode, x_range)
+    _style_time_figure(figure, f"Per-core utilization · {run.label}", "", x_mode, x_range)
     figure.update_layout(height=max(220, 60 + 22 * len(cores)), showlegend=False)
     return figure
 

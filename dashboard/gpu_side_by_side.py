@@ -12,12 +12,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from dash import html
+import plotly.graph_objects as go
+from dash import dcc, html
 
 from dashboard import figures
 from dashboard.runs import RunInfo, read_telemetry
 
 GPU_UTIL = re.compile(r"^gpu(\d+)_util_pct$")
+HEATMAP_BINS = 200
 STRAGGLER_GAP_PCT = 10.0  # utilization points below the other GPUs' median that mark a straggler
 MEANS = (("util_pct", "Utilization", "%"), ("power_w", "Power", "W"), ("sm_clock_mhz", "SM clock", "MHz"),
          ("mem_used_bytes", "Memory used", "GiB"), ("temp_c", "Temperature", "°C"))  # fmt: skip
@@ -58,19 +60,59 @@ def straggler(means: dict[int, dict[str, float | None]]) -> tuple[int, float] | 
     return (worst, gaps[worst]) if gaps[worst] >= STRAGGLER_GAP_PCT else None
 
 
-def side_by_side(runs: Sequence[RunInfo], x_mode: str, window: tuple[float, float]) -> list[tuple[str, Any]]:
-    """(kind, item) per run with ≥ 2 GPUs: ("figure", heatmap) and ("table", html.Table)."""
-    parts: list[tuple[str, Any]] = []
+def gpu_tab_parts(runs: Sequence[RunInfo], x_mode: str, window: tuple[float, float]) -> list[Any]:
+    """For each run with ≥ 2 GPUs: the utilization heatmap (one row per GPU) and the per-GPU table."""
+    parts: list[Any] = []
     for run in runs:
-        indices = gpu_indices(run)
-        if len(indices) < 2:
+        if len(gpu_indices(run)) < 2:
             continue
-        rows = [(f"gpu{i}", f"gpu{i}_util_pct") for i in indices]
-        heatmap = figures.heatmap_figure(run, x_mode, window, rows=rows, title="Utilization of every GPU")
+        heatmap = utilization_heatmap(run, x_mode, window)
         if heatmap is not None:
-            parts.append(("figure", heatmap))
-        parts.append(("table", _table(run, per_gpu_means(run, window))))
+            parts.append(
+                dcc.Graph(figure=heatmap, id=f"graph-gpus-{run.run_id}", config={"displaylogo": False},
+                          className="graph")
+            )  # fmt: skip
+        parts.append(_table(run, per_gpu_means(run, window)))
     return parts
+
+
+def utilization_heatmap(run: RunInfo, x_mode: str, window: tuple[float, float]) -> go.Figure | None:
+    """Mean utilization per time bin, one row per GPU; None without readings in the window."""
+    frame = read_telemetry(run)
+    clock = figures.clock_of(run, frame)
+    indices = gpu_indices(run)
+    if clock is None or not len(clock.seconds) or not indices:
+        return None
+    low_s, high_s = clock.base.window_s(window)
+    low_s, high_s = max(low_s, float(clock.seconds[0])), min(high_s, float(clock.seconds[-1]))
+    if high_s <= low_s:
+        return None
+    edges = np.linspace(low_s, high_s, HEATMAP_BINS + 1)
+    bins = np.clip(np.searchsorted(edges, clock.seconds, side="right") - 1, 0, HEATMAP_BINS - 1)
+    inside = (clock.seconds >= low_s) & (clock.seconds <= high_s)
+    z = np.full((len(indices), HEATMAP_BINS), np.nan)
+    for row, index in enumerate(indices):
+        values = clock.values(frame, f"gpu{index}_util_pct")
+        keep = inside & np.isfinite(values)
+        sums = np.bincount(bins[keep], weights=values[keep], minlength=HEATMAP_BINS)
+        counts = np.bincount(bins[keep], minlength=HEATMAP_BINS)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            z[row] = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    if not np.isfinite(z).any():
+        return None
+    centers = (edges[:-1] + edges[1:]) / 2 + clock.base.origin_unix
+    figure = go.Figure(
+        go.Heatmap(
+            x=clock.base.x(centers, x_mode), y=[f"gpu{i}" for i in indices], z=z, zmin=0, zmax=100,
+            colorscale="Viridis", colorbar={"title": {"text": "%"}},
+            hovertemplate="%{y} at %{x:.4~g}: %{z:.0f} %<extra></extra>",
+        )
+    )  # fmt: skip
+    figure.update_layout(
+        title=f"Utilization of every GPU · {run.label}", xaxis_title=figures.x_title(x_mode),
+        height=max(220, 60 + 28 * len(indices)), showlegend=False,
+    )  # fmt: skip
+    return figure
 
 
 def _table(run: RunInfo, means: dict[int, dict[str, float | None]]) -> Any:

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pandas as pd
 from dash import dcc, html
 
-from dashboard import details, figures, gpu_side_by_side, overview
+from dashboard import details, figures, overview
 from dashboard.runs import (
     RunInfo,
     discover_runs,
@@ -228,9 +228,6 @@ def component_view(
                 graphs.append(_graph(heatmap, panel_id(component, f"heatmap-{run.run_id}")))
         if lacking:
             partly.append(_hint(f"Per-core utilization: not recorded in {', '.join(lacking)}."))
-    if component == "gpu":  # every GPU of a many-GPU run side by side
-        for kind, item in gpu_side_by_side.side_by_side(runs, x_mode, span):
-            graphs.append(_graph(item, f"gpus-{len(graphs)}") if kind == "figure" else item)
     notes = _unavailable_sources(runs, COMPONENT_SOURCES[component])
     if not_anywhere:
         notes.append(_hint(f"Not recorded in the selected runs: {', '.join(not_anywhere)}."))

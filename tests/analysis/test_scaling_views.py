@@ -12,7 +12,14 @@ from sizingfixtures import write_run
 from test_sizing_scaling import gpu_sweep_run
 from test_sizing_view import DEFAULTS, all_text, walk
 
-from dashboard import sizing_view, views
+from dashboard import sizing_view
+from dashboard.app import create_app
+
+
+def _gpu_tab(app):  # type: ignore[no-untyped-def]
+    """The GPU tab's callback, undecorated (as tests/dashboard/test_dash_app.py calls it)."""
+    (spec,) = [spec for key, spec in app.callback_map.items() if "tab-gpu.children" in key]
+    return spec["callback"].__wrapped__
 
 
 def test_the_sizing_tab_shows_the_scaling_table_and_plot(tmp_path: Path) -> None:
@@ -34,7 +41,8 @@ def test_the_gpu_tab_shows_every_gpu_of_a_run_side_by_side_with_the_straggler(tm
     telemetry = run.telemetry.copy()
     telemetry["gpu2_util_pct"] = np.full(len(telemetry), 40.0)  # one GPU waits on the others
     write_run(tmp_path / "runs", replace(run, telemetry=telemetry))
-    content = views.component_view(tmp_path, ["sweep-gpu4"], "gpu", "seconds", (0.0, 100.0))
+    gpu_tab = _gpu_tab(create_app(tmp_path))
+    content = gpu_tab("gpu", "seconds", [0, 100], "v", ["sweep-gpu4"])
     tables = [c for tree in content for c in walk(tree) if isinstance(c, html.Table)]
     (table,) = [t for t in tables if t.className == "gpu-side-by-side"]
     rows = [r for r in walk(table) if isinstance(r, html.Tr)][1:]
@@ -46,5 +54,5 @@ def test_the_gpu_tab_shows_every_gpu_of_a_run_side_by_side_with_the_straggler(tm
     assert len(heatmaps) == 1 and list(heatmaps[0].figure.data[0].y) == ["gpu0", "gpu1", "gpu2", "gpu3"]
     one_gpu = gpu_sweep_run(1)
     write_run(tmp_path / "runs", one_gpu)
-    single = views.component_view(tmp_path, ["sweep-gpu1"], "gpu", "seconds", (0.0, 100.0))
+    single = gpu_tab("gpu", "seconds", [0, 100], "v2", ["sweep-gpu1"])
     assert not [c for tree in single for c in walk(tree) if isinstance(c, html.Table)]

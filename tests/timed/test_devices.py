@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -120,3 +122,45 @@ def test_a_procs_sweep_records_one_tagged_run_per_count(tmp_path: Path) -> None:
     labels = [json.loads((run / "run.json").read_text())["label"] for run in runs]
     assert labels == ["cpu torch small 3m x1 procs", "cpu torch small 3m x2 procs"]
     assert "scaling verdict: .venv/bin/python -m sizing" in done.stdout
+
+
+def _collector_with_two_ranks(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    from training.dataset import generate_dataset
+
+    dataset = tmp_path / "waldo"
+    generate_dataset(dataset, size=256, train=12, val=3, seed=3)
+    collector = subprocess.Popen(
+        [sys.executable, "-m", "collect", "timed", "5m", "--framework", "torch", "--procs", "2",
+         "--no-export", "--data-dir", str(tmp_path / "data"), "--dataset", str(dataset)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        found = list((tmp_path / "data" / "runs").glob("*/training.csv"))
+        if found and len(found[0].read_text().splitlines()) >= 2:  # header + the first step
+            return collector, found[0].parent
+        assert collector.poll() is None, "the collector ended before the first step"
+        time.sleep(0.5)
+    raise AssertionError("no training step within 300 s")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", ["ctrl-c", "kill -9 of the collector"])
+def test_a_stop_of_the_collector_reaches_every_rank_and_leaves_one_checkpoint(
+    stop: str, tmp_path: Path
+) -> None:
+    collector, run_dir = _collector_with_two_ranks(tmp_path)
+    os.kill(collector.pid, signal.SIGINT if stop == "ctrl-c" else signal.SIGKILL)
+    collector.wait(timeout=120)
+    deadline = time.monotonic() + 120  # after kill -9 the watchdog stops the training on its own
+    info = json.loads((run_dir / "training.json").read_text())
+    while info["status"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.5)
+        info = json.loads((run_dir / "training.json").read_text())
+    assert info["status"] == "interrupted" and info["replicas_in_sync"] is True, info.get("error")
+    assert info["last_checkpoint"] == f"checkpoints/ckpt-{info['global_step']}.pt"
+    assert (run_dir / info["last_checkpoint"]).is_file()
+    if stop == "ctrl-c":
+        assert collector.returncode == 130
+        assert json.loads((run_dir / "run.json").read_text())["end_reason"] == "interrupted"

@@ -65,7 +65,7 @@ def sweep_exit_code(steps: list[SweepStep]) -> int:
     return next((code for code in codes if code != 0), 0)
 
 
-def sweep_lines(sweep: Sweep, steps: list[SweepStep]) -> list[str]:
+def sweep_lines(sweep: Sweep, steps: list[SweepStep], data_dir: Path = Path("data")) -> list[str]:
     lines = [f"Sweep {sweep.id}: {len(steps)} of {len(sweep.counts)} counts run"]
     for step in steps:
         where = step.run_dir.name if step.run_dir is not None else "no run directory"
@@ -75,5 +75,6 @@ def sweep_lines(sweep: Sweep, steps: list[SweepStep]) -> list[str]:
         lines.append(f"  not run (stopped): {', '.join(map(str, skipped))}")
     ids = " ".join(step.run_dir.name for step in steps if step.run_dir is not None)
     if ids:
-        lines.append(f"  scaling verdict: .venv/bin/python -m sizing {ids} --out scaling.html")
+        where = "" if Path(data_dir) == Path("data") else f" --data-dir {data_dir}"
+        lines.append(f"  scaling verdict: .venv/bin/python -m sizing {ids}{where} --out scaling.html")
     return lines

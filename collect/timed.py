@@ -255,7 +255,7 @@ def main(argv: Sequence[str]) -> int:
             sweep, lambda count, tag: _run(args, budget_s, interval_s, exposition or None, count, tag)
         )
         with contextlib.suppress(OSError, ValueError):
-            print("\n".join(sweep_lines(sweep, steps)), flush=True)
+            print("\n".join(sweep_lines(sweep, steps, args.data_dir)), flush=True)
         return sweep_exit_code(steps)
     finally:
         if exposition:

@@ -121,7 +121,9 @@ def test_a_procs_sweep_records_one_tagged_run_per_count(tmp_path: Path) -> None:
     assert trainings[1]["torch_threads"] == max(1, len(os.sched_getaffinity(0)) // 2)  # cores shared out
     labels = [json.loads((run / "run.json").read_text())["label"] for run in runs]
     assert labels == ["cpu torch small 3m x1 procs", "cpu torch small 3m x2 procs"]
-    assert "scaling verdict: .venv/bin/python -m sizing" in done.stdout
+    ids = " ".join(run.name for run in runs)
+    expected = f"scaling verdict: .venv/bin/python -m sizing {ids} --data-dir {tmp_path / 'data'} --out"
+    assert expected in done.stdout
 
 
 def _collector_with_two_ranks(tmp_path: Path) -> tuple[subprocess.Popen, Path]:

@@ -72,6 +72,8 @@ def _payback(point: ScalingPoint, years: float) -> str:
         return "n/a (needs --gpu-price and --value-per-hour or measured energy)"
     if math.isinf(point.payback_hours):
         return "never"
+    if point.payback_hours == 0:
+        return "at once (no extra hardware)"
     within = "within" if point.pays_back else "beyond"
     return f"{point.payback_hours:,.0f} h ({within} {years:g} years)"
 

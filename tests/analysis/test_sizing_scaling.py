@@ -117,3 +117,23 @@ def test_python_m_sizing_writes_the_section_plot_and_json_rows(tmp_path: Path) -
     markdown = (tmp_path / "r.md").read_text()
     assert "## Scaling:" in markdown and "80 %" in markdown
     assert "Largest count whose every step pays back within 3 years: 4 GPUs" in markdown
+
+
+def test_more_processes_on_the_same_cpu_cost_no_extra_hardware() -> None:
+    def cpu_run(count: int, rate: float) -> RunData:
+        run = gpu_sweep_run(1, run_id=f"cpu{count}")
+        info = {**run.training_info, "world_size": count, "batch_size": 2 * count, "device_used": "CPU",
+                "gpu_uuids": [], "gpu_names": [], "device_requested": "cpu"}  # fmt: skip
+        meta_ = {**run.meta, "device": "cpu", "system": {**run.meta["system"], "gpus": [], "gpu_count": 0}}
+        telemetry = run.telemetry.drop(columns=[c for c in run.telemetry if c.startswith("gpu")])
+        step = 2 * count / rate
+        training = training_frame(START, [20.0] + [step] * 199, [1.0] * 200, 2 * count)
+        return replace(run, meta=meta_, training_info=info, telemetry=telemetry, training=training)
+
+    (series,) = _section([cpu_run(1, 1.0), cpu_run(2, 1.5)], replace(PRICES, value_per_hour=None))["series"]
+    assert series["devices"] == "processes"
+    two = series["rows"][1]
+    assert two["scaling_efficiency"] == pytest.approx(0.75, rel=1e-3) and two["payback_hours"] == 0
+    report = build_report([cpu_run(1, 1.0), cpu_run(2, 1.5)], ReportSettings(prices=PRICES))
+    (table,) = [t for s in report.sections if s.key == "scaling" for t in s.tables]
+    assert table.rows[1][-1] == "at once (no extra hardware)"

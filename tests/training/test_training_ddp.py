@@ -24,10 +24,10 @@ from runformat import RUN_DIR_ENV, read_json
 pytestmark = pytest.mark.slow
 
 
-def _train_command(run_dir: Path, dataset: Path, *extra: str) -> list[str]:
+def _train_command(run_dir: Path, dataset: Path, *extra: str, after: str = "--no-export") -> list[str]:
     return [
         sys.executable, "-m", "training", "train", "--framework", "torch", "--procs", "2",
-        "--run-dir", str(run_dir), "--dataset", str(dataset), "--no-export", *extra,
+        "--run-dir", str(run_dir), "--dataset", str(dataset), after, *extra,
     ]  # fmt: skip
 
 
@@ -67,7 +67,7 @@ def _read_until_first_step(process: subprocess.Popen, lines: list[str]) -> None:
 def two_ranks(tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     run_dir = tmp_path_factory.mktemp("ddp") / "run"
     done = subprocess.run(
-        _train_command(run_dir, tiny_dataset, "--duration", "5m", "--max-steps", "4"),
+        _train_command(run_dir, tiny_dataset, "--duration", "5m", "--max-steps", "4", after="--no-infer"),
         cwd=REPO, env=training_env(), capture_output=True, text=True, timeout=400,
     )  # fmt: skip
     return {"run_dir": run_dir, "done": done}
@@ -86,8 +86,10 @@ def test_two_ranks_train_in_step_with_one_log(two_ranks: dict) -> None:
     assert len(digests) == 2 and digests[0] == digests[1] and info["replicas_in_sync"] is True
     assert info["config"]["learning_rate"] == pytest.approx(0.01 * 4)  # scaled to the global batch
     assert [p.name for p in (run_dir / "checkpoints").iterdir() if p.suffix == ".pt"] == ["ckpt-4.pt"]
-    with (run_dir / "phases.csv").open(newline="") as handle:
-        assert [row["phase"] for row in csv.DictReader(handle)] == ["train"]
+    with (run_dir / "phases.csv").open(newline="") as handle:  # the phases after training ran once
+        assert [row["phase"] for row in csv.DictReader(handle)] == ["train", "export", "evaluate", "detect"]
+    assert done.stdout.count("export: TorchScript of step 4 in model/") == 1
+    assert read_json(run_dir / "eval.json")["global_step"] == 4
 
 
 def test_a_stop_reaches_both_ranks_leaves_one_checkpoint_and_resumes(

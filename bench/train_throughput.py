@@ -186,7 +186,8 @@ def _interleaved_worker(args: argparse.Namespace) -> int:
 
     from training.experiment import build_config
     from training.runlog import TrainingCsv
-    from training.trainer import StepClock, StopRequest, TrainingSession, TrainOptions, run_loop
+    from training.tf_backend import TrainingSession
+    from training.trainer import StepClock, StopRequest, TrainOptions, run_loop
 
     work = args.interleaved_worker.parent
     params = build_config(

@@ -36,6 +36,7 @@ class SessionOptions:
     hardware: Hardware = field(default_factory=Hardware)  # tests pass fake roots / a fake NVML here
     raise_priority: bool = True
     tick_sink: TickSink | None = None  # gets each row right after it is written
+    extra_record: dict[str, Any] = field(default_factory=dict)  # more run.json keys (e.g. a sweep's tag)
 
 
 @dataclass

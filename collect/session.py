@@ -135,6 +135,7 @@ class _Session:
             ),
             "sources": self.sources.status,
             "sampler": {"priority": "not raised yet"},
+            **options.extra_record,
         }
 
     def _launch(self) -> None:

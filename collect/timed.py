@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import shlex
 import subprocess
 import sys
@@ -17,8 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from collect.devicecount import counts_problem, parse_counts, resolve_gpu_counts, visible_gpu_count
 from collect.progress import ProgressReporter
 from collect.session import SessionError, SessionOptions, SessionResult, run_session
+from collect.sources import Hardware
+from collect.sweep import new_sweep, run_sweep, sweep_exit_code, sweep_lines
 from collect.usage import PRESET_NAMES, data_dir_problem, dataset_problem
 from runformat import (
     COMMAND_LOG,
@@ -53,7 +57,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--framework", choices=tuple(FRAMEWORK_NAMES), default="tf",
         help="tf (Model Garden) or torch (torchvision)",
     )
-    parser.add_argument("--batch", type=int, help="global batch size (default: the preset's)")
+    parser.add_argument(
+        "--batch", type=int, help="batch per device (default: the preset's); global = N x this on N devices"
+    )
+    parser.add_argument(
+        "--procs", metavar="N[,N...]",
+        help="torch: N data-parallel CPU processes (DDP over gloo); a list is a sweep, one run per count",
+    )
+    parser.add_argument(
+        "--gpus", metavar="N[,N...]|all",
+        help="N GPUs (torch DDP over NCCL, tf mirrored); a list is a sweep, one run per count",
+    )
     parser.add_argument(
         "--precision", choices=PRECISIONS, default="float32",
         help="float32 (default, on both devices) or mixed (float16 on a GPU, bfloat16 on a CPU)",
@@ -81,7 +95,7 @@ def hard_limit_s(budget_s: float) -> float:
     return 2 * budget_s + 30 * 60
 
 
-def training_command(args: argparse.Namespace) -> list[str]:
+def training_command(args: argparse.Namespace, count: int | None = None) -> list[str]:
     command = [
         sys.executable, "-m", "training", "train",
         "--device", args.device,
@@ -102,6 +116,8 @@ def training_command(args: argparse.Namespace) -> list[str]:
         command.append("--no-export")
     if args.no_infer:
         command.append("--no-infer")
+    if count is not None:
+        command += ["--gpus" if args.device == "gpu" else "--procs", str(count)]
     return command
 
 
@@ -125,6 +141,10 @@ def matching_command(args: argparse.Namespace) -> str:
         parts += ["--framework", args.framework]
     if args.batch is not None:
         parts += ["--batch", str(args.batch)]
+    if args.procs is not None:
+        parts += ["--gpus", args.procs]
+    elif args.gpus is not None and args.gpus != "all":
+        parts += ["--procs", args.gpus]
     parts += ["--precision", args.precision]
     if args.data_dir != Path("data"):
         parts += ["--data-dir", str(args.data_dir)]
@@ -216,14 +236,27 @@ def main(argv: Sequence[str]) -> int:
         print("python -m collect timed: error: --batch must be at least 1", file=sys.stderr)
         return USAGE_ERROR
     problem = data_dir_problem(args.data_dir) or (args.dataset and dataset_problem(args.dataset))
-    if problem:
-        print(f"python -m collect timed: error: {problem}", file=sys.stderr)
+    problem = problem or counts_problem(args.device, args.framework, args.procs, args.gpus)
+    counts, count_problem = device_counts(args) if not problem else ([], None)
+    if problem or count_problem:
+        print(f"python -m collect timed: error: {problem or count_problem}", file=sys.stderr)
         return USAGE_ERROR
     exposition = _open_exposition(args.prometheus, FRAMEWORK_NAMES[args.framework])
     if exposition is False:
         return USAGE_ERROR
     try:
-        return _run(args, budget_s, interval_s, exposition or None)
+        if args.device == "gpu" and (reason := check_gpu(args.framework)) is not None:
+            print(f"python -m collect timed: error: {reason}", file=sys.stderr)
+            return NO_GPU
+        if len(counts) <= 1:
+            return _run(args, budget_s, interval_s, exposition or None, counts[0] if counts else None)[0]
+        sweep = new_sweep("gpus" if args.device == "gpu" else "procs", counts)
+        steps = run_sweep(
+            sweep, lambda count, tag: _run(args, budget_s, interval_s, exposition or None, count, tag)
+        )
+        with contextlib.suppress(OSError, ValueError):
+            print("\n".join(sweep_lines(sweep, steps, args.data_dir)), flush=True)
+        return sweep_exit_code(steps)
     finally:
         if exposition:
             exposition.close()
@@ -245,10 +278,26 @@ def _open_exposition(address: str | None, framework: str) -> Any:
     return exposition
 
 
-def _run(args: argparse.Namespace, budget_s: float, interval_s: float, exposition: Any) -> int:
-    if args.device == "gpu" and (reason := check_gpu(args.framework)) is not None:
-        print(f"python -m collect timed: error: {reason}", file=sys.stderr)
-        return NO_GPU
+def device_counts(args: argparse.Namespace, hardware: Hardware | None = None) -> tuple[list[int], str | None]:
+    """The device counts asked for ([] for one device as before) and, if they cannot run, why."""
+    if args.procs is not None:
+        counts = parse_counts(args.procs, "--procs")
+        return (counts if isinstance(counts, list) else []), None
+    if args.gpus is None:
+        return [], None
+    hardware = hardware or Hardware()
+    visible = visible_gpu_count(hardware.load_nvml, hardware.environ or dict(os.environ))
+    return resolve_gpu_counts(parse_counts(args.gpus, "--gpus"), visible)
+
+
+def _run(
+    args: argparse.Namespace,
+    budget_s: float,
+    interval_s: float,
+    exposition: Any,
+    count: int | None = None,
+    sweep_tag: dict | None = None,
+) -> tuple[int, Path | None]:
 
     # With --verbose the training's output is the progress; the reporter then only keeps the peaks.
     progress = ProgressReporter(budget_s, sys.stdout, every_s=math.inf if args.verbose else None)
@@ -263,25 +312,33 @@ def _run(args: argparse.Namespace, budget_s: float, interval_s: float, expositio
         device=args.device,
         interval_s=interval_s,
         duration_s=hard_limit_s(budget_s),
-        label=args.label or f"{args.device} {args.framework} {args.preset} {format_duration(budget_s)}",
-        command=training_command(args),
+        label=_label(args, budget_s, count),
+        command=training_command(args, count),
         echo_output=args.verbose,
         tick_sink=exposition,
+        extra_record=sweep_tag or {},
     )
     try:
         result = run_session(options, on_start=on_start, on_sample=progress.on_sample)
     except SessionError as exc:
         print(f"collect: {exc}", file=sys.stderr)
-        return 1
+        return 1, None
     except Exception as exc:  # recorded in run.json; the training was stopped gracefully
         print(f"collect: collector error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
-        return 1
+        return 1, None
     progress.finish()
     if result.exit_code not in (0, 130) and not args.verbose:
         _show_log_tail(result.run_dir)
     with contextlib.suppress(OSError, ValueError):  # the run is recorded; a closed console only loses this
         print("\n".join(summary_lines(result, progress.peaks, matching_command(args))), flush=True)
-    return result.exit_code
+    return result.exit_code, result.run_dir
+
+
+def _label(args: argparse.Namespace, budget_s: float, count: int | None) -> str:
+    label = args.label or f"{args.device} {args.framework} {args.preset} {format_duration(budget_s)}"
+    if count is None:
+        return label
+    return f"{label} x{count} {'GPUs' if args.device == 'gpu' else 'procs'}"
 
 
 def _show_log_tail(run_dir: Path, lines: int = 15) -> None:

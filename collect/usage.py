@@ -7,6 +7,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from collect.devicecount import counts_problem
+
 DATASET_JSON = "dataset.json"
 
 
@@ -68,9 +70,16 @@ def options_problem(argv: list[str]) -> str | None:
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--dataset", type=Path)
     parser.add_argument("--preset", default="small")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--framework", default="tf")
+    parser.add_argument("--procs")
+    parser.add_argument("--gpus")
     args, _ = parser.parse_known_args(argv)
     if args.preset not in PRESET_NAMES:
         return f"--preset {args.preset}: expected one of {', '.join(PRESET_NAMES)}"
+    counts = counts_problem(args.device, args.framework, args.procs, args.gpus)
+    if counts:
+        return counts
     return data_dir_problem(args.data_dir) or (dataset_problem(args.dataset) if args.dataset else None)
 
 

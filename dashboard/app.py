@@ -15,7 +15,7 @@ from dash import MATCH, Input, Output, State, ctx, dcc, html
 from dash.exceptions import PreventUpdate
 from flask import abort, send_file
 
-from dashboard import figures, inference_view, sizing_view, views
+from dashboard import figures, gpu_side_by_side, inference_view, sizing_view, views
 from dashboard.runs import discover_runs
 
 REFRESH_MS = 5000
@@ -301,7 +301,11 @@ def _register_component_tab(app: dash.Dash, data_dir: Path, name: str) -> None:
         tab: str, x_mode: str, window: list[float], _version: str | None, run_ids: list[str] | None
     ) -> list[Any]:
         _only_on(tab, name)
-        return views.component_view(data_dir, run_ids, name, x_mode, window)
+        parts = views.component_view(data_dir, run_ids, name, x_mode, window)
+        if name == "gpu":  # every GPU of a many-GPU run side by side
+            runs = views.selected_runs(data_dir, run_ids)
+            parts += gpu_side_by_side.gpu_tab_parts(runs, x_mode, views.window_of(window))
+        return parts
 
 
 def _only_on(active_tab: str, tab: str) -> None:

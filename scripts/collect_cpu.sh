@@ -16,7 +16,8 @@ Options (passed through):
   --label TEXT            label shown in the dashboard
   --preset small|standard small: ResNet-18 at 256 px (default); standard: ResNet-50-FPN at 640 px
   --framework tf|torch    tf: TensorFlow Model Garden (default); torch: torchvision, no TensorFlow
-  --batch N               global batch size
+  --batch N               batch per device (global: N devices x this)
+  --procs N[,N...]        torch: N data-parallel processes (DDP over gloo); 1,2 is a sweep, one run each
   --precision float32|mixed float32 (default) or each device's mixed precision (GPU float16, CPU bfloat16)
   --data-dir DIR          where runs and datasets live (default: data)
   --dataset DIR           train on this dataset (default: DATA_DIR/datasets/waldo)
@@ -41,7 +42,7 @@ main() {
   # shellcheck source=scripts/lib.sh
   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
   check_duration "$1"
-  check_options "${@:2}"
+  check_options "${@:2}" --device cpu
   check_prometheus "$@"
   ensure_venv "$(framework_extras "train,infer,dashboard" "$@")"
   exec "$PY" -m collect timed --device cpu "$@"

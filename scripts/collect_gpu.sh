@@ -18,7 +18,8 @@ Options (passed through):
   --label TEXT            label shown in the dashboard
   --preset small|standard small: ResNet-18 at 256 px (default); standard: ResNet-50-FPN at 640 px
   --framework tf|torch    tf: TensorFlow Model Garden (default); torch: torchvision, no TensorFlow
-  --batch N               global batch size
+  --batch N               batch per device (global: N devices x this)
+  --gpus N[,N...]|all     N GPUs: torch DDP over NCCL, tf mirrored strategy; 1,2,4,8 is a sweep
   --precision float32|mixed float32 (default) or each device's mixed precision (GPU float16, CPU bfloat16)
   --data-dir DIR          where runs and datasets live (default: data)
   --dataset DIR           train on this dataset (default: DATA_DIR/datasets/waldo)
@@ -48,7 +49,7 @@ main() {
   # shellcheck source=scripts/lib.sh
   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
   check_duration "$1"
-  check_options "${@:2}"
+  check_options "${@:2}" --device gpu
   check_prometheus "$@"
   have_nvidia_driver \
     || die "no NVIDIA driver found (no /proc/driver/nvidia, nvidia-smi failed): use ./scripts/collect_cpu.sh on this machine"

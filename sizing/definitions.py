@@ -178,6 +178,20 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "(life, utilisation, value per hour, what the energy covers) are printed beside it.",
         ),
         (
+            "Scaling",
+            "runs that differ only in their device count (training.json `world_size`, 1 when absent): "
+            "same workload signature except that the per-device batch replaces the global one, same "
+            "device kind, host, CPU, memory and GPU model. Scaling efficiency = examples/s(N) / (N × "
+            "examples/s(1)), n/a without a 1-device run. Hardware cost as in Cost (the host plus each GPU "
+            "used, over the working hours). Marginal cost of a step = its extra $ per hour / the extra "
+            "examples per hour it "
+            "buys; its payback = the price of the added GPUs (nothing for processes on one host) / "
+            "what an hour at N saves against the "
+            "previous count (time at the value per hour plus energy). The largest count that pays back "
+            "is the last one reached by steps that each pay back within the working hours (life × "
+            "utilisation).",
+        ),
+        (
             "Throttling",
             "GPU clocks-event reasons decoded: idle 0x1, at power limit 0x4 (a state, not a fault), "
             "HW slowdown 0x8, sync boost 0x10, thermal SW 0x20, thermal HW 0x40, HW power brake 0x80; "

@@ -11,6 +11,7 @@ import pandas as pd
 from sizing import throughput as tp
 from sizing.model import RunData
 from sizing.report import Report
+from sizing.sections_scaling import scaling_figure
 
 
 def _thin(frame: pd.DataFrame, max_points: int = 4000) -> pd.DataFrame:
@@ -68,6 +69,9 @@ def report_figures(report: Report, colors: dict[str, str] | None = None) -> list
     temps = _temperature_figure(report.runs, color)
     if temps is not None:
         figures.append(temps)
+    scaling = next((s for s in report.sections if s.key == "scaling"), None)
+    if scaling is not None and (plot := scaling_figure(scaling)) is not None:
+        figures.append(plot)
     return figures
 
 

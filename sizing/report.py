@@ -15,6 +15,7 @@ from sizing.definitions import definitions
 from sizing.json_out import report_json
 from sizing.model import RunData, Section, UsageError
 from sizing.sections_health import accuracy_section, bottleneck_section, thermal_section, throttle_section
+from sizing.sections_scaling import scaling_section
 from sizing.sections_serving import serving_report_section
 from sizing.sections_speed import (
     comparison_section,
@@ -36,6 +37,7 @@ SECTIONS: list[SectionFunction] = [
     comparison_section,
     time_to_section,
     energy_section,
+    scaling_section,
     thermal_section,
     throttle_section,
     bottleneck_section,

@@ -45,8 +45,9 @@ def nvidia_driver_present() -> bool:
     return any(Path(marker).exists() for marker in DRIVER_MARKERS)
 
 
-def prepare_device(kind: str) -> DeviceInfo:
-    """Import TensorFlow configured for `kind`; DeviceError if `gpu` is asked for and none is usable."""
+def prepare_device(kind: str, count: int = 1) -> DeviceInfo:
+    """Import TensorFlow configured for `kind`; DeviceError if `gpu` is asked for and fewer than `count`
+    GPUs are usable."""
     quiet_tensorflow_environment()
     if kind == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
@@ -65,13 +66,19 @@ def prepare_device(kind: str) -> DeviceInfo:
             f"--device gpu: TensorFlow {tf.__version__} ({build}) sees no GPU; "
             "install the GPU extra (pip install '.[gpu]') or use --device cpu"
         )
+    if kind == "gpu" and len(gpus) < count:
+        raise DeviceError(f"--gpus {count}: TensorFlow sees {len(gpus)} GPU(s)")
     for gpu in gpus:
         tf.config.experimental.set_memory_growth(gpu, True)
     names = [gpu_name(tf, gpu) for gpu in gpus]
     devices = [d.name for d in tf.config.list_physical_devices()]
-    used = ", ".join(names[:1]) if kind == "gpu" else "CPU"
-    uuids = cuda_order_uuids(nvml_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))[:1] if kind == "gpu" else []
+    used = ", ".join(names[:count]) if kind == "gpu" else "CPU"
+    uuids = _used_uuids(count) if kind == "gpu" else []
     return DeviceInfo(kind=kind, used=used, gpu_names=names, tensorflow_devices=devices, gpu_uuids=uuids)
+
+
+def _used_uuids(count: int) -> list[str]:
+    return cuda_order_uuids(nvml_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))[:count]
 
 
 def nvml_gpus() -> list[tuple[str, str]]:
@@ -125,8 +132,9 @@ def gpu_name(tf, gpu) -> str:
     return str(details.get("device_name") or gpu.name)
 
 
-def prepare_torch_device(kind: str) -> DeviceInfo:
-    """Import torch for `kind` (never TensorFlow); DeviceError if `gpu` is asked and CUDA is unusable."""
+def prepare_torch_device(kind: str, count: int = 1) -> DeviceInfo:
+    """Import torch for `kind` (never TensorFlow); DeviceError if `gpu` is asked and CUDA is unusable
+    or shows fewer than `count` GPUs. With `count` GPUs, rank r of torchrun trains on cuda:r."""
     if kind == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
     elif kind == "gpu" and not nvidia_driver_present():
@@ -144,6 +152,8 @@ def prepare_torch_device(kind: str) -> DeviceInfo:
             "(torch.cuda.is_available() is false); use --device cpu"
         )
     names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if available else []
-    used = names[0] if kind == "gpu" else "CPU"
-    uuids = cuda_order_uuids(nvml_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))[:1] if kind == "gpu" else []
+    if kind == "gpu" and len(names) < count:
+        raise DeviceError(f"--gpus {count}: torch sees {len(names)} GPU(s)")
+    used = ", ".join(names[:count]) if kind == "gpu" else "CPU"
+    uuids = _used_uuids(count) if kind == "gpu" else []
     return DeviceInfo(kind=kind, used=used, gpu_names=names, tensorflow_devices=[], gpu_uuids=uuids)

@@ -66,8 +66,10 @@ def build_config(
     seed: int,
     init_checkpoint: str | None = None,
     num_gpus: int = 0,
+    distribution_strategy: str = "one_device",
 ):
-    """The full ExperimentConfig (validated) for one device, reading TFRecords from `dataset`."""
+    """The full ExperimentConfig (validated), reading TFRecords from `dataset`: one device, or Model
+    Garden's `mirrored` strategy over `num_gpus` GPUs (`batch_size` is then the global batch)."""
     from official.core import exp_factory
     from official.vision.configs import maskrcnn  # noqa: F401  (registers the experiment)
 
@@ -85,7 +87,7 @@ def build_config(
     params.override(
         {
             "runtime": {
-                "distribution_strategy": "one_device",
+                "distribution_strategy": distribution_strategy,
                 "num_gpus": num_gpus,
                 "mixed_precision_dtype": precision,
             },

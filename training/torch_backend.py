@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from runformat import CHECKPOINTS_DIR
+from training.distributed import World
 from training.torch_model import TORCH_PRESETS, build_model, model_config
 
 MAX_CHECKPOINTS = 3
@@ -38,16 +39,17 @@ VALUE_ORDER = (
 AUTOCAST_DTYPES = {"float16": "float16", "bfloat16": "bfloat16"}
 
 
-def torch_fields(device_kind: str) -> dict[str, Any]:
-    """What training.json records about the framework and the device torch used."""
+def torch_fields(device_kind: str, world_size: int = 1) -> dict[str, Any]:
+    """What training.json records about the framework and the device(s) torch used."""
     import torch
     import torchvision
 
+    devices = ",".join(f"cuda:{rank}" for rank in range(world_size))
     return {
         "framework": "torch",
         "framework_version": torch.__version__,
         "torchvision_version": torchvision.__version__,
-        "torch_device": "cuda:0" if device_kind == "gpu" else "cpu",
+        "torch_device": devices if device_kind == "gpu" else "cpu",
         "torch_threads": torch.get_num_threads(),
     }
 
@@ -62,17 +64,23 @@ def default_torch_precision(device_kind: str) -> str:
 
 
 class TorchSession:
-    def __init__(self, options, device_kind: str) -> None:
+    """One rank's model and optimizer; with a distributed `world`, DistributedDataParallel over it."""
+
+    def __init__(self, options, device_kind: str, world: World | None = None) -> None:
         import torch
 
         self.torch = torch
-        self.device = torch.device("cuda:0" if device_kind == "gpu" else "cpu")
+        self.world = world or World()
+        self.device = torch.device(f"cuda:{self.world.local_rank}" if device_kind == "gpu" else "cpu")
         preset = TORCH_PRESETS[options.preset]
-        self.learning_rate = preset.base_learning_rate_per_example * options.batch_size
+        global_batch = options.batch_size * self.world.size
+        self.learning_rate = preset.base_learning_rate_per_example * global_batch
         self.warmup_steps = preset.warmup_steps
         self.config = {
             **model_config(options.preset),
-            "batch_size": options.batch_size,
+            "batch_size": global_batch,
+            "per_device_batch_size": options.batch_size,
+            "world_size": self.world.size,
             "precision": options.precision,
             "learning_rate": self.learning_rate,
             "warmup_learning_rate": self.learning_rate / 20,
@@ -80,7 +88,13 @@ class TorchSession:
         }
         self.options = options
         torch.manual_seed(options.seed)
-        self.model = build_model(self.config).to(self.device).train()
+        self.bare_model = build_model(self.config).to(self.device).train()
+        self.model = self.bare_model
+        if self.world.distributed:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.world.local_rank] if device_kind == "gpu" else None
+            self.model = DistributedDataParallel(self.bare_model, device_ids=ids)
         self.optimizer = torch.optim.SGD(
             self.model.parameters(),
             lr=self.learning_rate,
@@ -107,14 +121,20 @@ class TorchSession:
         latest = latest_checkpoint(self.checkpoint_dir)
         if latest is not None:
             state = _load(self.torch, latest, self.device)
-            self.model.load_state_dict(state["model"])
+            self.bare_model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             if self.scaler is not None and state.get("scaler"):
                 self.scaler.load_state_dict(state["scaler"])
             self.step_count = int(state["step"])
             self.restored_from = f"{CHECKPOINTS_DIR}/{latest.name}"
         self.batches = TrainBatches(
-            self.options.dataset, self.options.batch_size, self.options.seed, self.device, self.step_count
+            self.options.dataset,
+            self.options.batch_size,
+            self.options.seed,
+            self.device,
+            self.step_count,
+            rank=self.world.rank,
+            world_size=self.world.size,
         )
         return self.step_count
 
@@ -124,13 +144,15 @@ class TorchSession:
     def save(self) -> str | None:
         """Checkpoint at the current step; the run-relative path, or None if this step is already saved."""
         assert self.checkpoint_dir is not None
+        if not self.world.is_main:
+            return None
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         path = self.checkpoint_dir / f"ckpt-{self.step_count}.pt"
         if path.exists():
             return None
         state = {
             "step": self.step_count,
-            "model": self.model.state_dict(),
+            "model": self.bare_model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict() if self.scaler is not None else {},
         }
@@ -177,6 +199,11 @@ class TorchSession:
             {**dict(zip(VALUE_ORDER, row, strict=True)), "learning_rate": rate}
             for row, (_, rate) in zip(table, pending, strict=True)
         ]
+
+    def weights_digest(self) -> str:
+        from training.distributed import weights_digest
+
+        return weights_digest(self.bare_model)
 
     def _learning_rate(self, step: int) -> float:
         if step >= self.warmup_steps:

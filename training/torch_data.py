@@ -31,7 +31,20 @@ class Augment:
 
 
 class TrainBatches:
-    def __init__(self, dataset: Path, batch_size: int, seed: int, device: Any, first_step: int = 0) -> None:
+    """This rank's share of each global batch: with N ranks of batch B, step s takes the examples
+    s*N*B .. (s+1)*N*B of the (seed, epoch) order and rank r the r-th B of them, so N ranks together
+    see the same examples per step as one process with batch N*B."""
+
+    def __init__(
+        self,
+        dataset: Path,
+        batch_size: int,
+        seed: int,
+        device: Any,
+        first_step: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
         files = split_files(dataset, TRAIN_PATTERN)
         if not files:
             raise FileNotFoundError(f"{dataset}: no training split ({TRAIN_PATTERN})")
@@ -39,18 +52,19 @@ class TrainBatches:
         if not self.items:
             raise ValueError(f"{dataset}: the training split has no images")
         self.batch_size, self.seed, self.device = batch_size, seed, device
-        self.position = first_step * batch_size  # examples consumed so far, over all epochs
+        self.stride = batch_size * world_size  # examples all ranks consume per step
+        self.position = first_step * self.stride + rank * batch_size  # this rank's next example
         self._cache: dict[int, Any] = {}
         self._cached_bytes = 0
 
     def next(self) -> tuple[list[Any], list[dict[str, Any]]]:
         images, targets = [], []
-        for _ in range(self.batch_size):
-            index, augment = self._pick(self.position)
-            self.position += 1
+        for offset in range(self.batch_size):
+            index, augment = self._pick(self.position + offset)
             image, target = self._example(index, augment)
             images.append(image)
             targets.append(target)
+        self.position += self.stride
         return images, targets
 
     def _pick(self, position: int) -> tuple[int, Augment]:

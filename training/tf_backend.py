@@ -1,0 +1,138 @@
+"""The TensorFlow backend of the timed loop: Model Garden's MaskRCNNTask.train_step on one device, or
+on N GPUs under its mirrored strategy (`--gpus N`), with our checkpoints.
+
+Same contract as training.torch_backend.TorchSession: restore_or_initialize, global_step, save, step,
+resolve. Under the mirrored strategy each replica's losses are averaged before they leave the step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from runformat import CHECKPOINTS_DIR
+from training.device import DeviceInfo
+from training.distributed import World
+from training.experiment import build_config
+from training.runlog import LOSS_COLUMNS
+
+MAX_CHECKPOINTS = 3
+
+
+def open_tf_session(options, device: DeviceInfo, state: dict[str, Any]) -> TrainingSession:
+    """Model Garden's config for `options` (one device, or mirrored over `options.replicas` GPUs)."""
+    import tensorflow as tf
+    from official.modeling import performance
+
+    gpus = options.replicas if device.kind == "gpu" else 0
+    params = build_config(
+        preset=options.preset,
+        dataset=options.dataset,
+        batch_size=options.global_batch_size,
+        precision=options.precision,
+        seed=options.seed,
+        init_checkpoint=options.init_checkpoint,
+        num_gpus=gpus,
+        distribution_strategy="mirrored" if gpus > 1 else "one_device",
+    )
+    state["config"] = params.as_dict()
+    performance.set_mixed_precision_policy(params.runtime.mixed_precision_dtype)
+    tf.random.set_seed(options.seed)
+    strategy = None
+    if gpus > 1:
+        strategy = tf.distribute.MirroredStrategy(devices=[f"/gpu:{index}" for index in range(gpus)])
+    return TrainingSession(params, device, strategy)
+
+
+class TrainingSession:
+    """Model Garden's task, model, optimizer and input pipeline on one device, with our checkpoints."""
+
+    def __init__(self, params, device: DeviceInfo, strategy=None) -> None:
+        import tensorflow as tf
+        from official.core import task_factory
+        from official.vision.tasks import maskrcnn  # noqa: F401  (registers the task)
+
+        self.tf = tf
+        self.params = params
+        self.world = World()  # one process, whatever the number of replicas
+        self.strategy = strategy or tf.distribute.OneDeviceStrategy(
+            "/gpu:0" if device.kind == "gpu" else "/cpu:0"
+        )
+        with self.strategy.scope():
+            self.task = task_factory.get_task(params.task)
+            self.model = self.task.build_model()
+            self.optimizer = self.task.create_optimizer(params.trainer.optimizer_config, params.runtime)
+            self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+            dataset = self.strategy.distribute_datasets_from_function(
+                lambda context: self.task.build_inputs(params.task.train_data, context)
+            )
+        self.iterator = iter(dataset)
+        self.manager: tf.train.CheckpointManager | None = None
+        self.restored_from: str | None = None
+        self._step_fn = self._build_step_fn()
+
+    def restore_or_initialize(self, checkpoint_dir: Path) -> int:
+        tf = self.tf
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, str(checkpoint_dir), max_to_keep=MAX_CHECKPOINTS, checkpoint_name="ckpt"
+        )
+        latest = self.manager.latest_checkpoint
+        if latest:
+            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            self.restored_from = f"{CHECKPOINTS_DIR}/{Path(latest).name}"
+        else:
+            self.task.initialize(self.model)
+        return self.global_step()
+
+    def global_step(self) -> int:
+        return int(self.optimizer.iterations.numpy())
+
+    def save(self) -> str | None:
+        """Checkpoint at the current step; the run-relative path, or None if this step is already saved."""
+        assert self.manager is not None
+        path = self.manager.save(checkpoint_number=self.global_step())
+        return f"{CHECKPOINTS_DIR}/{Path(path).name}" if path else None
+
+    def step(self) -> dict[str, Any]:
+        """The step's losses and learning rate as tensors (read later by resolve)."""
+        return self._step_fn(self.iterator)
+
+    def resolve(self, pending: list[dict[str, Any]]) -> list[dict[str, float]]:
+        return [{name: float(value) for name, value in outputs.items()} for outputs in pending]
+
+    def _build_step_fn(self):
+        tf, task, model, optimizer, strategy = self.tf, self.task, self.model, self.optimizer, self.strategy
+
+        def replica_step(inputs):
+            captured: dict[str, Any] = {"learning_rate": _learning_rate(optimizer)}
+            metrics = [_LossCapture(name, captured) for name in LOSS_COLUMNS]
+            task.train_step(inputs, model, optimizer, metrics=metrics)
+            return captured
+
+        mean = tf.distribute.ReduceOp.MEAN
+
+        @tf.function
+        def step_fn(iterator):
+            outputs = strategy.run(replica_step, args=(next(iterator),))
+            return {name: strategy.reduce(mean, value, axis=None) for name, value in outputs.items()}
+
+        return step_fn
+
+
+class _LossCapture:
+    """Stands in for a Keras Mean metric in task.train_step: keeps the step's loss tensor itself."""
+
+    def __init__(self, name: str, sink: dict[str, Any]) -> None:
+        self.name, self._sink = name, sink
+
+    def update_state(self, value) -> None:
+        self._sink[self.name] = value
+
+
+def _learning_rate(optimizer):
+    import tensorflow as tf
+
+    rate = getattr(optimizer, "inner_optimizer", optimizer).learning_rate
+    if callable(rate):
+        rate = rate(optimizer.iterations)
+    return tf.cast(rate, tf.float32)

@@ -1,0 +1,304 @@
+"""`python -m training train`: checks, the training itself (one device, N ranks or N mirrored GPUs),
+then export, evaluation, detections and inference as phases of their own.
+
+With `--procs N` / `--gpus N` and `--framework torch` this process launches the N ranks under torchrun
+(training.distributed), waits for them, and then runs the phases after training once, itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from training.cli_args import ALL_GPUS
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def usage_problem(args: argparse.Namespace) -> str | None:
+    """The first thing wrong with the train options that can be told before anything starts."""
+    from training.dataset import is_dataset
+    from training.distributed import under_launcher, world_from_environment
+
+    if args.init_checkpoint and not _is_local_checkpoint(args.init_checkpoint):
+        return (
+            f"--init-checkpoint {args.init_checkpoint}: no checkpoint there (a local directory "
+            "or a checkpoint prefix with its .index file)"
+        )
+    if args.dataset is not None and not is_dataset(args.dataset):
+        return f"--dataset {args.dataset}: no train*.tfrecord there"
+    if args.init_checkpoint and args.framework == "torch":
+        return "--init-checkpoint is for --framework tf (the torch path trains from scratch)"
+    if args.procs is not None and args.gpus is not None:
+        return "--procs (CPU processes) and --gpus (GPUs) exclude each other"
+    if args.procs is not None:
+        if args.procs == ALL_GPUS:
+            return "--procs all: give a number of processes (all is for --gpus)"
+        if args.device != "cpu":
+            return "--procs is for --device cpu; on GPUs use --gpus N"
+        if args.framework != "torch" and args.procs > 1:
+            return (
+                "--procs N > 1 is for --framework torch: Model Garden's mirrored strategy spreads one "
+                "process over GPUs, not over CPU processes (see README, Many GPUs)"
+            )
+    if args.gpus is not None:
+        if args.device != "gpu":
+            return "--gpus needs --device gpu (CPU processes: --procs N)"
+        visible = visible_gpu_count()
+        if args.gpus != ALL_GPUS and visible is not None and args.gpus > visible:
+            return f"--gpus {args.gpus}: this node has {visible} GPU(s) visible"
+        if args.gpus == ALL_GPUS and not visible:
+            return "--gpus all: no GPU visible through NVML"
+    if under_launcher() and world_from_environment().size != replica_count(args):
+        return f"torchrun started {world_from_environment().size} ranks for {replica_count(args)} devices"
+    return None
+
+
+def visible_gpu_count() -> int | None:
+    """GPUs visible to CUDA (NVML's list after CUDA_VISIBLE_DEVICES), None when NVML cannot tell."""
+    from training.device import cuda_order_uuids, nvml_gpus
+
+    gpus = nvml_gpus()
+    if not gpus:
+        return None
+    return len(cuda_order_uuids(gpus, os.environ.get("CUDA_VISIBLE_DEVICES")))
+
+
+def replica_count(args: argparse.Namespace) -> int:
+    count = args.gpus if args.gpus is not None else args.procs
+    if count == ALL_GPUS:
+        return visible_gpu_count() or 1
+    return int(count or 1)
+
+
+def run_train(args: argparse.Namespace, process_start: float, run_dir: Path) -> int:
+    from training.distributed import under_launcher
+
+    replicas = replica_count(args)
+    if args.framework == "torch" and replicas > 1 and not under_launcher():
+        return _launch_ranks(args, run_dir, replicas)
+    return _train_here(args, process_start, run_dir, replicas)
+
+
+def _train_here(args: argparse.Namespace, process_start: float, run_dir: Path, replicas: int) -> int:
+    from training.distributed import (
+        end_process_group,
+        start_process_group,
+        under_launcher,
+        world_from_environment,
+    )
+    from training.experiment import default_precision
+    from training.trainer import SAME_STOP_WINDOW_S, StopRequest, TrainOptions, train
+
+    world = world_from_environment()
+    stop = StopRequest(same_request_within_s=5.0 if world.distributed else SAME_STOP_WINDOW_S)
+    stop.install()
+    device = prepare(args.device, args.framework, replicas)
+    dataset = args.dataset or _default_dataset(args.data_dir)
+    precision = args.precision or default_precision(args.device)
+    if args.framework == "torch" and not args.precision:
+        from training.torch_backend import default_torch_precision
+
+        precision = default_torch_precision(args.device)
+    options = TrainOptions(
+        framework=args.framework,
+        run_dir=run_dir,
+        dataset=dataset,
+        device=args.device,
+        duration_s=args.duration,
+        preset=args.preset,
+        batch_size=args.batch,
+        precision=precision,
+        init_checkpoint=args.init_checkpoint,
+        max_steps=args.max_steps,
+        checkpoint_every_s=args.checkpoint_every,
+        seed=args.seed,
+        replicas=replicas,
+    )
+    if options.precision == "float16" and args.device == "cpu" and world.is_main:
+        print(
+            "note: float16 is emulated on CPUs and many times slower; bfloat16 or float32 suit a CPU",
+            flush=True,
+        )
+    world = start_process_group(world, args.device) if args.framework == "torch" else world
+    try:
+        result = train(options, device, stop, process_start, world)
+    finally:
+        end_process_group(world)
+    if result.status == "interrupted":  # under torchrun 0: a stop is no rank failure; our launcher says 130
+        return EXIT_OK if under_launcher() else 128 + (stop.signum or signal.SIGINT)
+    if args.no_export or not world.is_main:
+        return EXIT_OK
+    return _after_training(run_dir, args, stop, args.device)
+
+
+def _launch_ranks(args: argparse.Namespace, run_dir: Path, replicas: int) -> int:
+    """torchrun with `replicas` ranks training into run_dir; then this process's phases after training."""
+    from runformat import RUN_DIR_ENV
+    from training.distributed import launch_command
+    from training.trainer import StopRequest
+
+    dataset = args.dataset or _default_dataset(args.data_dir)  # once, before the ranks look for it
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rank_args = [*args.argv, "--no-export", "--run-dir", str(run_dir), "--dataset", str(dataset)]
+    command = launch_command(replicas, rank_args)
+    env = {**os.environ, RUN_DIR_ENV: str(run_dir)}
+    if args.device == "cpu":  # the cores shared out (torchrun's own default would be 1 thread each)
+        env.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // replicas)))
+    print(f"launching {replicas} ranks: {' '.join(command[1:7])} ...", flush=True)
+    # torchrun runs in a session of its own, so a Ctrl-C or the collector's stop reaches us alone; we
+    # pass it on to the ranks only (torchrun, stopped itself, would tear them down mid-checkpoint).
+    # A second signal is passed on too: the ranks then stop without their final checkpoint.
+    stop = StopRequest()
+    launcher: subprocess.Popen | None = None
+
+    def relay(signum: int, _frame) -> None:
+        stop.signum = stop.signum or signum
+        for pid in _children(launcher.pid) if launcher is not None else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM if signum == signal.SIGHUP else signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, relay)
+    launcher = subprocess.Popen(command, env=env, start_new_session=True, preexec_fn=_end_with_parent)
+    if stop.signum is not None:  # it came while torchrun was starting
+        relay(stop.signum, None)
+    returncode = launcher.wait()
+    problem = _ranks_problem(run_dir, returncode)
+    if stop.signum is not None:
+        return 128 + stop.signum
+    if problem:
+        print(f"training: error: {problem}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    if args.no_export:
+        return EXIT_OK
+    return _after_training(run_dir, args, stop, args.device)
+
+
+def _end_with_parent() -> None:
+    """In torchrun's child before exec: SIGTERM when we die (kill -9 included), so no rank outlives us."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _children(parent: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                if int(stat.rpartition(")")[2].split()[1]) == parent:
+                    found.append(int(entry))
+    return found
+
+
+def _ranks_problem(run_dir: Path, returncode: int) -> str | None:
+    """Why the ranks failed, one line; a training.json left `running` (rank 0 died) is marked failed."""
+    from runformat import TRAINING_JSON, read_json
+    from training.runlog import write_training_json
+
+    try:
+        state = read_json(run_dir / TRAINING_JSON)
+    except ValueError:
+        state = {}
+    if returncode == 0 and state.get("status") not in (None, "running", "failed"):
+        return None
+    how = f"signal {signal.Signals(-returncode).name}" if returncode < 0 else f"exit code {returncode}"
+    if state.get("status") == "running":
+        state.update(
+            status="failed",
+            error=f"a rank ended without finishing (torchrun {how}; its lines above say which)",
+            end_unix=time.time(),
+        )
+        state.pop("format_version", None)
+        with contextlib.suppress(OSError):
+            write_training_json(run_dir, state)
+    reason = state.get("error") or "a rank failed before training started (see its lines above)"
+    return f"data-parallel training failed (torchrun {how}): {reason}"
+
+
+def _is_local_checkpoint(path: str) -> bool:
+    return Path(path).is_dir() or Path(f"{path}.index").is_file()
+
+
+def _default_dataset(data_dir: Path) -> Path:
+    from training.dataset import generate_dataset, is_current_synthetic, is_dataset
+
+    path = data_dir / "datasets" / "waldo"
+    if not is_dataset(path):
+        print(
+            f"no dataset at {path}: generating the default one (256 train + 32 held-out images)", flush=True
+        )
+        generate_dataset(path)
+    elif not is_current_synthetic(path):
+        print(f"{path} was drawn by an older generator: generating it again", flush=True)
+        generate_dataset(path)
+    return path
+
+
+def _after_training(run_dir: Path, args: argparse.Namespace, stop, device: str) -> int:
+    from training.inference.command import infer, phase_options
+    from training.postrun import draw_detections, evaluate_model, export_model
+    from training.runlog import Phase
+
+    score_threshold = args.score_threshold
+    phases: list[tuple[str, Callable[[], dict]]] = [
+        ("export", lambda: export_model(run_dir)),
+        ("evaluate", lambda: evaluate_model(run_dir, score_threshold=score_threshold, device=device)),
+        ("detect", lambda: draw_detections(run_dir, score_threshold=score_threshold, device=device)),
+    ]
+    if (options := phase_options(args, run_dir)) is not None:
+        phases.append(("infer", lambda: infer(options, lambda: stop.signum is not None)))
+    for name, action in phases:
+        if stop.signum is not None:
+            print(f"skipping {name}: interrupted", flush=True)
+            return 128 + stop.signum
+        with Phase(run_dir, name) as phase:
+            try:
+                report(name, action())
+            except Exception as exc:
+                phase.ok = False
+                print(
+                    f"training: error: {name} failed: {' '.join(str(exc).split())}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                return EXIT_FAILED
+    return 128 + stop.signum if stop.signum is not None else EXIT_OK
+
+
+def report(name: str, result: dict) -> None:
+    if name == "export":
+        kind = {"torchscript": "TorchScript", "state_dict": "state dict"}.get(
+            result.get("format"), "SavedModel"
+        )
+        print(f"export: {kind} of step {result['global_step']} in model/", flush=True)
+    elif name == "evaluate":
+        print(
+            f"evaluate: mAP@0.5 {result['map_50']:.3f}  recall {result['recall_50']:.3f}  "
+            f"precision {result['precision_50']:.3f} on {result['num_images']} held-out images",
+            flush=True,
+        )
+    elif name == "detect":
+        print(f"detect: {len(result['images'])} images with boxes in detections/", flush=True)
+    else:
+        from training.inference.measure import measured_runtimes
+
+        print(f"infer: measured {', '.join(measured_runtimes(result))} into inference.csv, inference.json")
+
+
+def prepare(device: str, framework: str = "tf", count: int = 1):
+    from training.device import prepare_device, prepare_torch_device
+
+    if framework == "torch":
+        return prepare_torch_device(device, count)
+    return prepare_device(device, count)

@@ -185,6 +185,7 @@ def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnal
         *thermal.gpu_throttling(in_training, interval),
         thermal.cpu_frequency_drops(in_training, thresholds, interval, baseline_mhz),
     ]
+    working = working_gpus(measured, gpus, attribution_known)
     return RunAnalysis(
         run_id=run.run_id,
         label=str(meta.get("label") or run.run_id),
@@ -207,10 +208,10 @@ def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnal
         verdict=verdict(
             kind,
             measured,
-            working_gpus(measured, gpus, attribution_known),
+            working,
             measured_throttles,
             thresholds,
-            gpu_findings(measured, gpus, listed_gpus(run.meta), thresholds),
+            gpu_findings(measured, working, listed_gpus(run.meta), thresholds),
         ),
         evaluation=dict(run.evaluation),
         min_smoothed_loss=min_smoothed_loss(run.training),

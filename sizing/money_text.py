@@ -17,12 +17,16 @@ def _short(covers: str) -> str:
 
 
 def energy_unknown_reason(g: Group) -> str:
-    """Why the group has no energy figure: the first run's reason ('GPU board not reported', ...)."""
+    """Why the group has no energy figure: the first run's reason ('GPU board not reported', 'gpu0
+    covers 90% of the run', 'no work counter', ...)."""
     for a in g.analyses:
-        if a.steady_energy is None:
-            return "no telemetry in the measurement window"
-        if a.steady_energy.total_j is None:
-            return a.steady_energy.missing
+        energy = a.steady_energy or a.training_energy
+        if energy is not None and energy.total_j is None:
+            return energy.missing
+        if a.throughput.examples_per_s is None:
+            return "no work counter: examples/s unknown"
+        if energy is None:
+            return "no telemetry in the training window"
     return "no throughput to divide by"
 
 

@@ -59,6 +59,15 @@ def test_idle_neighbours_of_an_unattributed_run_do_not_read_as_underused() -> No
     assert analyse_run(run, Prices(), Thresholds()).verdict.primary == "GPU-bound"
 
 
+def test_an_idle_neighbour_of_an_unattributed_run_is_no_straggler() -> None:
+    run = multi_gpu("pair", [95.0, 0.0], [300.0, 60.0], None)  # a one-GPU job on a two-GPU host
+    result = analyse_run(run, Prices(), Thresholds())
+    assert result.verdict.primary == "GPU-bound"
+    assert not any("straggler" in label for label in result.verdict.labels)
+    named = analyse_run(with_info(run, gpu_uuids=["GPU-0", "GPU-1"]), Prices(), Thresholds())
+    assert named.verdict.primary == "straggler: gpu1"  # both said to train: the idle one holds the job
+
+
 def _two_gpu_serving_run(tmp_path: Path, uuids: list[str]) -> Path:
     """Serving on gpu1 (300 W) of a 2-GPU host whose gpu0 idles at 60 W; RAPL 50 W; 400 images/s."""
     run = multi_gpu("serve", [0.0, 95.0], [60.0, 300.0], uuids)

@@ -13,16 +13,11 @@ from pathlib import Path
 
 from runformat import RUN_DIR_ENV
 from runformat.cli import duration_type
+from training.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, RunDirError, UsageError
 
 FRAMEWORKS = ("tf", "torch")
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_DATA_DIR = "data"
-
-
-class UsageError(ValueError):
-    """Bad arguments: one line on stderr, exit code 2."""
-
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line instead of argparse's usage block
@@ -45,7 +40,6 @@ def main(argv: list[str] | None = None) -> int:
         from training.coco import CocoError
         from training.device import DeviceError
         from training.inference.command import NoRuntime
-        from training.postrun import RunDirError
 
         if isinstance(exc, (DeviceError, NoRuntime)):
             return _fail(str(exc), EXIT_FAILED)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -109,9 +110,9 @@ def test_torch_run_trains_exports_evaluates_and_draws_without_tensorflow(torch_r
     blocked = Path(torch_run["env"]["BLOCKED_IMPORT_LOG"])
     assert not blocked.exists(), f"the torch path tried to import: {blocked.read_text()}"
     phases = [row["phase"] for row in _rows(run_dir / "phases.csv")]
-    assert phases == ["train", "export", "evaluate", "detect", "infer"]  # infer: TorchScript, TF-free
+    assert phases == ["train", "export", "evaluate", "detect", "infer"]  # infer: TF-free runtimes only
     inference = json.loads((run_dir / "inference.json").read_text())
-    assert {r["runtime"] for r in inference["runtimes"] if r["available"]} == {"torchscript"}
+    assert {r["runtime"] for r in inference["runtimes"] if r["available"]} == {"onnxruntime", "torchscript"}
     rows = _rows(run_dir / "training.csv")
     assert [int(row["step"]) for row in rows] == list(range(1, 9))
     assert all(float(row["loss_total"]) > 0 and float(row["step_time_s"]) > 0 for row in rows)
@@ -146,6 +147,74 @@ def test_export_is_torchscript_that_loads_without_our_code(torch_run: dict) -> N
     with torch.no_grad():
         _, detections = model([torch.rand(3, 256, 256)])
     assert set(detections[0]) == {"boxes", "scores", "labels"}
+
+
+def test_onnxruntime_takes_the_torch_model_checked_against_torchscript(torch_run: dict) -> None:
+    """The infer phase converted the eager model per batch size and kept each file only once ONNX Runtime's
+    detections matched TorchScript's on the timed images; here the files are checked again, on other
+    images, by this test's own comparison."""
+    import onnxruntime as ort
+    import torch
+    import torchvision  # noqa: F401  (registers the ops the TorchScript calls)
+
+    run_dir = torch_run["run_dir"]
+    inference = json.loads((run_dir / "inference.json").read_text())
+    onnx = next(r for r in inference["runtimes"] if r["runtime"] == "onnxruntime")
+    assert [cell["batch_size"] for cell in onnx["cells"] if "latency_ms_p50" in cell] == [1, 4], onnx
+    assert len(onnx["notes"]) == 2, onnx["notes"]
+    for note, batch_size in zip(onnx["notes"], (1, 4), strict=True):
+        assert note.startswith(f"converted to model/model-batch{batch_size}.onnx with torch.onnx"), note
+        assert f"agrees with TorchScript on the {batch_size} image(s) it is timed on" in note, note
+    scripted = torch.jit.load(str(run_dir / "model" / "model.torchscript.pt")).eval()
+    generator = torch.Generator().manual_seed(5)
+    for batch_size in (1, 4):
+        session = ort.InferenceSession(str(run_dir / "model" / f"model-batch{batch_size}.onnx"))
+        assert [i.shape for i in session.get_inputs()] == [[batch_size, 3, 256, 256]]
+        images = torch.rand(batch_size, 3, 256, 256, generator=generator)
+        outputs = session.run(None, {"images": images.numpy()})
+        with torch.no_grad():
+            _, expected = scripted(list(images.unbind(0)))
+        assert len(outputs) == 3 * batch_size
+        for i, detections in enumerate(expected):
+            boxes, scores, labels = outputs[3 * i : 3 * i + 3]
+            assert len(scores) == len(detections["scores"]) > 0
+            expected_rows = (detections[key].numpy() for key in ("boxes", "scores", "labels"))
+            for box, score, label in zip(*expected_rows, strict=True):
+                same = (labels == label) & (abs(scores - score) < 0.005) & (abs(boxes - box).max(1) < 0.5)
+                assert same.any(), (i, box, score, label)
+
+
+def test_onnxruntime_reuses_its_conversion_and_refuses_in_one_line_what_it_cannot_export(
+    torch_run: dict, tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(torch_run["run_dir"], copy, ignore=shutil.ignore_patterns("checkpoints", "inference.*"))
+    args = ("infer", str(copy), "--runtime", "onnxruntime", "--batch-sizes", "1", "--duration", "0.2s")
+    reused = _cli(torch_run["env"], *args)
+    assert reused.returncode == 0, reused.stderr[-2000:]
+    onnx = read_json(copy / "inference.json")["runtimes"][0]
+    assert onnx["notes"] == ["reused model/model-batch1.onnx"] and onnx["cells"][0]["calls"] >= 3
+    for path in (copy / "model").glob("*.onnx"):
+        path.unlink()
+    info = read_json(copy / "model" / "export.json")
+    drifted = {**info, "config": {**info["config"], "rpn_post_nms_top_n_test": 3}}  # not the exported model
+    (copy / "model" / "export.json").write_text(json.dumps(drifted))
+    disagrees = _cli(torch_run["env"], *args)
+    assert disagrees.returncode == 1 and disagrees.stderr.count("\n") == 1, disagrees.stderr
+    reason = read_json(copy / "inference.json")["runtimes"][0]["reason"]
+    assert reason.startswith("the ONNX export disagrees with the model it was exported from: image 0, ")
+    assert not list((copy / "model").glob("*.onnx"))  # a file that disagrees is never kept
+    del info["config"]
+    (copy / "model" / "export.json").write_text(json.dumps(info))
+    refused = _cli(torch_run["env"], *args)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    reason = "model/export.json has no torch model config to rebuild the eager model for torch.onnx"
+    assert reason in refused.stderr
+    assert f"onnxruntime: cannot take this model: {reason}" in refused.stdout
+    assert read_json(copy / "inference.json")["runtimes"][0]["reason"] == reason
+    blocked = Path(torch_run["env"]["BLOCKED_IMPORT_LOG"])
+    assert not blocked.exists(), f"the torch path tried to import: {blocked.read_text()}"
 
 
 def test_sigterm_stops_with_a_checkpoint_and_the_run_resumes(torch_run: dict, tmp_path: Path) -> None:

@@ -1,16 +1,15 @@
 """`--framework torch`: the torchvision twin, run for real where `import tensorflow` fails.
 
 Every subprocess here gets a sitecustomize (via PYTHONPATH) whose meta path finder raises ImportError
-for tensorflow, Model Garden and Keras and writes each attempt to a file: the torch path must generate
-its dataset, train, checkpoint, resume, export, evaluate and draw without them, as on a GPU machine
-that has PyTorch and no TensorFlow.
+for tensorflow, Model Garden and Keras and writes each attempt to a file (trainfixtures.BLOCKER): the
+torch path must generate its dataset, train, checkpoint, resume, export, evaluate, draw and infer without
+them, as on a GPU machine that has PyTorch and no TensorFlow. The run itself is conftest.py's `torch_run`.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -19,83 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
-from trainfixtures import REPO, training_env
+from trainfixtures import REPO, cli_in
 
 from runformat import read_json
 
 pytestmark = pytest.mark.slow
-
-BLOCKER = """
-import importlib.abc, importlib.machinery, os, sys
-
-BLOCKED = ("tensorflow", "tf_keras", "keras", "official", "orbit")
-
-
-class NoTensorFlow(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    # Probes (importlib.util.find_spec, as torch._dynamo makes) get a spec; importing fails.
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            return importlib.machinery.ModuleSpec(name, self, origin=f"/blocked/{name}")
-        return None
-
-    def create_module(self, spec):
-        with open(os.environ["BLOCKED_IMPORT_LOG"], "a") as log:
-            log.write(spec.name + "\\n")
-        raise ImportError(f"{spec.name} is blocked: the torch path must run without TensorFlow")
-
-    def exec_module(self, module):
-        raise ImportError(module.__name__)
-
-
-sys.meta_path.insert(0, NoTensorFlow())
-"""
-
-
-@pytest.fixture(scope="module")
-def no_tf_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    site = tmp_path_factory.mktemp("no-tensorflow")
-    (site / "sitecustomize.py").write_text(BLOCKER)
-    env = training_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["BLOCKED_IMPORT_LOG"] = str(site / "blocked-imports.txt")
-    return env
-
-
-def _cli(env: dict[str, str], *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "training", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-@pytest.fixture(scope="module")
-def torch_run(no_tf_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict:
-    root = tmp_path_factory.mktemp("torch")
-    dataset, run_dir = root / "waldo", root / "run"
-    made = _cli(no_tf_env, "dataset", "--out", str(dataset), "--train", "12", "--val", "3", "--seed", "3")
-    assert made.returncode == 0, made.stderr
-    trained = _cli(
-        no_tf_env,
-        "train",
-        "--framework",
-        "torch",
-        "--run-dir",
-        str(run_dir),
-        "--dataset",
-        str(dataset),
-        "--duration",
-        "5m",
-        "--max-steps",
-        "8",
-        "--checkpoint-every",
-        "1s",
-    )
-    return {"dataset": dataset, "run_dir": run_dir, "done": trained, "env": no_tf_env}
-
 
 def _rows(path: Path) -> list[dict[str, str]]:
     with path.open(newline="") as handle:
@@ -190,7 +117,7 @@ def test_onnxruntime_reuses_its_conversion_and_refuses_in_one_line_what_it_canno
     copy = tmp_path / "copy"
     shutil.copytree(torch_run["run_dir"], copy, ignore=shutil.ignore_patterns("checkpoints", "inference.*"))
     args = ("infer", str(copy), "--runtime", "onnxruntime", "--batch-sizes", "1", "--duration", "0.2s")
-    reused = _cli(torch_run["env"], *args)
+    reused = cli_in(torch_run["env"], *args)
     assert reused.returncode == 0, reused.stderr[-2000:]
     onnx = read_json(copy / "inference.json")["runtimes"][0]
     assert onnx["notes"] == ["reused model/model-batch1.onnx"] and onnx["cells"][0]["calls"] >= 3
@@ -199,14 +126,14 @@ def test_onnxruntime_reuses_its_conversion_and_refuses_in_one_line_what_it_canno
     info = read_json(copy / "model" / "export.json")
     drifted = {**info, "config": {**info["config"], "rpn_post_nms_top_n_test": 3}}  # not the exported model
     (copy / "model" / "export.json").write_text(json.dumps(drifted))
-    disagrees = _cli(torch_run["env"], *args)
+    disagrees = cli_in(torch_run["env"], *args)
     assert disagrees.returncode == 1 and disagrees.stderr.count("\n") == 1, disagrees.stderr
     reason = read_json(copy / "inference.json")["runtimes"][0]["reason"]
     assert reason.startswith("the ONNX export disagrees with the model it was exported from: image 0, ")
     assert not list((copy / "model").glob("*.onnx"))  # a file that disagrees is never kept
     del info["config"]
     (copy / "model" / "export.json").write_text(json.dumps(info))
-    refused = _cli(torch_run["env"], *args)
+    refused = cli_in(torch_run["env"], *args)
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert refused.stderr.count("\n") == 1, refused.stderr
     reason = "model/export.json has no torch model config to rebuild the eager model for torch.onnx"
@@ -244,7 +171,7 @@ def test_sigterm_stops_with_a_checkpoint_and_the_run_resumes(torch_run: dict, tm
     assert info["last_checkpoint"] == f"checkpoints/ckpt-{info['global_step']}.pt"
     stopped_at = info["global_step"]
 
-    resumed = _cli(torch_run["env"], *command[3:], "--max-steps", "2", "--no-export")
+    resumed = cli_in(torch_run["env"], *command[3:], "--max-steps", "2", "--no-export")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     info = read_json(run_dir / "training.json")
     assert info["initial_step"] == stopped_at and info["resumed_from"] == f"checkpoints/ckpt-{stopped_at}.pt"
@@ -254,7 +181,7 @@ def test_sigterm_stops_with_a_checkpoint_and_the_run_resumes(torch_run: dict, tm
 
 
 def test_evaluate_alone_on_a_torch_run(torch_run: dict, tmp_path: Path) -> None:
-    done = _cli(
+    done = cli_in(
         torch_run["env"], "evaluate", "--run-dir", str(torch_run["run_dir"]), "--score-threshold", "0.0"
     )
     assert done.returncode == 0, done.stderr[-2000:]
@@ -265,7 +192,7 @@ def test_evaluate_alone_on_a_torch_run(torch_run: dict, tmp_path: Path) -> None:
 def test_init_checkpoint_is_refused_for_torch(tmp_path: Path, no_tf_env: dict[str, str]) -> None:
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
-    done = _cli(no_tf_env, "train", "--framework", "torch", "--run-dir", str(tmp_path / "r"),
+    done = cli_in(no_tf_env, "train", "--framework", "torch", "--run-dir", str(tmp_path / "r"),
                 "--init-checkpoint", str(ckpt))  # fmt: skip
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if line.strip()]
@@ -293,7 +220,7 @@ def test_gpu_without_driver_fails_fast_for_torch(tmp_path: Path, no_tf_env: dict
     if nvidia_driver_present():
         pytest.skip("this machine has an NVIDIA driver")
     started = time.monotonic()
-    done = _cli(
+    done = cli_in(
         no_tf_env, "train", "--framework", "torch", "--device", "gpu", "--run-dir", str(tmp_path / "r")
     )
     assert done.returncode == 1 and time.monotonic() - started < 20

@@ -129,7 +129,7 @@ def _trace_export(torch, eager, images: np.ndarray, staging: Path) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracer and deprecation warnings: the check below decides
             torch.onnx.export(
-                _ListOutputs(torch, eager),
+                _tuple_outputs(torch, eager),
                 (torch.from_numpy(images),),
                 str(staging),
                 opset_version=OPSET,
@@ -143,7 +143,7 @@ def _trace_export(torch, eager, images: np.ndarray, staging: Path) -> None:
         ) from exc
 
 
-def _ListOutputs(torch, eager):  # a factory that reads like the class it builds
+def _tuple_outputs(torch, eager):
     class ListOutputs(torch.nn.Module):
         """The detector on a batch tensor, with its per-image dicts flattened to a tuple of tensors."""
 

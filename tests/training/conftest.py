@@ -82,5 +82,6 @@ def torch_run(no_tf_env: dict[str, str], tmp_path_factory: pytest.TempPathFactor
         "8",
         "--checkpoint-every",
         "1s",
+        timeout=900,  # every phase, the two ONNX conversions included, on a shared CPU
     )
     return {"dataset": dataset, "run_dir": run_dir, "done": trained, "env": no_tf_env}

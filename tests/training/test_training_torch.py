@@ -117,7 +117,7 @@ def test_onnxruntime_reuses_its_conversion_and_refuses_in_one_line_what_it_canno
     copy = tmp_path / "copy"
     shutil.copytree(torch_run["run_dir"], copy, ignore=shutil.ignore_patterns("checkpoints", "inference.*"))
     args = ("infer", str(copy), "--runtime", "onnxruntime", "--batch-sizes", "1", "--duration", "0.2s")
-    reused = cli_in(torch_run["env"], *args)
+    reused = cli_in(torch_run["env"], *args, timeout=600)
     assert reused.returncode == 0, reused.stderr[-2000:]
     onnx = read_json(copy / "inference.json")["runtimes"][0]
     assert onnx["notes"] == ["reused model/model-batch1.onnx"] and onnx["cells"][0]["calls"] >= 3
@@ -126,14 +126,14 @@ def test_onnxruntime_reuses_its_conversion_and_refuses_in_one_line_what_it_canno
     info = read_json(copy / "model" / "export.json")
     drifted = {**info, "config": {**info["config"], "rpn_post_nms_top_n_test": 3}}  # not the exported model
     (copy / "model" / "export.json").write_text(json.dumps(drifted))
-    disagrees = cli_in(torch_run["env"], *args)
+    disagrees = cli_in(torch_run["env"], *args, timeout=600)
     assert disagrees.returncode == 1 and disagrees.stderr.count("\n") == 1, disagrees.stderr
     reason = read_json(copy / "inference.json")["runtimes"][0]["reason"]
     assert reason.startswith("the ONNX export disagrees with the model it was exported from: image 0, ")
     assert not list((copy / "model").glob("*.onnx"))  # a file that disagrees is never kept
     del info["config"]
     (copy / "model" / "export.json").write_text(json.dumps(info))
-    refused = cli_in(torch_run["env"], *args)
+    refused = cli_in(torch_run["env"], *args, timeout=600)
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert refused.stderr.count("\n") == 1, refused.stderr
     reason = "model/export.json has no torch model config to rebuild the eager model for torch.onnx"

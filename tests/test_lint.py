@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+PRODUCT_PACKAGES = ("runformat", "collect", "training", "sizing", "dashboard", "bench")
 
 
 def test_ruff_is_clean() -> None:
@@ -70,3 +72,92 @@ def test_the_layering_check_catches_a_forbidden_import(tmp_path: Path) -> None:
     source = tmp_path / "x.py"
     source.write_text("from collections.abc import Callable\nimport collectible\nfrom collect.x import y\n")
     assert _imports_of(source, ("collect",)) == ["from collect.x import y"]
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the product modules it imports, at any depth of its code (a function-level import is
+    still an import): `from a.b import c` names module a.b.c when there is one, else a.b."""
+    paths = [path for package in packages for path in sorted((root / package).rglob("*.py"))]
+    sources = {_module_name(path, root): path for path in paths}
+    graph: dict[str, set[str]] = {name: set() for name in sources}
+
+    def deepest_module(dotted: str) -> str | None:
+        parts = dotted.split(".")
+        for end in range(len(parts), 0, -1):
+            if ".".join(parts[:end]) in sources:
+                return ".".join(parts[:end])
+        return None
+
+    for name, path in sources.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                targets = [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            graph[name].update(t for t in map(deepest_module, targets) if t is not None and t != name)
+    return graph
+
+
+def _import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_no_import_circles_among_the_product_packages() -> None:
+    graph = _import_graph(REPO, PRODUCT_PACKAGES)
+    assert "training.cli" in graph and "training.errors" in graph["training.cli"]  # the graph is real
+    assert _import_cycles(graph) == []
+
+
+def test_the_circle_check_finds_a_circle_through_a_function_level_import(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg.sub import b\n")
+    (package / "sub" / "b.py").write_text("def f():\n    from .. import c\n")
+    (package / "c.py").write_text("import pkg.a as again\nfrom pkg import missing_name\n")
+    (package / "d.py").write_text("from pkg import a\n")  # imports into the circle, not part of it
+    assert _import_cycles(_import_graph(tmp_path, ("pkg",))) == [["pkg.a", "pkg.c", "pkg.sub.b"]]

@@ -22,12 +22,7 @@ from training.cli_args import (
     positive_int,
     run_dir_or_none,
 )
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(ValueError):
-    """Bad arguments: one line on stderr, exit code 2."""
+from training.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, RunDirError, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,7 +48,6 @@ def main(argv: list[str] | None = None) -> int:
         from training.coco import CocoError
         from training.device import DeviceError
         from training.inference.command import NoRuntime
-        from training.postrun import RunDirError
 
         if isinstance(exc, (DeviceError, NoRuntime)):
             return _fail(str(exc), EXIT_FAILED)

@@ -23,15 +23,12 @@ from runformat import (
     read_json,
     write_json_atomic,
 )
+from training.errors import RunDirError
 from training.metrics import ImageResult, average_precision, recall_precision_at
 from training.records import VAL_PATTERN, LabeledImage, read_records, split_files
 
 EXPORT_INFO = "export.json"
 TARGET_CLASS = 1
-
-
-class RunDirError(ValueError):
-    """The run directory lacks what a phase needs; the message is one line for the user."""
 
 
 @dataclass(frozen=True)

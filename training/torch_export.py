@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from runformat import CHECKPOINTS_DIR, FORMAT_VERSION, write_json_atomic
-from training.postrun import RunDirError
+from training.errors import RunDirError
 from training.records import LabeledImage
 
 TORCHSCRIPT_FILE = "model.torchscript.pt"

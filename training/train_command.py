@@ -18,8 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from training.cli_args import ALL_GPUS
-
-EXIT_OK, EXIT_FAILED = 0, 1
+from training.errors import EXIT_FAILED, EXIT_OK
 
 
 def usage_problem(args: argparse.Namespace) -> str | None:

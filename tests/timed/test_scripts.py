@@ -13,6 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
+ScriptRun = tuple[subprocess.CompletedProcess[str], Path]  # the script's result and its --data-dir
 
 
 def run_script(name: str, *args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
@@ -64,12 +65,20 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-@pytest.mark.slow
-def test_collect_cpu_short_run_end_to_end(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def cpu_script_run(tmp_path_factory: pytest.TempPathFactory) -> ScriptRun:
+    """One real `collect_cpu.sh 45s` run (TensorFlow, every phase) shared by the tests that read it."""
+    data_dir = tmp_path_factory.mktemp("cpu-script")
     result = run_script(
-        "collect_cpu.sh", "45s", "--data-dir", str(tmp_path), "--interval", "0.5s", "--label", "e2e",
+        "collect_cpu.sh", "45s", "--data-dir", str(data_dir), "--interval", "0.5s", "--label", "e2e",
         timeout=900,
     )
+    return result, data_dir
+
+
+@pytest.mark.slow
+def test_collect_cpu_short_run_end_to_end(cpu_script_run: ScriptRun) -> None:
+    result, tmp_path = cpu_script_run
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     runs = list((tmp_path / "runs").iterdir())
     assert len(runs) == 1
@@ -140,6 +149,12 @@ def test_precision_reaches_the_training_and_the_other_device_command_matches() -
     default = build_parser().parse_args(["90s"])
     assert training_command(default)[training_command(default).index("--precision") + 1] == "float32"
     assert matching_command(default) == "./scripts/collect_gpu.sh 90s --preset small --precision float32"
+    bounded = build_parser().parse_args(
+        ["20s", "--data-dir", "/tmp/d", "--no-export", "--max-steps", "3", "--precision", "float32"]
+    )
+    assert matching_command(bounded) == (
+        "./scripts/collect_gpu.sh 20s --preset small --precision float32 --data-dir /tmp/d --max-steps 3"
+    )
 
 
 def test_bad_precision_is_a_usage_error() -> None:
@@ -149,18 +164,15 @@ def test_bad_precision_is_a_usage_error() -> None:
 
 
 @pytest.mark.slow
-def test_a_short_real_run_prints_the_matching_gpu_command(tmp_path: Path) -> None:
-    result = run_script(
-        "collect_cpu.sh", "20s", "--data-dir", str(tmp_path), "--no-export", "--max-steps", "3",
-        "--precision", "float32", timeout=600,
-    )  # fmt: skip
+def test_a_short_real_run_prints_the_matching_gpu_command(cpu_script_run: ScriptRun) -> None:
+    result, tmp_path = cpu_script_run
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     training = json.loads((run_dir / "training.json").read_text())
     assert training["precision"] == "float32" and training["gpu_uuids"] == []
     expected = (
-        "the same workload on the other device: ./scripts/collect_gpu.sh 20s --preset small "
-        f"--precision float32 --data-dir {tmp_path} --max-steps 3"
+        "the same workload on the other device: ./scripts/collect_gpu.sh 45s --preset small "
+        f"--precision float32 --data-dir {tmp_path}\n"
     )
     assert expected in result.stdout
     header = (run_dir / "telemetry.csv").read_text().splitlines()[0].split(",")
@@ -186,7 +198,7 @@ def test_collect_cpu_torch_run_end_to_end(tmp_path: Path) -> None:
     assert phases == ["train", "export", "evaluate", "detect", "infer"]
     inference = json.loads((run_dir / "inference.json").read_text())
     measured = {r["runtime"] for r in inference["runtimes"] if r["available"]}
-    assert "torchscript" in measured and "tf-savedmodel" not in measured  # the torch export, TF-free
+    assert measured == {"torchscript", "onnxruntime"}  # the torch export, TF-free, and its ONNX conversion
     assert "mAP@0.5" in result.stdout
 
 

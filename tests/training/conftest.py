@@ -1,4 +1,5 @@
-"""Shared, real fixtures: one tiny dataset and one short real training run reused by the slow tests."""
+"""Shared, real fixtures, each made once per session: one tiny dataset, and one short real training run
+per framework (TensorFlow; torch where `import tensorflow` fails) reused by the slow tests."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from trainfixtures import TRAIN_STEPS, CompletedRun, run_training_cli
+from trainfixtures import TRAIN_STEPS, CompletedRun, cli_in, no_tensorflow_env, run_training_cli
 
 
 @pytest.fixture(scope="session")
@@ -50,3 +51,37 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory, tiny_dataset: Path) ->
     return CompletedRun(
         run_dir, tiny_dataset, done.returncode, done.stdout, done.stderr, time.monotonic() - started
     )
+
+
+@pytest.fixture(scope="session")
+def no_tf_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return no_tensorflow_env(tmp_path_factory.mktemp("no-tensorflow"))
+
+
+@pytest.fixture(scope="session")
+def torch_run(no_tf_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A real `--framework torch` train of 8 steps on its own 12 + 3 images, then every phase, without
+    TensorFlow. Tests that change the run directory work on a copy (test_evaluate_alone_… rewrites
+    eval.json only)."""
+    root = tmp_path_factory.mktemp("torch")
+    dataset, run_dir = root / "waldo", root / "run"
+    made = cli_in(no_tf_env, "dataset", "--out", str(dataset), "--train", "12", "--val", "3", "--seed", "3")
+    assert made.returncode == 0, made.stderr
+    trained = cli_in(
+        no_tf_env,
+        "train",
+        "--framework",
+        "torch",
+        "--run-dir",
+        str(run_dir),
+        "--dataset",
+        str(dataset),
+        "--duration",
+        "5m",
+        "--max-steps",
+        "8",
+        "--checkpoint-every",
+        "1s",
+        timeout=900,  # every phase, the two ONNX conversions included, on a shared CPU
+    )
+    return {"dataset": dataset, "run_dir": run_dir, "done": trained, "env": no_tf_env}

@@ -1,16 +1,16 @@
 """`--framework torch`: the torchvision twin, run for real where `import tensorflow` fails.
 
 Every subprocess here gets a sitecustomize (via PYTHONPATH) whose meta path finder raises ImportError
-for tensorflow, Model Garden and Keras and writes each attempt to a file: the torch path must generate
-its dataset, train, checkpoint, resume, export, evaluate and draw without them, as on a GPU machine
-that has PyTorch and no TensorFlow.
+for tensorflow, Model Garden and Keras and writes each attempt to a file (trainfixtures.BLOCKER): the
+torch path must generate its dataset, train, checkpoint, resume, export, evaluate, draw and infer without
+them, as on a GPU machine that has PyTorch and no TensorFlow. The run itself is conftest.py's `torch_run`.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,83 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
-from trainfixtures import REPO, training_env
+from trainfixtures import REPO, cli_in
 
 from runformat import read_json
 
 pytestmark = pytest.mark.slow
-
-BLOCKER = """
-import importlib.abc, importlib.machinery, os, sys
-
-BLOCKED = ("tensorflow", "tf_keras", "keras", "official", "orbit")
-
-
-class NoTensorFlow(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    # Probes (importlib.util.find_spec, as torch._dynamo makes) get a spec; importing fails.
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            return importlib.machinery.ModuleSpec(name, self, origin=f"/blocked/{name}")
-        return None
-
-    def create_module(self, spec):
-        with open(os.environ["BLOCKED_IMPORT_LOG"], "a") as log:
-            log.write(spec.name + "\\n")
-        raise ImportError(f"{spec.name} is blocked: the torch path must run without TensorFlow")
-
-    def exec_module(self, module):
-        raise ImportError(module.__name__)
-
-
-sys.meta_path.insert(0, NoTensorFlow())
-"""
-
-
-@pytest.fixture(scope="module")
-def no_tf_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    site = tmp_path_factory.mktemp("no-tensorflow")
-    (site / "sitecustomize.py").write_text(BLOCKER)
-    env = training_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["BLOCKED_IMPORT_LOG"] = str(site / "blocked-imports.txt")
-    return env
-
-
-def _cli(env: dict[str, str], *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "training", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-@pytest.fixture(scope="module")
-def torch_run(no_tf_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict:
-    root = tmp_path_factory.mktemp("torch")
-    dataset, run_dir = root / "waldo", root / "run"
-    made = _cli(no_tf_env, "dataset", "--out", str(dataset), "--train", "12", "--val", "3", "--seed", "3")
-    assert made.returncode == 0, made.stderr
-    trained = _cli(
-        no_tf_env,
-        "train",
-        "--framework",
-        "torch",
-        "--run-dir",
-        str(run_dir),
-        "--dataset",
-        str(dataset),
-        "--duration",
-        "5m",
-        "--max-steps",
-        "8",
-        "--checkpoint-every",
-        "1s",
-    )
-    return {"dataset": dataset, "run_dir": run_dir, "done": trained, "env": no_tf_env}
-
 
 def _rows(path: Path) -> list[dict[str, str]]:
     with path.open(newline="") as handle:
@@ -109,9 +37,9 @@ def test_torch_run_trains_exports_evaluates_and_draws_without_tensorflow(torch_r
     blocked = Path(torch_run["env"]["BLOCKED_IMPORT_LOG"])
     assert not blocked.exists(), f"the torch path tried to import: {blocked.read_text()}"
     phases = [row["phase"] for row in _rows(run_dir / "phases.csv")]
-    assert phases == ["train", "export", "evaluate", "detect", "infer"]  # infer: TorchScript, TF-free
+    assert phases == ["train", "export", "evaluate", "detect", "infer"]  # infer: TF-free runtimes only
     inference = json.loads((run_dir / "inference.json").read_text())
-    assert {r["runtime"] for r in inference["runtimes"] if r["available"]} == {"torchscript"}
+    assert {r["runtime"] for r in inference["runtimes"] if r["available"]} == {"onnxruntime", "torchscript"}
     rows = _rows(run_dir / "training.csv")
     assert [int(row["step"]) for row in rows] == list(range(1, 9))
     assert all(float(row["loss_total"]) > 0 and float(row["step_time_s"]) > 0 for row in rows)
@@ -148,6 +76,74 @@ def test_export_is_torchscript_that_loads_without_our_code(torch_run: dict) -> N
     assert set(detections[0]) == {"boxes", "scores", "labels"}
 
 
+def test_onnxruntime_takes_the_torch_model_checked_against_torchscript(torch_run: dict) -> None:
+    """The infer phase converted the eager model per batch size and kept each file only once ONNX Runtime's
+    detections matched TorchScript's on the timed images; here the files are checked again, on other
+    images, by this test's own comparison."""
+    import onnxruntime as ort
+    import torch
+    import torchvision  # noqa: F401  (registers the ops the TorchScript calls)
+
+    run_dir = torch_run["run_dir"]
+    inference = json.loads((run_dir / "inference.json").read_text())
+    onnx = next(r for r in inference["runtimes"] if r["runtime"] == "onnxruntime")
+    assert [cell["batch_size"] for cell in onnx["cells"] if "latency_ms_p50" in cell] == [1, 4], onnx
+    assert len(onnx["notes"]) == 2, onnx["notes"]
+    for note, batch_size in zip(onnx["notes"], (1, 4), strict=True):
+        assert note.startswith(f"converted to model/model-batch{batch_size}.onnx with torch.onnx"), note
+        assert f"agrees with TorchScript on the {batch_size} image(s) it is timed on" in note, note
+    scripted = torch.jit.load(str(run_dir / "model" / "model.torchscript.pt")).eval()
+    generator = torch.Generator().manual_seed(5)
+    for batch_size in (1, 4):
+        session = ort.InferenceSession(str(run_dir / "model" / f"model-batch{batch_size}.onnx"))
+        assert [i.shape for i in session.get_inputs()] == [[batch_size, 3, 256, 256]]
+        images = torch.rand(batch_size, 3, 256, 256, generator=generator)
+        outputs = session.run(None, {"images": images.numpy()})
+        with torch.no_grad():
+            _, expected = scripted(list(images.unbind(0)))
+        assert len(outputs) == 3 * batch_size
+        for i, detections in enumerate(expected):
+            boxes, scores, labels = outputs[3 * i : 3 * i + 3]
+            assert len(scores) == len(detections["scores"]) > 0
+            expected_rows = (detections[key].numpy() for key in ("boxes", "scores", "labels"))
+            for box, score, label in zip(*expected_rows, strict=True):
+                same = (labels == label) & (abs(scores - score) < 0.005) & (abs(boxes - box).max(1) < 0.5)
+                assert same.any(), (i, box, score, label)
+
+
+def test_onnxruntime_reuses_its_conversion_and_refuses_in_one_line_what_it_cannot_export(
+    torch_run: dict, tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(torch_run["run_dir"], copy, ignore=shutil.ignore_patterns("checkpoints", "inference.*"))
+    args = ("infer", str(copy), "--runtime", "onnxruntime", "--batch-sizes", "1", "--duration", "0.2s")
+    reused = cli_in(torch_run["env"], *args, timeout=600)
+    assert reused.returncode == 0, reused.stderr[-2000:]
+    onnx = read_json(copy / "inference.json")["runtimes"][0]
+    assert onnx["notes"] == ["reused model/model-batch1.onnx"] and onnx["cells"][0]["calls"] >= 3
+    for path in (copy / "model").glob("*.onnx"):
+        path.unlink()
+    info = read_json(copy / "model" / "export.json")
+    drifted = {**info, "config": {**info["config"], "rpn_post_nms_top_n_test": 3}}  # not the exported model
+    (copy / "model" / "export.json").write_text(json.dumps(drifted))
+    disagrees = cli_in(torch_run["env"], *args, timeout=600)
+    assert disagrees.returncode == 1 and disagrees.stderr.count("\n") == 1, disagrees.stderr
+    reason = read_json(copy / "inference.json")["runtimes"][0]["reason"]
+    assert reason.startswith("the ONNX export disagrees with the model it was exported from: image 0, ")
+    assert not list((copy / "model").glob("*.onnx"))  # a file that disagrees is never kept
+    del info["config"]
+    (copy / "model" / "export.json").write_text(json.dumps(info))
+    refused = cli_in(torch_run["env"], *args, timeout=600)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    reason = "model/export.json has no torch model config to rebuild the eager model for torch.onnx"
+    assert reason in refused.stderr
+    assert f"onnxruntime: cannot take this model: {reason}" in refused.stdout
+    assert read_json(copy / "inference.json")["runtimes"][0]["reason"] == reason
+    blocked = Path(torch_run["env"]["BLOCKED_IMPORT_LOG"])
+    assert not blocked.exists(), f"the torch path tried to import: {blocked.read_text()}"
+
+
 def test_sigterm_stops_with_a_checkpoint_and_the_run_resumes(torch_run: dict, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     command = [
@@ -175,7 +171,7 @@ def test_sigterm_stops_with_a_checkpoint_and_the_run_resumes(torch_run: dict, tm
     assert info["last_checkpoint"] == f"checkpoints/ckpt-{info['global_step']}.pt"
     stopped_at = info["global_step"]
 
-    resumed = _cli(torch_run["env"], *command[3:], "--max-steps", "2", "--no-export")
+    resumed = cli_in(torch_run["env"], *command[3:], "--max-steps", "2", "--no-export")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     info = read_json(run_dir / "training.json")
     assert info["initial_step"] == stopped_at and info["resumed_from"] == f"checkpoints/ckpt-{stopped_at}.pt"
@@ -185,7 +181,7 @@ def test_sigterm_stops_with_a_checkpoint_and_the_run_resumes(torch_run: dict, tm
 
 
 def test_evaluate_alone_on_a_torch_run(torch_run: dict, tmp_path: Path) -> None:
-    done = _cli(
+    done = cli_in(
         torch_run["env"], "evaluate", "--run-dir", str(torch_run["run_dir"]), "--score-threshold", "0.0"
     )
     assert done.returncode == 0, done.stderr[-2000:]
@@ -196,7 +192,7 @@ def test_evaluate_alone_on_a_torch_run(torch_run: dict, tmp_path: Path) -> None:
 def test_init_checkpoint_is_refused_for_torch(tmp_path: Path, no_tf_env: dict[str, str]) -> None:
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
-    done = _cli(no_tf_env, "train", "--framework", "torch", "--run-dir", str(tmp_path / "r"),
+    done = cli_in(no_tf_env, "train", "--framework", "torch", "--run-dir", str(tmp_path / "r"),
                 "--init-checkpoint", str(ckpt))  # fmt: skip
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if line.strip()]
@@ -224,7 +220,7 @@ def test_gpu_without_driver_fails_fast_for_torch(tmp_path: Path, no_tf_env: dict
     if nvidia_driver_present():
         pytest.skip("this machine has an NVIDIA driver")
     started = time.monotonic()
-    done = _cli(
+    done = cli_in(
         no_tf_env, "train", "--framework", "torch", "--device", "gpu", "--run-dir", str(tmp_path / "r")
     )
     assert done.returncode == 1 and time.monotonic() - started < 20

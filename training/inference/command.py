@@ -11,6 +11,7 @@ from pathlib import Path
 
 from runformat import INFERENCE_CSV, INFERENCE_JSON, RUN_DIR_ENV
 from runformat.cli import duration_type
+from training.errors import EXIT_OK, UsageError
 from training.inference.measure import (
     DEFAULT_BATCH_SIZES,
     DEFAULT_DURATION_S,
@@ -79,7 +80,6 @@ def phase_options(args: argparse.Namespace, run_dir: Path) -> InferOptions | Non
 
 
 def run_command(args: argparse.Namespace, _process_start: float) -> int:
-    from training.cli import EXIT_OK, UsageError
     from training.device import DeviceError, nvidia_driver_present
     from training.runlog import Phase
 

@@ -136,8 +136,6 @@ def _measure_runtime(name, options, images, record, log, should_stop) -> dict:
     except Exception as exc:  # a runtime that breaks is reported with its reason, never skipped silently
         return _refused(entry, f"failed to load: {_one_line(exc)}", log)
     entry.update(available=True, version=loaded.version, load_s=round(time.monotonic() - started, 3))
-    if loaded.notes:
-        entry["notes"] = loaded.notes
     entry["cells"] = []
     for batch_size in options.batch_sizes:
         if should_stop():
@@ -155,6 +153,8 @@ def _measure_runtime(name, options, images, record, log, should_stop) -> dict:
             cell = {"batch_size": batch_size, "error": _one_line(exc)}
         entry["cells"].append(cell)
         log(_cell_line(name, cell))
+    if loaded.notes:  # read after the cells: a runtime may convert the model per batch size in `prepare`
+        entry["notes"] = list(loaded.notes)
     if isinstance(loaded.facts, ModelFacts):
         entry["facts"] = loaded.facts
     return entry

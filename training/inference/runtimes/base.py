@@ -15,7 +15,7 @@ SAVED_MODEL_FILE = f"{MODEL_DIR}/saved_model.pb"
 # The PyTorch framework's export (torch.jit.script of the torchvision detector in eval mode: takes a list
 # of CHW float tensors in 0..1, returns torchvision's list of {boxes, labels, scores}). One constant to align.
 TORCHSCRIPT_FILE = f"{MODEL_DIR}/model.torchscript.pt"
-ONNX_FILE = f"{MODEL_DIR}/model.onnx"  # written by the onnxruntime runtime on first use (a cache)
+ONNX_FILE = f"{MODEL_DIR}/model.onnx"  # a SavedModel's conversion, cached (torch: torch_onnx.onnx_file)
 EXPORT_INFO_FILE = f"{MODEL_DIR}/export.json"
 
 

@@ -1,7 +1,9 @@
-"""ONNX Runtime on the model converted to ONNX: tf2onnx for a SavedModel, torch.onnx for TorchScript.
+"""ONNX Runtime on the model converted to ONNX: tf2onnx for a SavedModel, torch.onnx for a PyTorch export.
 
-The conversion is cached as model/model.onnx (export replaces model/ as a whole, so it never goes
-stale); its time is reported, not measured as inference.
+A SavedModel converts once, for any batch size, to model/model.onnx. A PyTorch export converts once
+per batch size, to model/model-batch{N}.onnx, from the eager model, and is kept only if it agrees with
+TorchScript on the images it is timed on (runtimes/torch_onnx.py). Conversions are cached (export
+replaces model/ as a whole, so they never go stale); their time is reported, not measured as inference.
 """
 
 from __future__ import annotations
@@ -9,15 +11,17 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from training.inference.runtimes.base import (
+    EXPORT_INFO_FILE,
     ONNX_FILE,
     SAVED_MODEL_FILE,
-    TORCHSCRIPT_FILE,
     CannotTake,
     Loaded,
+    framework_of,
     model_input_size,
 )
 
@@ -26,8 +30,11 @@ OPSET = 17
 
 
 def check(run_dir: Path) -> None:
-    if not ((run_dir / SAVED_MODEL_FILE).is_file() or (run_dir / TORCHSCRIPT_FILE).is_file()):
-        raise CannotTake(f"nothing to convert: neither {SAVED_MODEL_FILE} nor {TORCHSCRIPT_FILE}")
+    if not (run_dir / SAVED_MODEL_FILE).is_file():
+        if framework_of(run_dir) != "torch":
+            raise CannotTake(f"nothing to convert: no {SAVED_MODEL_FILE} and not a PyTorch run")
+        if not (run_dir / EXPORT_INFO_FILE).is_file():
+            raise CannotTake(f"nothing to convert: no {EXPORT_INFO_FILE} (run `python -m training export`)")
     try:
         import onnxruntime  # noqa: F401
     except ImportError as exc:
@@ -44,34 +51,54 @@ def load(run_dir: Path, device: str) -> Loaded:
             f"onnxruntime {ort.__version__} has no {provider} here "
             f"(has: {', '.join(ort.get_available_providers())})"
         )
+    if not (run_dir / SAVED_MODEL_FILE).is_file():
+        return _torch_loaded(run_dir, ort, provider)
     notes = []
     onnx_path = run_dir / ONNX_FILE
-    from_torch = not (run_dir / SAVED_MODEL_FILE).is_file()
     if onnx_path.is_file():
         notes.append(f"reused {ONNX_FILE}")
     else:
         started = time.monotonic()
-        converter = _convert_torchscript if from_torch else _convert_saved_model
-        tool = converter(run_dir, onnx_path)
+        tool = _convert_saved_model(run_dir, onnx_path)
         notes.append(f"converted to {ONNX_FILE} with {tool} in {time.monotonic() - started:.1f} s")
-    try:
-        session = ort.InferenceSession(str(onnx_path), providers=[provider])
-    except Exception as exc:
-        raise CannotTake(f"onnxruntime could not load the converted model: {_one_line(exc)}") from exc
-    feeds = [i.name for i in session.get_inputs()]
-
-    def prepare(batch: np.ndarray):
-        if not from_torch:
-            return {feeds[0]: batch}
-        if len(batch) != len(feeds):
-            raise CannotTake(
-                f"the torch.onnx export takes a fixed list of {len(feeds)} image(s), not {len(batch)}"
-            )
-        pairs = zip(feeds, batch, strict=True)
-        return {name: (image.transpose(2, 0, 1) / 255.0).astype(np.float32) for name, image in pairs}
+    session = _session(ort, onnx_path, provider)
+    feed = session.get_inputs()[0].name
 
     def run(inputs) -> None:
         session.run(None, inputs)
+
+    return Loaded(
+        name=NAME,
+        version=f"onnxruntime {ort.__version__} ({provider})",
+        prepare=lambda batch: {feed: batch},
+        run=run,
+        notes=notes,
+    )
+
+
+def _torch_loaded(run_dir: Path, ort, provider: str) -> Loaded:
+    """One ONNX file and session per batch size, converted (and checked) when `prepare` first sees it."""
+    from training.inference.runtimes import torch_onnx
+
+    torch_onnx.export_info(run_dir)  # refuse at load, not at the first batch, when nothing can be rebuilt
+    notes: list[str] = []
+    sessions: dict[int, Any] = {}
+
+    def prepare(batch: np.ndarray):
+        images = np.ascontiguousarray(batch.transpose(0, 3, 1, 2), dtype=np.float32) / np.float32(255.0)
+        if len(images) not in sessions:
+            path = run_dir / torch_onnx.onnx_file(len(images))
+            if path.is_file():
+                notes.append(f"reused {torch_onnx.onnx_file(len(images))}")
+            else:
+                notes.append(torch_onnx.convert(run_dir, images, path))
+            sessions[len(images)] = _session(ort, path, provider)
+        session = sessions[len(images)]
+        return session, {session.get_inputs()[0].name: images}
+
+    def run(inputs) -> None:
+        session, feeds = inputs
+        session.run(None, feeds)
 
     return Loaded(
         name=NAME,
@@ -80,6 +107,13 @@ def load(run_dir: Path, device: str) -> Loaded:
         run=run,
         notes=notes,
     )
+
+
+def _session(ort, path: Path, provider: str):
+    try:
+        return ort.InferenceSession(str(path), providers=[provider])
+    except Exception as exc:
+        raise CannotTake(f"onnxruntime could not load the converted model: {_one_line(exc)}") from exc
 
 
 def _convert_saved_model(run_dir: Path, onnx_path: Path) -> str:
@@ -108,27 +142,6 @@ def _convert_saved_model(run_dir: Path, onnx_path: Path) -> str:
     finally:
         staging.unlink(missing_ok=True)
     return f"tf2onnx {tf2onnx.__version__} (opset {OPSET})"
-
-
-def _convert_torchscript(run_dir: Path, onnx_path: Path) -> str:
-    import torch
-    import torchvision  # noqa: F401  (registers torchvision::nms and roi_align for TorchScript)
-
-    scripted = torch.jit.load(str(run_dir / TORCHSCRIPT_FILE), map_location="cpu").eval()
-    height, width = model_input_size(run_dir)
-    staging = onnx_path.with_name(f".{onnx_path.name}.tmp-{os.getpid()}")
-    try:
-        torch.onnx.export(
-            scripted, ([torch.rand(3, height, width)],), str(staging), opset_version=OPSET, dynamo=False
-        )
-        staging.replace(onnx_path)
-    except Exception as exc:
-        raise CannotTake(
-            f"torch.onnx {torch.__version__} could not export the TorchScript model: {_one_line(exc)}"
-        ) from exc
-    finally:
-        staging.unlink(missing_ok=True)
-    return f"torch.onnx {torch.__version__} (opset {OPSET}, TorchScript exporter)"
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,1 +1,1 @@
-"""The Dash app that compares runs, and the sizing analysis behind it (reads run directories only)."""
+"""The Dash app that compares runs; it only reads run directories, and calls sizing/ for the report."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard import runs, views
+from dashboard import detections_view, runs, views
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 EXAMPLES = sorted(p.name for p in (DATA_DIR / "examples").glob("*") if p.is_dir())
@@ -29,6 +29,6 @@ def test_example_run_loads_cleanly_and_renders(run_id: str, tmp_path: Path) -> N
     training = views.training_view(tmp_path, selection, "percent", [0, 100])
     assert any(len(trace.x) for trace in training[1].figure.data)
     assert views.summary_view(tmp_path, selection, [0, 100])[0].figure.data
-    options, image = views.image_choices(tmp_path, selection, None)
-    assert options and views.detection_file(tmp_path, run_id, f"{image}.png") is not None
+    options, image = detections_view.image_choices(tmp_path, selection, None)
+    assert options and detections_view.detection_file(tmp_path, run_id, f"{image}.png") is not None
     assert views.details_view(tmp_path, selection)

@@ -1,2 +1,1 @@
-"""The Dash app that compares runs: it only reads run directories and shows what sizing/ computes from
-them (the sizing analysis itself lives in sizing/, which never imports the dashboard)."""
+"""The Dash app that compares runs; it only reads run directories, and calls sizing/ for the report."""

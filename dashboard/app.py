@@ -15,7 +15,7 @@ from dash import MATCH, Input, Output, State, ctx, dcc, html
 from dash.exceptions import PreventUpdate
 from flask import abort, send_file
 
-from dashboard import figures, gpu_side_by_side, inference_view, sizing_view, views
+from dashboard import detections_view, figures, gpu_side_by_side, inference_view, sizing_view, views
 from dashboard.runs import discover_runs
 
 REFRESH_MS = 5000
@@ -259,7 +259,7 @@ def register_callbacks(app: dash.Dash, data_dir: Path, max_points: int = figures
         State("image-picker", "value"),
     )
     def image_choices(_version: str | None, run_ids: list[str] | None, current: str | None) -> tuple:
-        return views.image_choices(data_dir, run_ids, current)
+        return detections_view.image_choices(data_dir, run_ids, current)
 
     @app.callback(
         Output("tab-detections", "children"),
@@ -273,7 +273,7 @@ def register_callbacks(app: dash.Dash, data_dir: Path, max_points: int = figures
         tab: str, image_id: str | None, _version: str | None, run_ids: list[str] | None
     ) -> list[Any]:
         _only_on(tab, "detections")
-        return views.detections_view(data_dir, run_ids, image_id)
+        return detections_view.detections_view(data_dir, run_ids, image_id)
 
     @app.callback(
         Output("tab-details", "children"),
@@ -315,9 +315,9 @@ def _only_on(active_tab: str, tab: str) -> None:
 
 
 def _register_file_route(app: dash.Dash, data_dir: Path) -> None:
-    @app.server.route(f"{views.FILES_ROUTE}/<run_id>/detections/<file_name>")
+    @app.server.route(f"{detections_view.FILES_ROUTE}/<run_id>/detections/<file_name>")
     def detection_image(run_id: str, file_name: str) -> Any:
-        path = views.detection_file(data_dir, run_id, file_name)
+        path = detections_view.detection_file(data_dir, run_id, file_name)
         if path is None:
             abort(404)
         return send_file(path, mimetype="image/png", max_age=60)

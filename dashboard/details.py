@@ -1,4 +1,5 @@
-"""The Run details tab: what run.json, training.json and eval.json say, unknowns written as "n/a".
+"""The Run details tab (and the Training tab's table): what run.json, training.json, eval.json and phases.csv
+say, unknowns written as "n/a".
 
 Besides the system and the command it shows where the run really lives, the free-text notes (run.json's
 `notes` and each source's `notes`), and which telemetry columns each source actually recorded.
@@ -13,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from dash import html
 
-from dashboard.runs import RunInfo, read_telemetry, run_warnings
+from dashboard.runs import RunInfo, read_phases, read_telemetry, run_warnings
 from runformat import format_duration
 
 NA = "n/a"
+PHASES = ("train", "export", "evaluate", "detect", "infer")
 # Which source writes a telemetry column (docs/run-format.md); anything else is listed under "other".
 _SOURCE_OF = [
     ("sampler", re.compile(r"late_ms|skipped_ticks")),
@@ -77,6 +80,49 @@ def text(value: Any, unit: str = "") -> str:
 
 def details_view(runs: Sequence[RunInfo]) -> list[Any]:
     return [html.Div([details_card(run) for run in runs], className="cards")]
+
+
+def phase_durations(run: RunInfo) -> list[str]:
+    """Seconds spent in each phase (phases.csv), 'n/a' if absent, marked when the phase failed."""
+    phases = read_phases(run)
+    cells = []
+    for phase in PHASES:
+        rows = phases[phases["phase"] == phase]
+        seconds = (rows["end_unix"] - rows["start_unix"]).sum(min_count=1)
+        failed = " (failed)" if (rows["status"] == "failed").any() else ""
+        cells.append(f"{seconds:.0f}{failed}" if pd.notna(seconds) else "n/a")
+    return cells
+
+
+def training_table(runs: Sequence[RunInfo]) -> Any:
+    header = ["run", "device used", "steps", "first step s", "steady steps/s", "steady examples/s", "mAP@0.5"]
+    header += [f"{phase} s" for phase in PHASES]
+    rows = []
+    for run in runs:
+        t = run.training
+        rows.append(
+            [
+                run.label,
+                text(t.get("device_used")),
+                text(t.get("global_step")),
+                _num(t.get("first_step_s")),
+                _num(t.get("steady_steps_per_s")),
+                _num(t.get("steady_examples_per_s")),
+                _num(run.evaluation.get("map_50")),
+                *phase_durations(run),
+            ]
+        )
+    return html.Table(
+        [
+            html.Thead(html.Tr([html.Th(h) for h in header])),
+            html.Tbody([html.Tr([html.Td(str(v)) for v in row]) for row in rows]),
+        ],
+        className="grid",
+    )
+
+
+def _num(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, int | float) and not isinstance(value, bool) else "n/a"
 
 
 def _slurm(slurm: dict) -> str:

@@ -11,20 +11,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.figures import (
-    FULL_WINDOW,
-    MAX_POINTS,
-    PERCENT_RANGE,
-    X_SECONDS,
-    Metric,
-    clock_of,
-    display_names,
-    line_trace,
-    run_colors,
-    series_xy,
-    x_title,
-)
+from dashboard.figures import PERCENT_RANGE, Metric, display_names, line_trace, run_colors, x_title
 from dashboard.runs import RunInfo, read_telemetry, read_training
+from dashboard.timebase import FULL_WINDOW, MAX_POINTS, X_SECONDS, clock_of, series_xy
 
 SUMMARY_METRICS: list[tuple[str, Metric]] = [
     ("%", Metric("cpu_util_pct", "CPU", "%")),

@@ -2,16 +2,12 @@
 
 Reading only: nothing here writes into a run directory. Every problem with a file (missing, truncated,
 unparseable) becomes a one-line warning on the run instead of an exception. CSV files are parsed once
-per change of (path, mtime, size); a file that only grew (a run in progress) is parsed from where the
-previous read stopped; a big file's parse is also kept as Parquet outside data/ (dashboard.parsecache)
-so a restarted dashboard does not parse it again.
+per change of (path, mtime, size), incrementally while they grow (dashboard.csvcache); a big file's parse
+is also kept as Parquet outside data/ (dashboard.parsecache) so a restarted dashboard skips it.
 """
 
 from __future__ import annotations
 
-import io
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -20,10 +16,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.csv as pacsv
 
-from dashboard import parsecache
+from dashboard.csvcache import CsvCache, warnings_of, with_warnings
 from runformat import (
     DETECTIONS_DIR,
     DETECTIONS_JSON,
@@ -44,7 +38,6 @@ from runformat import (
     training_progress,
 )
 
-WARNINGS_ATTR = "warnings"
 PHASES_COLUMNS = ("phase", "start_unix", "end_unix", "status")
 
 
@@ -160,7 +153,7 @@ def read_phases(run: RunInfo) -> pd.DataFrame:
     """phases.csv (`phase, start_unix, end_unix, status`); an empty frame if absent."""
     frame = _select(_CSV_CACHE.read(run.path / PHASES_CSV, numeric=False, required=False), None)
     if frame.empty:
-        return _with_warnings(pd.DataFrame(columns=list(PHASES_COLUMNS)), _warnings_of(frame))
+        return with_warnings(pd.DataFrame(columns=list(PHASES_COLUMNS)), warnings_of(frame))
     for column in ("start_unix", "end_unix"):
         if column in frame:
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
@@ -190,9 +183,9 @@ def detections_warnings(run: RunInfo) -> list[str]:
 def run_warnings(run: RunInfo) -> list[str]:
     """Every warning of the run: its JSON files and its CSVs (parses the CSVs if not yet cached)."""
     found = list(run.warnings)
-    found += _warnings_of(read_telemetry(run))
-    found += _warnings_of(read_training(run))
-    found += _warnings_of(read_phases(run))
+    found += warnings_of(read_telemetry(run))
+    found += warnings_of(read_training(run))
+    found += warnings_of(read_phases(run))
     found += detections_warnings(run)
     return list(dict.fromkeys(found))
 
@@ -296,54 +289,7 @@ def _read_optional_json(path: Path) -> tuple[dict[str, Any], str | None]:
     return data, problem
 
 
-# ----------------------------------------------------------------------------------------------- CSV
-
-
-@dataclass
-class _CsvEntry:
-    identity: tuple[int, int]
-    stamp: tuple[int, int]
-    consumed: int
-    header: list[str]
-    frame: pd.DataFrame
-    warnings: list[str]
-
-
-class _CsvCache:
-    """Parsed CSVs keyed by path; re-parsed when (mtime, size) change, only the new bytes when it grew."""
-
-    def __init__(self, max_entries: int = 12) -> None:
-        self._entries: OrderedDict[Path, _CsvEntry] = OrderedDict()
-        self._lock = threading.Lock()
-        self._max_entries = max_entries
-
-    def read(self, path: Path, *, numeric: bool, required: bool = True) -> pd.DataFrame:
-        try:
-            stat = path.stat()
-        except OSError:
-            missing = [f"{path.name} is missing"] if required else []
-            return _with_warnings(pd.DataFrame(), missing)
-        identity, stamp = (stat.st_dev, stat.st_ino), (stat.st_mtime_ns, stat.st_size)
-        with self._lock:
-            entry = self._entries.get(path)
-            if entry is None or entry.identity != identity or stat.st_size < entry.consumed:
-                entry = _from_sidecar(path, identity, stamp) if numeric else None
-                entry = entry or _parse_whole_and_keep(path, identity, stamp, numeric)
-            elif entry.stamp != stamp:
-                entry = _parse_appended(path, entry, numeric)
-            entry.stamp = stamp
-            self._entries[path] = entry
-            self._entries.move_to_end(path)
-            while len(self._entries) > self._max_entries:
-                self._entries.popitem(last=False)
-            return _with_warnings(entry.frame, entry.warnings)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-
-_CSV_CACHE = _CsvCache()
+_CSV_CACHE = CsvCache()
 
 
 def clear_caches() -> None:
@@ -353,153 +299,16 @@ def clear_caches() -> None:
     _PROGRESS_CACHE.clear()
 
 
-def _from_sidecar(path: Path, identity: tuple[int, int], stamp: tuple[int, int]) -> _CsvEntry | None:
-    kept = parsecache.load(path, identity, stamp)
-    if kept is None:
-        return None
-    return _CsvEntry(identity, stamp, kept["consumed"], kept["header"], kept["frame"], list(kept["warnings"]))
-
-
-def _parse_whole_and_keep(
-    path: Path, identity: tuple[int, int], stamp: tuple[int, int], numeric: bool
-) -> _CsvEntry:
-    entry = _parse_whole(path, identity, numeric)
-    if numeric and entry.consumed <= stamp[1] and entry.header:
-        parsecache.store_later(
-            path, identity, stamp, entry.frame, entry.consumed, entry.header, entry.warnings
-        )
-    return entry
-
-
-def _parse_whole(path: Path, identity: tuple[int, int], numeric: bool) -> _CsvEntry:
-    raw = _read_bytes(path, 0)
-    newline = raw.find(b"\n")
-    header_bytes = raw if newline < 0 else raw[:newline]
-    header = [name.strip() for name in header_bytes.decode("utf-8", "replace").strip().split(",")]
-    entry = _CsvEntry(identity, (0, 0), 0, header, pd.DataFrame(columns=header), [])
-    if newline < 0 or not _is_valid_header(header):
-        problem = "is empty" if not raw.strip() else "has no valid header line"
-        entry.warnings.append(f"{path.name} {problem}")
-        entry.header, entry.frame = [], pd.DataFrame()
-        entry.consumed = len(raw)
-        return entry
-    entry.consumed = newline + 1
-    return _parse_appended_bytes(path, entry, raw, newline + 1, numeric)
-
-
-def _parse_appended(path: Path, entry: _CsvEntry, numeric: bool) -> _CsvEntry:
-    if not entry.header:
-        return _parse_whole(path, entry.identity, numeric)
-    return _parse_appended_bytes(path, entry, _read_bytes(path, entry.consumed), 0, numeric)
-
-
-def _parse_appended_bytes(path: Path, entry: _CsvEntry, raw: bytes, start: int, numeric: bool) -> _CsvEntry:
-    """Parse the complete lines of raw[start:] onto `entry`; a partial last line waits for the next read."""
-    last_newline = raw.rfind(b"\n", start)
-    cut = last_newline + 1 if last_newline >= 0 else start
-    complete, partial = memoryview(raw)[start:cut], raw[cut:]
-    entry.warnings = [w for w in entry.warnings if "truncated last line" not in w]
-    if partial.strip():
-        entry.warnings.append(f"{path.name}: truncated last line ignored")
-    entry.consumed += len(complete)
-    if not len(complete):
-        return entry
-    parsed, problems = _parse_lines(complete, entry.header, numeric)
-    entry.warnings.extend(f"{path.name}: {problem}" for problem in problems)
-    entry.frame = parsed if entry.frame.empty else pd.concat([entry.frame, parsed], ignore_index=True)
-    return entry
-
-
-def _parse_lines(data: memoryview, header: list[str], numeric: bool) -> tuple[pd.DataFrame, list[str]]:
-    if not numeric:
-        return _parse_text_lines(bytes(data), header)
-    bad_rows: list[int] = []
-
-    def skip_bad_row(row: pacsv.InvalidRow) -> str:
-        bad_rows.append(row.number or 0)
-        return "skip"
-
-    try:
-        table = pacsv.read_csv(
-            pa.BufferReader(pa.py_buffer(data)),
-            read_options=pacsv.ReadOptions(column_names=header),
-            parse_options=pacsv.ParseOptions(invalid_row_handler=skip_bad_row, newlines_in_values=False),
-            convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(header, pa.float64())),
-        )
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return _parse_numeric_slowly(bytes(data), header)
-    problems = [f"{len(bad_rows)} malformed row(s) skipped"] if bad_rows else []
-    return table.to_pandas(), problems
-
-
-def _parse_numeric_slowly(data: bytes, header: list[str]) -> tuple[pd.DataFrame, list[str]]:
-    """The tolerant path for files with non-numeric cells: those cells become NaN, with a warning."""
-    frame, problems = _parse_text_lines(data, header)
-    bad_cells = 0
-    for column in frame.columns:
-        text = frame[column]
-        numbers = pd.to_numeric(text, errors="coerce")
-        bad_cells += int((numbers.isna() & text.notna() & (text.astype(str).str.strip() != "")).sum())
-        frame[column] = numbers.astype("float64")
-    if bad_cells:
-        problems.append(f"{bad_cells} non-numeric value(s) read as missing")
-    return frame, problems
-
-
-def _parse_text_lines(data: bytes, header: list[str]) -> tuple[pd.DataFrame, list[str]]:
-    bad_lines: list[list[str]] = []
-
-    def keep_count(line: list[str]) -> None:
-        bad_lines.append(line)
-
-    frame = pd.read_csv(
-        io.BytesIO(data),
-        names=header,
-        header=None,
-        dtype=str,
-        keep_default_na=False,
-        na_values=[""],
-        engine="python",
-        on_bad_lines=keep_count,
-        encoding_errors="replace",
-    )
-    problems = [f"{len(bad_lines)} malformed row(s) skipped"] if bad_lines else []
-    return frame, problems
-
-
-def _read_bytes(path: Path, offset: int) -> bytes:
-    with open(path, "rb") as handle:
-        handle.seek(offset)
-        return handle.read()
-
-
-def _is_valid_header(header: list[str]) -> bool:
-    return (
-        bool(header)
-        and all(name and name.isprintable() for name in header)
-        and len(set(header)) == len(header)
-    )
-
-
 # ------------------------------------------------------------------------------------------- helpers
 
 
 def _select(frame: pd.DataFrame, columns: Sequence[str] | None) -> pd.DataFrame:
-    warnings = _warnings_of(frame)
+    warnings = warnings_of(frame)
     if columns is None:
         selected = frame.copy(deep=False)
     else:
         selected = frame[[name for name in dict.fromkeys(columns) if name in frame.columns]]
-    return _with_warnings(selected, warnings)
-
-
-def _with_warnings(frame: pd.DataFrame, warnings: Sequence[str]) -> pd.DataFrame:
-    frame.attrs[WARNINGS_ATTR] = list(warnings)
-    return frame
-
-
-def _warnings_of(frame: pd.DataFrame) -> list[str]:
-    return list(frame.attrs.get(WARNINGS_ATTR, []))
+    return with_warnings(selected, warnings)
 
 
 def _list_dirs(parent: Path) -> list[Path]:

@@ -9,7 +9,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from browserfixtures import browser, chromium  # noqa: F401  (fixtures: one Chromium per session)
 from dashfixtures import corrupt, make_run, truncate_last_line
+from inferencefixtures import write_inference
 
 from dashboard import parsecache, runs
 
@@ -77,3 +79,11 @@ def run_ids(data_dir: Path) -> dict[str, str]:
     found = {run.host: run.run_id for run in runs.discover_runs(data_dir)}
     broken = next(p.name for p in (data_dir / "runs").iterdir() if "brokenbox" in p.name)
     return {"cpu": found["buildbox"], "gpu": found["gpubox"], "broken": broken}
+
+
+@pytest.fixture
+def with_inference(data_dir: Path, run_ids: dict[str, str]) -> Path:
+    """`data_dir` with an inference.json in its CPU and its GPU run."""
+    write_inference(runs.get_run(data_dir, run_ids["cpu"]).path, "cpu", 1.0)
+    write_inference(runs.get_run(data_dir, run_ids["gpu"]).path, "gpu", 0.05)
+    return data_dir

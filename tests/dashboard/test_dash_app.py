@@ -22,6 +22,7 @@ from dashfixtures import make_run
 from dashboard import __main__ as cli
 from dashboard import views
 from dashboard.app import create_app
+from dashboard.details import phase_durations
 
 
 def _callback(app, output: str):
@@ -371,12 +372,12 @@ def test_python_m_dashboard_usage_error_is_one_line() -> None:
 
 def test_phase_durations_from_phases_csv(data_dir: Path, run_ids: dict[str, str]) -> None:
     cpu = views.get_run(data_dir, run_ids["cpu"])
-    assert views.phase_durations(cpu) == ["109", "3", "3", "1", "n/a"]  # this run has no infer phase
+    assert phase_durations(cpu) == ["109", "3", "3", "1", "n/a"]  # this run has no infer phase
     with open(cpu.path / "phases.csv", "a") as handle:
         handle.write("evaluate,1795093500.0,1795093502.0,failed\n")
-    assert views.phase_durations(cpu)[2] == "5 (failed)"
+    assert phase_durations(cpu)[2] == "5 (failed)"
     (cpu.path / "phases.csv").unlink()
-    assert views.phase_durations(cpu) == ["n/a"] * 5
+    assert phase_durations(cpu) == ["n/a"] * 5
 
 
 def test_an_empty_data_dir_shows_hints_not_errors(tmp_path: Path) -> None:

@@ -1,34 +1,27 @@
 """End to end in headless Chromium: open the app, select two runs, switch every tab, see data in each.
 
 Needs Debian's `chromium` and `chromium-driver`; skipped without them unless $CI is set (then it fails).
-With DASHBOARD_SCREENSHOTS=1 the same walk also writes docs/screenshots/<tab>.png, showing the shipped
-runs in data/examples (DASHBOARD_SCREENSHOTS_DATA overrides the data dir), or the fixture runs if there
-are none.
+One Chromium serves every browser test of the session (browserfixtures.py); each test serves its own
+data dir. test_dash_screenshots.py walks the same tabs to regenerate docs/screenshots.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from browserfixtures import browser_errors, open_tab, save_screenshot, select_runs, serve, wait_for
 from dashfixtures import make_run
-from PIL import Image
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from sparsefixtures import make_sparse_run
-from werkzeug.serving import make_server
-
-from dashboard import runs
-from dashboard.app import create_app
 
 pytestmark = [
     pytest.mark.browser,
@@ -38,21 +31,6 @@ pytestmark = [
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOT_DIR = REPO / "docs" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-HEADLESS_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1400,1000",
-)
-WAIT_S = 30.0
 
 # Each tab: its label, and a script returning true once the tab shows what it should.
 PLOTS_WITH_DATA = """
@@ -86,90 +64,19 @@ TABS = [
     ("summary", "Mean & peak", "#tab-summary", PLOTS_WITH_DATA),
     ("training", "Training", "#tab-training", PLOTS_WITH_DATA),
     ("detections", "Detections", "#tab-detections", IMAGES_LOADED),
+    ("inference", "Inference", "#tab-inference", PLOTS_WITH_DATA),
     ("details", "Run details", "#tab-details", DETAILS_SHOWN),
     ("sizing", "Sizing", "#sizing-result", SIZING_SHOWN),
 ]
 
 
-def _browser_or_skip() -> Any:
-    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
-    if missing:
-        message = (
-            f"headless browser test needs {', '.join(missing)} (apt-get install chromium chromium-driver)"
-        )
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    return webdriver, Service
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
-    webdriver, service = _browser_or_skip()
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in HEADLESS_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
-    driver = webdriver.Chrome(service=service(CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def serve(data_dir: Path) -> Iterator[str]:
-    server = make_server("127.0.0.1", 0, create_app(data_dir, refresh_ms=2000).server, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/"
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
-
-
-def wait_for(driver: Any, condition: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {WAIT_S:.0f} s waiting for {what}")
-
-
-def select_runs(driver: Any, run_ids: list[str]) -> None:
-    """Clear the picker, then tick each run in its option list, as a user does."""
-    wait_for(driver, lambda: driver.find_elements(By.ID, "run-picker"), "the run picker")
-    clear = driver.find_elements(By.CSS_SELECTOR, "#run-picker .dash-dropdown-clear")
-    if clear:
-        clear[0].click()
-    for run_id in run_ids:
-        if not driver.find_elements(By.CSS_SELECTOR, ".dash-dropdown-options"):
-            driver.find_element(By.ID, "run-picker").click()
-        option = wait_for(
-            driver,
-            lambda run_id=run_id: driver.find_elements(
-                By.CSS_SELECTOR, f".dash-dropdown-options input[value='{run_id}']"
-            ),
-            f"option {run_id}",
-        )[0]
-        option.find_element(By.XPATH, "./ancestor::label").click()
-    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
-
-
-def open_tab(driver: Any, label: str) -> None:
-    xpath = f"//div[contains(@class, 'tab')]/span[normalize-space(text())='{label}']"
-    wait_for(driver, lambda: driver.find_elements(By.XPATH, xpath), f"tab {label}")[0].click()
-
-
-def walk_tabs(driver: Any, runs_shown: int, screenshots: Path | None = None) -> None:
+def walk_tabs(
+    driver: Any, runs_shown: int, screenshots: Path | None = None, skip: Sequence[str] = ()
+) -> None:
     """Open every tab; wait for its data (or, for screenshots of runs without a GPU, for its graphs)."""
     for name, label, selector, ready_script in TABS:
+        if name in skip:
+            continue
         open_tab(driver, label)
         if screenshots is not None and ready_script == PLOTS_WITH_DATA:
             ready_script = PLOTS_RENDERED
@@ -183,30 +90,10 @@ def walk_tabs(driver: Any, runs_shown: int, screenshots: Path | None = None) -> 
             save_screenshot(driver, screenshots / f"{name}.png")
 
 
-def save_screenshot(driver: Any, path: Path) -> None:
-    """The whole page at 1400 px wide, palette-compressed to stay well under 500 KB."""
-    viewport = {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False}
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", viewport)
-    bottom = (
-        "return Math.ceil(document.querySelector('.page').getBoundingClientRect().bottom + window.scrollY)"
-    )
-    viewport["height"] = min(max(driver.execute_script(bottom) + 24, 800), 3200)
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", viewport)
-    time.sleep(1.0)  # responsive graphs re-layout to the new viewport
-    image = Image.open(io.BytesIO(driver.get_screenshot_as_png())).convert("RGB")
-    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-    image.quantize(colors=128, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
-    assert path.stat().st_size < 500_000, f"{path.name}: {path.stat().st_size} bytes"
-
-
-def browser_errors(driver: Any) -> list[str]:
-    entries = driver.get_log("browser") if hasattr(driver, "get_log") else []
-    return [e["message"] for e in entries if e.get("level") == "SEVERE" and "favicon" not in e["message"]]
-
-
 def test_select_two_runs_and_every_tab_shows_data(
-    browser: Any, data_dir: Path, run_ids: dict[str, str]
+    browser: Any, with_inference: Path, run_ids: dict[str, str]
 ) -> None:
+    data_dir = with_inference
     for url in serve(data_dir):
         browser.get(url)
         select_runs(browser, [run_ids["cpu"], run_ids["gpu"]])
@@ -219,8 +106,18 @@ def test_select_two_runs_and_every_tab_shows_data(
             "one time-series trace per selected run",
         )
         walk_tabs(browser, runs_shown=2)
+        check_inference_tab(browser)
         check_live_refresh(browser, data_dir, run_ids["gpu"])
         assert browser_errors(browser) == []
+
+
+def check_inference_tab(driver: Any) -> None:
+    """Each run's runtimes are traces, CPU and GPU apart; a runtime that cannot take the model says why."""
+    open_tab(driver, "Inference")
+    wait_for(driver, lambda: driver.execute_script(PLOTS_WITH_DATA, "#tab-inference"), "the Inference plots")
+    names = driver.execute_script(TRACE_NAMES, "#tab-inference")
+    assert "gpu h100 (gpu) · tf-savedmodel" in names and "cpu baseline (cpu) · onnxruntime" in names
+    assert "cannot take this model" in driver.find_element(By.ID, "tab-inference").text
 
 
 TRACE_LENGTH = """
@@ -254,32 +151,14 @@ def check_live_refresh(driver: Any, data_dir: Path, run_id: str) -> None:
     driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
 
 
-@pytest.mark.skipif(
-    not os.environ.get("DASHBOARD_SCREENSHOTS"), reason="set DASHBOARD_SCREENSHOTS=1 to regenerate"
-)
-def test_regenerate_screenshots(browser: Any, data_dir: Path, tmp_path: Path, monkeypatch) -> None:
-    shipped = tmp_path / "shipped"
-    (shipped / "data").mkdir(parents=True)
-    (shipped / "data" / "examples").symlink_to(REPO / "data" / "examples")  # the shipped runs only
-    monkeypatch.chdir(shipped)  # so the page names the data dir as a user types it: data
-    source = Path(os.environ.get("DASHBOARD_SCREENSHOTS_DATA") or "data")
-    if not runs.discover_runs(source):
-        source = data_dir
-    selection = [run.run_id for run in runs.discover_runs(source) if not runs.run_warnings(run)][:2]
-    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
-    for url in serve(source):
-        browser.get(url)
-        select_runs(browser, selection)
-        walk_tabs(browser, len(selection), SCREENSHOT_DIR)
-
-
 SADC_PLACES = ("/usr/lib/sysstat/sadc", "/usr/lib64/sa/sadc", "/usr/libexec/sysstat/sadc")
 # A tab has loaded once its content area holds graphs that are drawn, or a hint saying why there are none.
 TAB_LOADED = """
 const root = document.querySelector(arguments[0]);
 if (!root) return false;
 const plots = Array.from(root.querySelectorAll('.js-plotly-plot'));
-return (plots.length > 0 || root.querySelector('.hint, .card') !== null) && plots.every(gd => gd._fullData);
+const said = root.querySelector('.hint, .card, .warnings') !== null;
+return (plots.length > 0 || said) && plots.every(gd => gd._fullData);
 """
 # What a user would call an empty panel, a None or a blank bar: returns the problems found.
 PROBLEMS = """
@@ -312,6 +191,18 @@ for (const gd of root.querySelectorAll('.js-plotly-plot')) {
 if (/\\bNone\\b/.test(root.innerText)) problems.push('None in the text');
 return problems;
 """
+
+
+def assert_no_problems(driver: Any, selector: str, label: str) -> None:
+    """The tab, once its graphs are drawn, shows no empty panel, None or blank bar (polled: plots settle)."""
+    problems: list[str] = []
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        problems = driver.execute_script(PROBLEMS, selector)
+        if not problems:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{label}: {problems}")
 
 
 def _sysstat_run(data_dir: Path, tmp_path: Path) -> str:
@@ -348,8 +239,7 @@ def test_data_the_workbench_did_not_write(browser: Any, tmp_path: Path) -> None:
                 continue
             open_tab(browser, label)
             wait_for(browser, lambda sel=selector: browser.execute_script(TAB_LOADED, sel), f"tab {label}")
-            time.sleep(0.3)
-            assert browser.execute_script(PROBLEMS, selector) == [], label
+            assert_no_problems(browser, selector, label)
         open_tab(browser, "Processor")
         wait_for(
             browser,
@@ -445,8 +335,7 @@ def test_imported_gpu_logs_alone_and_merged_into_a_sysstat_run(browser: Any, tmp
             wait_for(browser, lambda sel=selector: browser.execute_script(TAB_LOADED, sel), f"tab {label}")
             if label == "Sizing":
                 wait_for(browser, lambda: browser.execute_script(SIZING_SHOWN), "the sizing report")
-            time.sleep(0.3)
-            assert browser.execute_script(PROBLEMS, selector) == [], label
+            assert_no_problems(browser, selector, label)
         open_tab(browser, "GPU")
         wait_for(browser, lambda: browser.execute_script(PLOTS_WITH_DATA, "#tab-gpu"), "GPU graphs")
         titles = browser.execute_script(PLOT_TITLES, "#tab-gpu")

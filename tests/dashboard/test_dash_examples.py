@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from dashboard import runs, views
+from dashboard import detections_view, runs, views
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 EXAMPLES = sorted(p.name for p in (DATA_DIR / "examples").glob("*") if p.is_dir())
@@ -29,6 +32,25 @@ def test_example_run_loads_cleanly_and_renders(run_id: str, tmp_path: Path) -> N
     training = views.training_view(tmp_path, selection, "percent", [0, 100])
     assert any(len(trace.x) for trace in training[1].figure.data)
     assert views.summary_view(tmp_path, selection, [0, 100])[0].figure.data
-    options, image = views.image_choices(tmp_path, selection, None)
-    assert options and views.detection_file(tmp_path, run_id, f"{image}.png") is not None
+    options, image = detections_view.image_choices(tmp_path, selection, None)
+    assert options and detections_view.detection_file(tmp_path, run_id, f"{image}.png") is not None
     assert views.details_view(tmp_path, selection)
+
+
+@pytest.mark.skipif(len(EXAMPLES) < 2, reason="the README's headline picture needs the two shipped runs")
+def test_the_readme_headline_of_the_two_shipped_runs(tmp_path: Path, monkeypatch) -> None:
+    """The README's picture of the report's top: the command it shows, run from a checkout's root."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "examples").symlink_to(DATA_DIR / "examples")
+    monkeypatch.chdir(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "sizing", *EXAMPLES[:2], "--out", "report.html"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ | {"PYTHONPATH": str(DATA_DIR.parent)},
+    )
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    headline = page.split('<ul class="headline">', 1)[1].split("</ul>", 1)[0]
+    assert "Baseline: CPU" in headline and "add a GPU run" in headline

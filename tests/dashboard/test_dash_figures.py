@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from dashfixtures import make_run
 
-from dashboard import figures, overview, runs
+from dashboard import figures, overview, runs, timebase
 
 
 def _runs(data_dir: Path, run_ids: dict[str, str], *names: str) -> list[runs.RunInfo]:
@@ -19,7 +19,7 @@ def test_downsample_keeps_extremes_and_bounds_points() -> None:
     x = np.arange(100_000, dtype=np.float64)
     y = np.sin(x / 1000.0)
     y[54_321] = 50.0  # a single spike must survive
-    dx, dy = figures.downsample(x, y, 500)
+    dx, dy = timebase.downsample(x, y, 500)
     assert len(dx) == 500
     assert dy.max() == 50.0 and dy.min() == pytest.approx(-1.0, abs=1e-3)
     assert np.all(np.diff(dx) > 0)
@@ -28,35 +28,35 @@ def test_downsample_keeps_extremes_and_bounds_points() -> None:
 def test_downsample_drops_missing_and_sorts() -> None:
     x = np.array([3.0, 1.0, 2.0, np.nan, 4.0])
     y = np.array([30.0, 10.0, np.nan, 5.0, 40.0])
-    dx, dy = figures.downsample(x, y, 100)
+    dx, dy = timebase.downsample(x, y, 100)
     assert dx.tolist() == [1.0, 3.0, 4.0] and dy.tolist() == [10.0, 30.0, 40.0]
 
 
 def test_visible_slice_includes_one_neighbour_each_side() -> None:
     x = np.arange(10, dtype=np.float64)
-    rows = figures.visible_slice(x, 3.5, 6.5)
+    rows = timebase.visible_slice(x, 3.5, 6.5)
     assert x[rows].tolist() == [3.0, 4.0, 5.0, 6.0, 7.0]
 
 
 def test_series_xy_seconds_percent_window_and_zoom(data_dir: Path, run_ids: dict[str, str]) -> None:
     (cpu,) = _runs(data_dir, run_ids, "cpu")
     frame = runs.read_telemetry(cpu)
-    x, _ = figures.series_xy(cpu, frame, "cpu_util_pct", figures.X_SECONDS)
+    x, _ = timebase.series_xy(cpu, frame, "cpu_util_pct", figures.X_SECONDS)
     assert len(x) == 120 and x[0] == pytest.approx(0.0, abs=0.01) and x[-1] == pytest.approx(119.0, abs=0.01)
-    px, _ = figures.series_xy(cpu, frame, "cpu_util_pct", figures.X_PERCENT)
+    px, _ = timebase.series_xy(cpu, frame, "cpu_util_pct", figures.X_PERCENT)
     assert px[-1] == pytest.approx(119.0 / 120.0 * 100.0, abs=0.01)
-    wx, _ = figures.series_xy(cpu, frame, "cpu_util_pct", figures.X_SECONDS, window=(50.0, 75.0))
+    wx, _ = timebase.series_xy(cpu, frame, "cpu_util_pct", figures.X_SECONDS, window=(50.0, 75.0))
     assert wx[0] == pytest.approx(59.0, abs=0.01) and wx[-1] == pytest.approx(90.0, abs=0.01)
-    zx, _ = figures.series_xy(cpu, frame, "cpu_util_pct", figures.X_PERCENT, x_range=(10.0, 20.0))
+    zx, _ = timebase.series_xy(cpu, frame, "cpu_util_pct", figures.X_PERCENT, x_range=(10.0, 20.0))
     assert zx[0] <= 10.0 < zx[1] and zx[-2] < 20.0 <= zx[-1]
-    nx, _ = figures.series_xy(cpu, frame, "no_such_column", figures.X_SECONDS)
+    nx, _ = timebase.series_xy(cpu, frame, "no_such_column", figures.X_SECONDS)
     assert len(nx) == 0
 
 
 def test_series_is_aligned_on_run_start(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path, duration_s=60, start_unix=1_800_000_000.0)
     run = runs.open_run_dir(run_dir)
-    x, _ = figures.series_xy(run, runs.read_training(run), "step", figures.X_SECONDS)
+    x, _ = timebase.series_xy(run, runs.read_training(run), "step", figures.X_SECONDS)
     assert x[0] == pytest.approx(3.0 + 8.0)  # training starts 3 s after the collector; first step takes 8 s
 
 
@@ -167,7 +167,7 @@ def test_rows_out_of_time_order_or_without_time_are_placed_or_dropped(tmp_path: 
     path.write_text("\n".join([header, *rows]) + "\n")
     run = runs.open_run_dir(run_dir)
     frame = runs.read_telemetry(run)
-    x, y = figures.series_xy(run, frame, "cpu_util_pct", figures.X_SECONDS)
+    x, y = timebase.series_xy(run, frame, "cpu_util_pct", figures.X_SECONDS)
     assert len(x) == 9 and np.all(np.diff(x) > 0)
     by_time = frame.dropna(subset=["time_unix"]).sort_values("time_unix")["cpu_util_pct"].to_numpy()
     assert y.tolist() == by_time.tolist()

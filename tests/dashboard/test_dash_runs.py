@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from dashfixtures import make_run, truncate_last_line
 
-from dashboard import parsecache, runs
+from dashboard import csvcache, parsecache, runs
 
 
 def test_discover_lists_runs_and_examples_newest_first(data_dir: Path, run_ids: dict[str, str]) -> None:
@@ -166,9 +166,9 @@ def test_csv_parsed_once_per_change_and_appends_incrementally(tmp_path: Path, mo
     path.write_bytes(b"".join(lines[:31]) + lines[31][:10])  # header + 30 rows + a partial row
     run = runs.open_run_dir(run_dir)
     parsed_bytes: list[int] = []
-    real_parse = runs._parse_lines
+    real_parse = csvcache._parse_lines
     monkeypatch.setattr(
-        runs, "_parse_lines", lambda data, *a: parsed_bytes.append(len(data)) or real_parse(data, *a)
+        csvcache, "_parse_lines", lambda data, *a: parsed_bytes.append(len(data)) or real_parse(data, *a)
     )
 
     first = runs.read_telemetry(run)
@@ -221,7 +221,7 @@ def test_big_csv_is_kept_as_parquet_outside_the_run_dir(tmp_path: Path, monkeypa
 
     runs.clear_caches()  # a restarted dashboard
     monkeypatch.setattr(
-        runs, "_parse_lines", lambda *a: pytest.fail("parsed although the sidecar is current")
+        csvcache, "_parse_lines", lambda *a: pytest.fail("parsed although the sidecar is current")
     )
     restored = runs.read_telemetry(run)
     pd.testing.assert_frame_equal(restored, parsed)

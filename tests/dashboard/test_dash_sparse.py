@@ -11,7 +11,7 @@ from dash.exceptions import PreventUpdate
 from dashfixtures import make_run
 from sparsefixtures import SPARSE_NOTE, SPARSE_SOURCE_NOTE, make_sparse_run
 
-from dashboard import colors, figures, views
+from dashboard import colors, detections_view, figures, views
 from dashboard.app import create_app
 from dashboard.runs import discover_runs
 
@@ -80,7 +80,7 @@ def test_every_view_of_a_sparse_run_says_what_is_missing(data_dir: Path, sparse_
 
     training = views.training_view(data_dir, selection, "seconds", [0, 100])
     assert graphs(training) == [] and "No training in the selected runs" in texts(training)[0]
-    assert "No held-out images" in texts(views.detections_view(data_dir, selection, None))[0]
+    assert "No held-out images" in texts(detections_view.detections_view(data_dir, selection, None))[0]
 
 
 def test_unknown_components_are_na_not_zero_beside_a_full_run(
@@ -181,9 +181,9 @@ def test_detections_with_many_runs_selected(tmp_path: Path) -> None:
     for n in range(10):
         make_run(tmp_path, host=f"box{n}", start_unix=1795000000.0 + 3600 * n, with_eval=n == 9, seed=n)
     selection = [run.run_id for run in sorted(discover_runs(tmp_path), key=lambda r: r.host)]
-    options, value = views.image_choices(tmp_path, selection, None)
+    options, value = detections_view.image_choices(tmp_path, selection, None)
     assert value == "val_0000" and options
-    shown = views.detections_view(tmp_path, selection, value)
+    shown = detections_view.detections_view(tmp_path, selection, value)
     assert "box0" in texts(shown)[0] or "cpu run" in texts(shown)[0]  # the runs without detections, named
     images = [c for child in shown for c in walk(child) if type(c).__name__ == "Img"]
     assert len(images) == 1

@@ -1,0 +1,204 @@
+"""The incremental CSV parse behind dashboard.runs: each file parsed once per change of (mtime, size).
+
+A file that only grew (a run in progress) is parsed from where the previous read stopped, a partial last
+line waits for the next read, and a big file's parse is also kept as Parquet outside data/
+(dashboard.parsecache). Problems become one-line warnings in the frame's `attrs["warnings"]`.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from dashboard import parsecache
+
+WARNINGS_ATTR = "warnings"
+
+
+@dataclass
+class _CsvEntry:
+    identity: tuple[int, int]
+    stamp: tuple[int, int]
+    consumed: int
+    header: list[str]
+    frame: pd.DataFrame
+    warnings: list[str]
+
+
+class CsvCache:
+    """Parsed CSVs keyed by path; re-parsed when (mtime, size) change, only the new bytes when it grew."""
+
+    def __init__(self, max_entries: int = 12) -> None:
+        self._entries: OrderedDict[Path, _CsvEntry] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max_entries = max_entries
+
+    def read(self, path: Path, *, numeric: bool, required: bool = True) -> pd.DataFrame:
+        try:
+            stat = path.stat()
+        except OSError:
+            missing = [f"{path.name} is missing"] if required else []
+            return with_warnings(pd.DataFrame(), missing)
+        identity, stamp = (stat.st_dev, stat.st_ino), (stat.st_mtime_ns, stat.st_size)
+        with self._lock:
+            entry = self._entries.get(path)
+            if entry is None or entry.identity != identity or stat.st_size < entry.consumed:
+                entry = _from_sidecar(path, identity, stamp) if numeric else None
+                entry = entry or _parse_whole_and_keep(path, identity, stamp, numeric)
+            elif entry.stamp != stamp:
+                entry = _parse_appended(path, entry, numeric)
+            entry.stamp = stamp
+            self._entries[path] = entry
+            self._entries.move_to_end(path)
+            while len(self._entries) > self._max_entries:
+                self._entries.popitem(last=False)
+            return with_warnings(entry.frame, entry.warnings)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+def _from_sidecar(path: Path, identity: tuple[int, int], stamp: tuple[int, int]) -> _CsvEntry | None:
+    kept = parsecache.load(path, identity, stamp)
+    if kept is None:
+        return None
+    return _CsvEntry(identity, stamp, kept["consumed"], kept["header"], kept["frame"], list(kept["warnings"]))
+
+
+def _parse_whole_and_keep(
+    path: Path, identity: tuple[int, int], stamp: tuple[int, int], numeric: bool
+) -> _CsvEntry:
+    entry = _parse_whole(path, identity, numeric)
+    if numeric and entry.consumed <= stamp[1] and entry.header:
+        parsecache.store_later(
+            path, identity, stamp, entry.frame, entry.consumed, entry.header, entry.warnings
+        )
+    return entry
+
+
+def _parse_whole(path: Path, identity: tuple[int, int], numeric: bool) -> _CsvEntry:
+    raw = _read_bytes(path, 0)
+    newline = raw.find(b"\n")
+    header_bytes = raw if newline < 0 else raw[:newline]
+    header = [name.strip() for name in header_bytes.decode("utf-8", "replace").strip().split(",")]
+    entry = _CsvEntry(identity, (0, 0), 0, header, pd.DataFrame(columns=header), [])
+    if newline < 0 or not _is_valid_header(header):
+        problem = "is empty" if not raw.strip() else "has no valid header line"
+        entry.warnings.append(f"{path.name} {problem}")
+        entry.header, entry.frame = [], pd.DataFrame()
+        entry.consumed = len(raw)
+        return entry
+    entry.consumed = newline + 1
+    return _parse_appended_bytes(path, entry, raw, newline + 1, numeric)
+
+
+def _parse_appended(path: Path, entry: _CsvEntry, numeric: bool) -> _CsvEntry:
+    if not entry.header:
+        return _parse_whole(path, entry.identity, numeric)
+    return _parse_appended_bytes(path, entry, _read_bytes(path, entry.consumed), 0, numeric)
+
+
+def _parse_appended_bytes(path: Path, entry: _CsvEntry, raw: bytes, start: int, numeric: bool) -> _CsvEntry:
+    """Parse the complete lines of raw[start:] onto `entry`; a partial last line waits for the next read."""
+    last_newline = raw.rfind(b"\n", start)
+    cut = last_newline + 1 if last_newline >= 0 else start
+    complete, partial = memoryview(raw)[start:cut], raw[cut:]
+    entry.warnings = [w for w in entry.warnings if "truncated last line" not in w]
+    if partial.strip():
+        entry.warnings.append(f"{path.name}: truncated last line ignored")
+    entry.consumed += len(complete)
+    if not len(complete):
+        return entry
+    parsed, problems = _parse_lines(complete, entry.header, numeric)
+    entry.warnings.extend(f"{path.name}: {problem}" for problem in problems)
+    entry.frame = parsed if entry.frame.empty else pd.concat([entry.frame, parsed], ignore_index=True)
+    return entry
+
+
+def _parse_lines(data: memoryview, header: list[str], numeric: bool) -> tuple[pd.DataFrame, list[str]]:
+    if not numeric:
+        return _parse_text_lines(bytes(data), header)
+    bad_rows: list[int] = []
+
+    def skip_bad_row(row: pacsv.InvalidRow) -> str:
+        bad_rows.append(row.number or 0)
+        return "skip"
+
+    try:
+        table = pacsv.read_csv(
+            pa.BufferReader(pa.py_buffer(data)),
+            read_options=pacsv.ReadOptions(column_names=header),
+            parse_options=pacsv.ParseOptions(invalid_row_handler=skip_bad_row, newlines_in_values=False),
+            convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(header, pa.float64())),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return _parse_numeric_slowly(bytes(data), header)
+    problems = [f"{len(bad_rows)} malformed row(s) skipped"] if bad_rows else []
+    return table.to_pandas(), problems
+
+
+def _parse_numeric_slowly(data: bytes, header: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """The tolerant path for files with non-numeric cells: those cells become NaN, with a warning."""
+    frame, problems = _parse_text_lines(data, header)
+    bad_cells = 0
+    for column in frame.columns:
+        text = frame[column]
+        numbers = pd.to_numeric(text, errors="coerce")
+        bad_cells += int((numbers.isna() & text.notna() & (text.astype(str).str.strip() != "")).sum())
+        frame[column] = numbers.astype("float64")
+    if bad_cells:
+        problems.append(f"{bad_cells} non-numeric value(s) read as missing")
+    return frame, problems
+
+
+def _parse_text_lines(data: bytes, header: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    bad_lines: list[list[str]] = []
+
+    def keep_count(line: list[str]) -> None:
+        bad_lines.append(line)
+
+    frame = pd.read_csv(
+        io.BytesIO(data),
+        names=header,
+        header=None,
+        dtype=str,
+        keep_default_na=False,
+        na_values=[""],
+        engine="python",
+        on_bad_lines=keep_count,
+        encoding_errors="replace",
+    )
+    problems = [f"{len(bad_lines)} malformed row(s) skipped"] if bad_lines else []
+    return frame, problems
+
+
+def _read_bytes(path: Path, offset: int) -> bytes:
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        return handle.read()
+
+
+def _is_valid_header(header: list[str]) -> bool:
+    return (
+        bool(header)
+        and all(name and name.isprintable() for name in header)
+        and len(set(header)) == len(header)
+    )
+
+
+def with_warnings(frame: pd.DataFrame, warnings: Sequence[str]) -> pd.DataFrame:
+    frame.attrs[WARNINGS_ATTR] = list(warnings)
+    return frame
+
+
+def warnings_of(frame: pd.DataFrame) -> list[str]:
+    return list(frame.attrs.get(WARNINGS_ATTR, []))

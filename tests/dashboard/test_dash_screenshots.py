@@ -1,0 +1,78 @@
+"""Regenerates docs/screenshots in headless Chromium: DASHBOARD_SCREENSHOTS=1 pytest THIS_FILE.
+
+Every tab's <tab>.png shows the shipped runs in data/examples (DASHBOARD_SCREENSHOTS_DATA overrides the
+data dir; the fixture runs if there are none), and sizing-headline.png the top of their HTML sizing
+report (`python -m sizing`). The examples have no inference.json: inference.png shows the runs that have
+one under DASHBOARD_SCREENSHOTS_INFERENCE_DATA (a data dir), and is left as it is without it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browserfixtures import open_tab, save_region_screenshot, save_screenshot, select_runs, serve, wait_for
+from selenium.webdriver.common.by import By
+from test_dash_browser import PLOTS_WITH_DATA, REPO, SCREENSHOT_DIR, walk_tabs
+
+from dashboard import runs
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:HTTPResponse.getheader:DeprecationWarning"),
+]
+
+
+@pytest.mark.skipif(
+    not os.environ.get("DASHBOARD_SCREENSHOTS"), reason="set DASHBOARD_SCREENSHOTS=1 to regenerate"
+)
+def test_regenerate_screenshots(browser: Any, data_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    inference_data = os.environ.get("DASHBOARD_SCREENSHOTS_INFERENCE_DATA")
+    inference_runs = Path(inference_data).absolute() / "runs" if inference_data else None
+    shipped = tmp_path / "shipped"
+    (shipped / "data").mkdir(parents=True)
+    (shipped / "data" / "examples").symlink_to(REPO / "data" / "examples")  # the shipped runs only
+    monkeypatch.chdir(shipped)  # so the page names the data dir as a user types it: data
+    source = Path(os.environ.get("DASHBOARD_SCREENSHOTS_DATA") or "data")
+    if not runs.discover_runs(source):
+        source = data_dir
+    selection = [run.run_id for run in runs.discover_runs(source) if not runs.run_warnings(run)][:2]
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    for url in serve(source):
+        browser.get(url)
+        select_runs(browser, selection)
+        walk_tabs(browser, len(selection), SCREENSHOT_DIR, skip=("inference",))
+    report = shipped / "report.html"  # the HTML report's top, made as the README shows it
+    done = subprocess.run(
+        [sys.executable, "-m", "sizing", *selection, "--data-dir", str(source), "--out", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr
+    browser.get(report.absolute().as_uri())
+    wait_for(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "ul.headline"), "the report's headline")
+    save_region_screenshot(browser, "h1", "ul.headline", SCREENSHOT_DIR / "sizing-headline.png")
+    if inference_runs is None:
+        warnings.warn("inference.png left as it is: set DASHBOARD_SCREENSHOTS_INFERENCE_DATA", stacklevel=1)
+        return
+    (shipped / "data" / "runs").symlink_to(inference_runs)  # the page says data/runs, as for a user
+    found = runs.discover_runs(Path("data"))
+    with_inference = [run.run_id for run in found if (run.path / "inference.json").is_file()]
+    assert with_inference, f"no run with an inference.json under {inference_runs}"
+    for url in serve(Path("data")):
+        browser.get(url)
+        select_runs(browser, with_inference[:2])
+        open_tab(browser, "Inference")
+        plots = "the Inference plots"
+        wait_for(browser, lambda: browser.execute_script(PLOTS_WITH_DATA, "#tab-inference"), plots)
+        time.sleep(1.0)  # let WebGL finish drawing
+        save_screenshot(browser, SCREENSHOT_DIR / "inference.png")

@@ -196,6 +196,9 @@ def _launch_ranks(args: argparse.Namespace, run_dir: Path, replicas: int, nodes:
     if problem:
         print(f"training: error: {problem}", file=sys.stderr, flush=True)
         return EXIT_FAILED
+    if nodes.rank != 0:
+        print(f"node {nodes.rank} of {nodes.count}: training.csv, training.json and the checkpoints are in "
+              f"node 0's run directory ({nodes.step_log_elsewhere()})", flush=True)  # fmt: skip
     if args.no_export or nodes.rank != 0:
         return EXIT_OK
     return _after_training(run_dir, args, stop, args.device)

@@ -119,3 +119,6 @@ def test_two_nodes_train_together_and_node_0_holds_the_step_log(tiny_dataset: Pa
     assert not (run1 / "training.csv").exists() and not (run1 / "training.json").exists()
     assert read_json(run1 / "run.json")["nodes"]["step_log"] == "node rank 0 of rendezvous job7"
     assert "the step log, training.json and checkpoints are in the run of node 0" in outputs[1]
+    assert "node 1 of 2: training.csv, training.json and the checkpoints are in node 0's run directory" in (
+        run1 / "command.log"
+    ).read_text()

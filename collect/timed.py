@@ -28,6 +28,7 @@ from runformat import (
     COMMAND_LOG,
     EVAL_JSON,
     INFERENCE_JSON,
+    RUN_JSON,
     TRAINING_JSON,
     format_duration,
     parse_duration,
@@ -35,6 +36,7 @@ from runformat import (
     training_progress,
 )
 from runformat.cli import USAGE_ERROR, OneLineParser
+from runformat.multinode import Nodes, add_node_options, nodes_from_args, nodes_problem
 
 NO_GPU = 1
 FRAMEWORK_NAMES = {"tf": "tensorflow", "torch": "torch"}  # --framework -> training.json's `framework`
@@ -72,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--precision", choices=PRECISIONS, default="float32",
         help="float32 (default, on both devices) or mixed (float16 on a GPU, bfloat16 on a CPU)",
     )
+    add_node_options(parser)
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--dataset", type=Path, help="dataset to train on (default: DATA_DIR/datasets/waldo)")
     parser.add_argument(
@@ -118,7 +121,29 @@ def training_command(args: argparse.Namespace, count: int | None = None) -> list
         command.append("--no-infer")
     if count is not None:
         command += ["--gpus" if args.device == "gpu" else "--procs", str(count)]
+    nodes = nodes_from_args(args)
+    if nodes.multinode:
+        command += ["--nnodes", str(nodes.count), "--node-rank", str(nodes.rank)]
+        command += ["--rdzv-endpoint", str(nodes.endpoint), "--rdzv-id", nodes.rdzv_id]
     return command
+
+
+def multinode_problem(args: argparse.Namespace) -> str | None:
+    """Why the node options cannot run with the others (one line), None when they can."""
+    problem = nodes_problem(args)
+    if problem or args.nnodes == 1:
+        return problem
+    if "," in (args.procs or "") or "," in (args.gpus or ""):
+        return "a sweep (a list of counts) runs on one node; with --nnodes give one count"
+    return None
+
+
+def nodes_record(args: argparse.Namespace, count: int | None) -> dict:
+    """run.json's `nodes`: which node of which training this run was, and where its step log is."""
+    nodes: Nodes = nodes_from_args(args)
+    if not nodes.multinode:
+        return {}
+    return {"nodes": nodes.record(count or 1)}
 
 
 def check_gpu(framework: str = "tf") -> str | None:
@@ -161,6 +186,12 @@ def summary_lines(
     head = f"Run {run_dir.name}: {result.end_reason} (exit code {result.exit_code}), {result.samples} samples"
     lines = [head]
     training = _json_or_empty(run_dir / TRAINING_JSON)
+    nodes = _json_or_empty(run_dir / RUN_JSON).get("nodes") or {}
+    if nodes.get("node_rank"):
+        lines.append(
+            f"  training: node {nodes['node_rank']} of {nodes.get('nnodes')}; the step log, training.json "
+            f"and checkpoints are in the run of node 0 ({nodes.get('step_log')})"
+        )
     if training:
         steady = training.get("steady_steps_per_s")
         progress = training_progress(run_dir)
@@ -237,6 +268,7 @@ def main(argv: Sequence[str]) -> int:
         return USAGE_ERROR
     problem = data_dir_problem(args.data_dir) or (args.dataset and dataset_problem(args.dataset))
     problem = problem or counts_problem(args.device, args.framework, args.procs, args.gpus)
+    problem = problem or multinode_problem(args)
     counts, count_problem = device_counts(args) if not problem else ([], None)
     if problem or count_problem:
         print(f"python -m collect timed: error: {problem or count_problem}", file=sys.stderr)
@@ -316,7 +348,7 @@ def _run(
         command=training_command(args, count),
         echo_output=args.verbose,
         tick_sink=exposition,
-        extra_record=sweep_tag or {},
+        extra_record={**(sweep_tag or {}), **nodes_record(args, count)},
     )
     try:
         result = run_session(options, on_start=on_start, on_sample=progress.on_sample)

@@ -127,12 +127,24 @@ def energy_warnings(run_id: str, kind: str, energy: en.Energy | None) -> list[st
     return found
 
 
+def _node_warning(run_id: str, nodes: dict) -> str:
+    """One node's run of a multi-node training: what of the training it can and cannot tell."""
+    training = f"data-parallel training {nodes.get('rdzv_id')}"
+    which = f"{run_id}: node {nodes.get('node_rank')} of {nodes.get('nnodes')} of {training}"
+    if nodes.get("node_rank") == 0:
+        return f"{which}: throughput is all nodes', energy and hardware this node's alone (others uncounted)"
+    return f"{which}: sized as this node alone; the step log is in node 0's run ({nodes.get('step_log')})"
+
+
 def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnalysis:
     meta, info, telemetry = run.meta, run.training_info, run.telemetry
     kind = signature.device_kind(meta, info, telemetry)
     warnings = list(run.warnings)
     slurm = (meta.get("system") or {}).get("slurm") or {}
-    if (number(slurm.get("nnodes")) or 1) > 1:
+    nodes = meta.get("nodes") if isinstance(meta.get("nodes"), dict) else {}
+    if (number(nodes.get("nnodes")) or 1) > 1:
+        warnings.append(_node_warning(run.run_id, nodes))
+    elif (number(slurm.get("nnodes")) or 1) > 1:
         warnings.append(
             f"{run.run_id}: node {slurm.get('node_rank')} of {slurm.get('nnodes')} of Slurm job "
             f"{slurm.get('job_id')}: sized as this node alone (the other nodes' work and energy not counted)"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from runformat import RUN_DIR_ENV
 from runformat.cli import duration_type
+from runformat.multinode import add_node_options
 
 FRAMEWORKS = ("tf", "torch")
 DEFAULT_DATA_DIR = "data"
@@ -72,6 +73,7 @@ def add_train(commands, handler: Handler) -> None:
         type=device_count,
         help="N GPUs or `all`: torch DDP over NCCL (torchrun), tf Model Garden's mirrored strategy",
     )
+    add_node_options(command)
     command.add_argument(
         "--precision",
         choices=PRECISIONS,

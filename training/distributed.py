@@ -1,7 +1,8 @@
 """Data-parallel training on N devices: torchrun's launch command, the process group, stop agreement.
 
 `training train --procs N` (CPU, gloo) or `--gpus N` (NCCL) re-executes itself under `python -m
-torch.distributed.run --standalone --nproc_per_node N`; each rank then finds RANK, LOCAL_RANK and
+torch.distributed.run --standalone --nproc_per_node N` (with `--nnodes M --node-rank R --rdzv-endpoint
+HOST:PORT`: one such torchrun per node, M x N ranks in all); each rank then finds RANK, LOCAL_RANK and
 WORLD_SIZE in its environment. Rank 0 writes training.csv, training.json and the checkpoints; every rank
 trains on its own shard of each global batch (training.torch_data.TrainBatches) and DDP averages the
 gradients. Ranks must stop after the same step (the next step's all-reduce would wait forever for a
@@ -15,6 +16,8 @@ import os
 import sys
 from dataclasses import dataclass
 from typing import Any
+
+from runformat.multinode import Nodes
 
 # Stop wishes, in the order the agreement prefers them (the largest wins).
 CONTINUE, COMPLETED, DEADLINE, INTERRUPTED = 0, 1, 2, 3
@@ -53,19 +56,21 @@ def under_launcher(environ: dict[str, str] | None = None) -> bool:
     return "TORCHELASTIC_RUN_ID" in env or all(name in env for name in WORLD_ENV)
 
 
-def launch_command(count: int, train_argv: list[str], python: str | None = None) -> list[str]:
-    """torchrun on this node with `count` ranks, each running `python -m training train_argv...`."""
-    return [
-        python or sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        str(count),
-        "-m",
-        "training",
-        *train_argv,
-    ]
+def launch_command(
+    count: int, train_argv: list[str], python: str | None = None, nodes: Nodes | None = None
+) -> list[str]:
+    """torchrun on this node with `count` ranks, each running `python -m training train_argv...`; with
+    several nodes, this node's torchrun of `nodes.count`, meeting the others at the rendezvous endpoint.
+    (Static rendezvous: c10d's ignores --node-rank, so rank 0 could land on any node.)"""
+    if nodes is None or not nodes.multinode:
+        where = ["--standalone"]
+    else:
+        where = [
+            "--nnodes", str(nodes.count), "--node-rank", str(nodes.rank),
+            "--rdzv-backend", "static", "--rdzv-endpoint", str(nodes.endpoint), "--rdzv-id", nodes.rdzv_id,
+        ]  # fmt: skip
+    return [python or sys.executable, "-m", "torch.distributed.run", *where,
+            "--nproc_per_node", str(count), "-m", "training", *train_argv]  # fmt: skip
 
 
 def start_process_group(world: World, device_kind: str) -> World:

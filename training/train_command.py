@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from runformat.multinode import Nodes, nodes_from_args, nodes_problem
 from training.cli_args import ALL_GPUS
 from training.errors import EXIT_FAILED, EXIT_OK
 
@@ -55,8 +56,11 @@ def usage_problem(args: argparse.Namespace) -> str | None:
             return f"--gpus {args.gpus}: this node has {visible} GPU(s) visible"
         if args.gpus == ALL_GPUS and not visible:
             return "--gpus all: no GPU visible through NVML"
-    if under_launcher() and world_from_environment().size != replica_count(args):
-        return f"torchrun started {world_from_environment().size} ranks for {replica_count(args)} devices"
+    if (problem := nodes_problem(args)) is not None:
+        return problem
+    ranks = replica_count(args) * args.nnodes
+    if under_launcher() and world_from_environment().size != ranks:
+        return f"torchrun started {world_from_environment().size} ranks for {ranks} devices"
     return None
 
 
@@ -81,8 +85,9 @@ def run_train(args: argparse.Namespace, process_start: float, run_dir: Path) -> 
     from training.distributed import under_launcher
 
     replicas = replica_count(args)
-    if args.framework == "torch" and replicas > 1 and not under_launcher():
-        return _launch_ranks(args, run_dir, replicas)
+    nodes = nodes_from_args(args)
+    if args.framework == "torch" and (replicas > 1 or nodes.multinode) and not under_launcher():
+        return _launch_ranks(args, run_dir, replicas, nodes)
     return _train_here(args, process_start, run_dir, replicas)
 
 
@@ -119,7 +124,8 @@ def _train_here(args: argparse.Namespace, process_start: float, run_dir: Path, r
         max_steps=args.max_steps,
         checkpoint_every_s=args.checkpoint_every,
         seed=args.seed,
-        replicas=replicas,
+        replicas=world.size if world.distributed else replicas,
+        nodes=_node_fields(nodes_from_args(args)),
     )
     if options.precision == "float16" and args.device == "cpu" and world.is_main:
         print(
@@ -138,8 +144,19 @@ def _train_here(args: argparse.Namespace, process_start: float, run_dir: Path, r
     return _after_training(run_dir, args, stop, args.device)
 
 
-def _launch_ranks(args: argparse.Namespace, run_dir: Path, replicas: int) -> int:
-    """torchrun with `replicas` ranks training into run_dir; then this process's phases after training."""
+def _node_fields(nodes: Nodes) -> dict | None:
+    """training.json's account of the nodes (world_size is the ranks', recorded already)."""
+    if not nodes.multinode:
+        return None
+    record = nodes.record(None)
+    record.pop("world_size")
+    return record
+
+
+def _launch_ranks(args: argparse.Namespace, run_dir: Path, replicas: int, nodes: Nodes) -> int:
+    """torchrun with `replicas` ranks training into run_dir; then this process's phases after training.
+    On a node other than node 0 nothing is written here by the ranks (global rank 0, on node 0, holds
+    the step log and checkpoints), and there is nothing to export: the phases after training are node 0's."""
     from runformat import RUN_DIR_ENV
     from training.distributed import launch_command
     from training.trainer import StopRequest
@@ -147,11 +164,14 @@ def _launch_ranks(args: argparse.Namespace, run_dir: Path, replicas: int) -> int
     dataset = args.dataset or _default_dataset(args.data_dir)  # once, before the ranks look for it
     run_dir.mkdir(parents=True, exist_ok=True)
     rank_args = [*args.argv, "--no-export", "--run-dir", str(run_dir), "--dataset", str(dataset)]
-    command = launch_command(replicas, rank_args)
+    if nodes.multinode:
+        rank_args += ["--rdzv-id", nodes.rdzv_id]
+    command = launch_command(replicas, rank_args, nodes=nodes)
     env = {**os.environ, RUN_DIR_ENV: str(run_dir)}
     if args.device == "cpu":  # the cores shared out (torchrun's own default would be 1 thread each)
         env.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // replicas)))
-    print(f"launching {replicas} ranks: {' '.join(command[1:7])} ...", flush=True)
+    where = f" on node {nodes.rank} of {nodes.count} ({nodes.endpoint})" if nodes.multinode else ""
+    print(f"launching {replicas} ranks{where}: {' '.join(command[1:7])} ...", flush=True)
     # torchrun runs in a session of its own, so a Ctrl-C or the collector's stop reaches us alone; we
     # pass it on to the ranks only (torchrun, stopped itself, would tear them down mid-checkpoint).
     # A second signal is passed on too: the ranks then stop without their final checkpoint.
@@ -170,13 +190,16 @@ def _launch_ranks(args: argparse.Namespace, run_dir: Path, replicas: int) -> int
     if stop.signum is not None:  # it came while torchrun was starting
         relay(stop.signum, None)
     returncode = launcher.wait()
-    problem = _ranks_problem(run_dir, returncode)
+    problem = _ranks_problem(run_dir, returncode) if nodes.rank == 0 else _node_problem(nodes, returncode)
     if stop.signum is not None:
         return 128 + stop.signum
     if problem:
         print(f"training: error: {problem}", file=sys.stderr, flush=True)
         return EXIT_FAILED
-    if args.no_export:
+    if nodes.rank != 0:
+        print(f"node {nodes.rank} of {nodes.count}: training.csv, training.json and the checkpoints are in "
+              f"node 0's run directory ({nodes.step_log_elsewhere()})", flush=True)  # fmt: skip
+    if args.no_export or nodes.rank != 0:
         return EXIT_OK
     return _after_training(run_dir, args, stop, args.device)
 
@@ -223,6 +246,17 @@ def _ranks_problem(run_dir: Path, returncode: int) -> str | None:
             write_training_json(run_dir, state)
     reason = state.get("error") or "a rank failed before training started (see its lines above)"
     return f"data-parallel training failed (torchrun {how}): {reason}"
+
+
+def _node_problem(nodes: Nodes, returncode: int) -> str | None:
+    """Why this node's ranks failed (not node 0: its run directory holds the step log), one line."""
+    if returncode == 0:
+        return None
+    how = f"signal {signal.Signals(-returncode).name}" if returncode < 0 else f"exit code {returncode}"
+    return (
+        f"data-parallel training failed on node {nodes.rank} of {nodes.count} (torchrun {how}; its lines "
+        f"above say why); node 0's run of rendezvous {nodes.rdzv_id} holds the step log"
+    )
 
 
 def _is_local_checkpoint(path: str) -> bool:

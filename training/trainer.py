@@ -59,6 +59,7 @@ class TrainOptions:
     framework: str = "tf"
     read_losses_every: int | None = None  # None: every step on a CPU, LOSS_READ_EVERY_GPU on a GPU
     replicas: int = 1  # devices in parallel (torch: ranks; TF: mirrored GPUs); batch_size is per device
+    nodes: dict[str, Any] | None = None  # many nodes: nnodes, node_rank, rdzv_endpoint, rdzv_id
 
     @property
     def global_batch_size(self) -> int:

@@ -84,6 +84,7 @@ def initial_state(options, device: DeviceInfo, world: World) -> dict[str, Any]:
         "last_checkpoint": None,
         "checkpoint_interval_s": options.checkpoint_every_s,
         "init_checkpoint": options.init_checkpoint,
+        **(options.nodes or {}),
     }
 
 

@@ -224,3 +224,23 @@ def test_one_node_of_a_multi_node_slurm_job_is_sized_alone_and_says_so() -> None
     ) in warnings
     alone = replace(run, meta={**run.meta, "system": {"slurm": {**slurm, "nnodes": 1}}})
     assert not [w for w in analyse_run(alone, PRICES, Thresholds()).warnings if "Slurm" in w]
+
+
+@pytest.mark.parametrize(
+    ("node_rank", "says"),
+    [
+        (0, "node 0 of 2 of data-parallel training 4711: throughput is all nodes', energy and hardware "
+            "this node's alone (others uncounted)"),
+        (1, "node 1 of 2 of data-parallel training 4711: sized as this node alone; the step log is in node "
+            "0's run (node rank 0 of rendezvous 4711)"),
+    ],
+)  # fmt: skip
+def test_one_node_of_a_multi_node_training_says_what_it_counts(node_rank: int, says: str) -> None:
+    run = reference_cpu()
+    step_log = "this run directory" if node_rank == 0 else "node rank 0 of rendezvous 4711"
+    nodes = {"nnodes": 2, "node_rank": node_rank, "rdzv_id": "4711", "world_size": 2, "step_log": step_log}
+    slurm = {"job_id": "4711", "nnodes": 2, "node_rank": node_rank}
+    meta = {**run.meta, "nodes": nodes, "system": {**run.meta.get("system", {}), "slurm": slurm}}
+    warnings = analyse_run(replace(run, meta=meta), PRICES, Thresholds()).warnings
+    assert f"ref-cpu: {says}" in warnings
+    assert not [w for w in warnings if "Slurm job" in w]  # one warning per node, not two

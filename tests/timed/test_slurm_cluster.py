@@ -234,21 +234,17 @@ def test_an_array_task_beyond_the_node_types_is_one_line(tmp_path: Path) -> None
     assert done.stderr == "workbench.sbatch: error: array task 2: NODE_TYPES has only 2 entries (cpu gpu)\n"
 
 
-def test_many_nodes_need_the_multi_node_training(tmp_path: Path) -> None:
-    """Two nodes: one torchrun per node needs `collect timed --nnodes`; a checkout without it refuses in one
-    line before anything starts."""
-    has_nnodes = "--nnodes" in subprocess.run(
-        [str(PY), "-m", "collect", "timed", "--help"], capture_output=True, text=True, check=False,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    ).stdout
-    done = _script(DRY_RUN="1", DATA_DIR=str(tmp_path), SLURM_JOB_NUM_NODES="2", SLURM_JOB_NODELIST="vm")
-    if has_nnodes:
-        pytest.skip("this checkout has --nnodes: the multi-node command is checked on a cluster")
-    assert done.returncode == 2
-    assert done.stderr == (
-        "workbench.sbatch: error: 2 nodes need multi-node data-parallel training (collect timed --nnodes), "
-        "which this checkout does not have yet\n"
-    )
+def test_many_nodes_get_one_torchrun_each_meeting_on_the_first_node(tmp_path: Path) -> None:
+    """Two nodes: every node's collect timed gets the nodes, node 0's address and the job as rendezvous, and
+    its own node rank from Slurm (a real two-node training on one machine: test_training_multinode.py)."""
+    nodes = {"SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "4711", "RDZV_HOST": "node07", "RDZV_PORT": "29511"}
+    done = _script(DRY_RUN="1", DATA_DIR=str(tmp_path), **nodes)
+    assert done.returncode == 0, done.stderr
+    assert "--nnodes 2 --rdzv-endpoint node07:29511 --rdzv-id 4711" in done.stdout
+    assert r'--node-rank\ \"\$SLURM_NODEID\"' in done.stdout  # quoted for the node's shell
+    tf = _script(DRY_RUN="1", DATA_DIR=str(tmp_path), FRAMEWORK="tf", **nodes)
+    assert tf.returncode == 2
+    assert tf.stderr.startswith("workbench.sbatch: error: 2 nodes need FRAMEWORK=torch")
 
 
 def test_help() -> None:

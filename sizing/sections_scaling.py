@@ -6,6 +6,7 @@ import math
 
 from sizing.context import ReportContext
 from sizing.model import Section, Table
+from sizing.money_text import life_text
 from sizing.scaling import ScalingPoint, ScalingSeries, scaling_series, unmatched_counts
 from sizing.text import NO_PRICE, fmt, fmt_usd
 
@@ -16,12 +17,13 @@ HEADERS = ("Devices", "Runs", "Examples/s", "Scaling efficiency", "J per 1,000 e
 def scaling_section(ctx: ReportContext) -> Section:
     prices = ctx.settings.prices
     series = scaling_series(ctx.runs, ctx.analyses, prices)
-    tables = [_table(s, prices.amortise_years) for s in series]
+    life = life_text(prices)
+    tables = [_table(s, life) for s in series]
     unmatched = unmatched_counts(ctx.runs, ctx.analyses)
     if unmatched:
         rows = tuple(tuple(line.split(": ", 1)) for line in unmatched)
         tables.append(Table("Scaling: many-device runs not lined up", ("Run", "Why"), rows))
-    lines = [_verdict_line(s, prices.amortise_years) for s in series] + unmatched
+    lines = [_verdict_line(s, life) for s in series] + unmatched
     data = {
         "series": [
             {
@@ -40,7 +42,7 @@ def scaling_section(ctx: ReportContext) -> Section:
     return Section("scaling", "Scaling with the device count", data, tuple(tables), tuple(lines))
 
 
-def _table(series: ScalingSeries, years: float) -> Table:
+def _table(series: ScalingSeries, life: str) -> Table:
     rows = tuple(
         (
             str(p.count),
@@ -50,13 +52,13 @@ def _table(series: ScalingSeries, years: float) -> Table:
             fmt(p.j_per_1k_examples, 0, unknown="not measured"),
             fmt_usd(p.total_usd_per_1k),
             "" if p.count == series.points[0].count else _marginal(p),
-            "" if p.count == series.points[0].count else _payback(p, years),
+            "" if p.count == series.points[0].count else _payback(p, life),
         )
         for p in series.points
     )
     note = (
-        f"{_verdict_line(series, years)}. {series.devices.capitalize()} of one node; efficiency = "
-        f"examples/s(N) / (N × examples/s(1)); hardware: host + N × GPU price over {years:g} years"
+        f"{_verdict_line(series, life)}. {series.devices.capitalize()} of one node; efficiency = "
+        f"examples/s(N) / (N × examples/s(1)); hardware: the host + the GPUs used over the {life}"
     )
     return Table(f"Scaling: {series.name}", HEADERS, rows, note)
 
@@ -67,7 +69,7 @@ def _marginal(point: ScalingPoint) -> str:
     return fmt_usd(point.marginal_usd_per_1k, "n/a (needs prices)")
 
 
-def _payback(point: ScalingPoint, years: float) -> str:
+def _payback(point: ScalingPoint, life: str) -> str:
     if point.payback_hours is None:
         return "n/a (needs --gpu-price and --value-per-hour or measured energy)"
     if math.isinf(point.payback_hours):
@@ -75,14 +77,14 @@ def _payback(point: ScalingPoint, years: float) -> str:
     if point.payback_hours == 0:
         return "at once (no extra hardware)"
     within = "within" if point.pays_back else "beyond"
-    return f"{point.payback_hours:,.0f} h ({within} {years:g} years)"
+    return f"{point.payback_hours:,.0f} h ({within} the {life})"
 
 
-def _verdict_line(series: ScalingSeries, years: float) -> str:
+def _verdict_line(series: ScalingSeries, life: str) -> str:
     if series.largest_paying_count is None:
         return f"Largest count that pays back: unknown ({NO_PRICE}, or no value per hour nor energy)"
     return (
-        f"Largest count whose every step pays back within {years:g} years: "
+        f"Largest count whose every step pays back within the {life}: "
         f"{series.largest_paying_count} {series.devices}"
     )
 

@@ -30,7 +30,7 @@ def test_the_sizing_tab_shows_the_scaling_table_and_plot(tmp_path: Path) -> None
     content = sizing_view.sizing_content(tmp_path, [f"sweep-gpu{n}" for n in (1, 2, 4)], values)
     text = all_text(content)
     assert "Scaling: " in text and "80 %" in text and "90 %" in text
-    assert "Largest count whose every step pays back within 3 years: 4 GPUs" in text
+    assert "Largest count whose every step pays back within the 3-year life at 100% use: 4 GPUs" in text
     graphs = [c for tree in content for c in walk(tree) if isinstance(c, dcc.Graph)]
     titles = [g.figure.layout.title.text for g in graphs]
     assert "Throughput against device count" in titles

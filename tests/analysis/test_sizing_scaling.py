@@ -116,7 +116,7 @@ def test_python_m_sizing_writes_the_section_plot_and_json_rows(tmp_path: Path) -
     assert "Throughput against device count" in (tmp_path / "r.html").read_text()
     markdown = (tmp_path / "r.md").read_text()
     assert "## Scaling:" in markdown and "80 %" in markdown
-    assert "Largest count whose every step pays back within 3 years: 4 GPUs" in markdown
+    assert "Largest count whose every step pays back within the 3-year life at 100% use: 4 GPUs" in markdown
 
 
 def test_more_processes_on_the_same_cpu_cost_no_extra_hardware() -> None:

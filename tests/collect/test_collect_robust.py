@@ -35,7 +35,15 @@ time.sleep(60)
 TREE = "sleep 300 & echo $! > {run_dir}/grandchild.pid; wait"
 
 
+def _as_from_a_terminal() -> None:
+    """SIGINT and SIGHUP at their defaults, as a shell prompt starts a command, whatever started pytest
+    (a suite launched with `nohup ... &` hands its children both ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def collector(args: list[str], data_dir: Path, **popen: object) -> subprocess.Popen[str]:
+    popen.setdefault("preexec_fn", _as_from_a_terminal)
     return subprocess.Popen(
         [PYTHON, "-m", "collect", *args[:1], "--data-dir", str(data_dir), *args[1:]],
         cwd=REPO,
@@ -80,6 +88,7 @@ def grandchild_of(run_dir: Path) -> int:
 
 
 def _ignore_sighup() -> None:
+    _as_from_a_terminal()
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # what nohup does before exec
 
 

@@ -10,6 +10,12 @@ first.
 from __future__ import annotations
 
 import contextlib
+import signal
 
 with contextlib.suppress(ImportError):
     import torchvision  # noqa: F401
+
+# A suite started in the background (`nohup ./scripts/test.sh &`, a CI runner's job) inherits SIGINT
+# ignored, and so would every collector and training it starts: the Ctrl-C tests need the terminal's
+# default. Python's own handler here restores it for the children (a handler resets to the default on exec).
+signal.signal(signal.SIGINT, signal.default_int_handler)

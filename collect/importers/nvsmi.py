@@ -22,9 +22,9 @@ from typing import Any
 from collect.importers.nvsmi_fields import GpuLog, NvsmiImportError, Value
 from collect.importers.nvsmi_merge import merge_into
 from collect.importers.nvsmi_parse import parse_log
-from collect.importers.rundir import RunDirError, stage_and_publish, utc, write_csv
+from collect.importers.rundir import RunDirError, imported_run_header, stage_and_publish, write_csv
 from collect.sources.nvml import GPU_COLUMN_SUFFIXES
-from runformat import FORMAT_VERSION, RUN_JSON, TELEMETRY_CSV, new_run_id, write_json_atomic
+from runformat import RUN_JSON, TELEMETRY_CSV, new_run_id, write_json_atomic
 from runformat.cli import USAGE_ERROR, OneLineParser
 
 PROG = "python -m collect import-nvidia-smi"
@@ -248,21 +248,9 @@ def _new_run(
     def write(run_dir: Path, run_id: str) -> None:
         write_csv(run_dir / TELEMETRY_CSV, ["time_unix", "elapsed_s", *columns], rows)
         meta = {
-            "format_version": FORMAT_VERSION,
-            "run_id": run_id,
-            "label": args.label or f"nvidia-smi {args.file.name}",
-            "device": "gpu",
-            "host": None,
-            "command": None,
-            "interval_s": interval,
-            "start_utc": utc(start),
-            "start_unix": start,
-            "end_utc": utc(end),
-            "end_unix": end,
-            "requested_duration_s": None,
-            "actual_duration_s": round(end - start, 3),
-            "end_reason": "completed",
-            "exit_code": None,
+            **imported_run_header(
+                run_id, args.label or f"nvidia-smi {args.file.name}", "gpu", None, interval, start, end
+            ),
             "samples": len(rows),
             "late_ticks": None,
             "skipped_ticks": None,

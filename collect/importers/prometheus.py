@@ -36,9 +36,9 @@ from collect.importers.promcolumns import (
     rate,
 )
 from collect.importers.promtraining import TRAINING_COLUMNS, busiest, training_rows
+from collect.importers.rundir import imported_run_header
 from collect.writer import TelemetryWriter
 from runformat import (
-    FORMAT_VERSION,
     RUN_JSON,
     RUNS_SUBDIR,
     TELEMETRY_CSV,
@@ -244,21 +244,15 @@ def _write_run(
         mem_total = node.get("node_memory_MemTotal_bytes", [])
         swap_total = node.get("node_memory_SwapTotal_bytes", [])
         record = {
-            "format_version": FORMAT_VERSION,
-            "run_id": run_dir.name,
-            "label": args.label or f"imported from Prometheus: {host}",
-            "device": device,
-            "host": host,
-            "command": None,
-            "interval_s": grid.step_s,
-            "start_utc": datetime.fromtimestamp(start, timezone.utc).isoformat(),
-            "start_unix": start,
-            "end_utc": datetime.fromtimestamp(end, timezone.utc).isoformat(),
-            "end_unix": end,
-            "requested_duration_s": None,
-            "actual_duration_s": round(end - start, 3),
-            "end_reason": "completed",
-            "exit_code": None,
+            **imported_run_header(
+                run_dir.name,
+                args.label or f"imported from Prometheus: {host}",
+                device,
+                host,
+                grid.step_s,
+                start,
+                end,
+            ),
             "samples": len(grid.times),
             "late_ticks": None,
             "skipped_ticks": None,

@@ -10,8 +10,9 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-from runformat import RUNS_SUBDIR
+from runformat import FORMAT_VERSION, RUNS_SUBDIR
 
 
 class RunDirError(OSError):
@@ -54,6 +55,29 @@ def cell(value: float | int | str | None) -> str:
 
 def utc(unix: float) -> str:
     return datetime.fromtimestamp(unix, timezone.utc).isoformat()
+
+
+def imported_run_header(
+    run_id: str, label: str, device: str, host: str | None, interval_s: float, start: float, end: float
+) -> dict[str, Any]:
+    """The run.json fields every imported run shares: who and when, no command, ended as recorded."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "run_id": run_id,
+        "label": label,
+        "device": device,
+        "host": host,
+        "command": None,
+        "interval_s": interval_s,
+        "start_utc": utc(start),
+        "start_unix": start,
+        "end_utc": utc(end),
+        "end_unix": end,
+        "requested_duration_s": None,
+        "actual_duration_s": round(end - start, 3),
+        "end_reason": "completed",
+        "exit_code": None,
+    }
 
 
 def write_csv(path: Path, columns: list[str], rows: Iterable[Mapping[str, float | int | str | None]]) -> None:

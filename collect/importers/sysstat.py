@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from collect.importers.rundir import cell, stage_and_publish, utc
+from collect.importers.rundir import cell, imported_run_header, stage_and_publish, utc
 from collect.importers.sadf import (
     NOT_IN_SYSSTAT,
     Recording,
@@ -27,7 +27,7 @@ from collect.importers.sadf import (
     parse_sadf,
     sadf_text,
 )
-from runformat import FORMAT_VERSION, RUN_JSON, TELEMETRY_CSV, new_run_id, write_json_atomic
+from runformat import RUN_JSON, TELEMETRY_CSV, new_run_id, write_json_atomic
 
 SOURCE_ACTIVITIES = {
     "cpu": ("cpu", "load"),
@@ -146,21 +146,9 @@ def _write_run(
     if skipped:
         notes.append(f"{skipped} interval(s) missing from the recording")
     meta = {
-        "format_version": FORMAT_VERSION,
-        "run_id": run_id,
-        "label": label or f"sysstat {host}",
-        "device": "cpu",
-        "host": host,
-        "command": None,
-        "interval_s": interval,
-        "start_utc": utc(start),
-        "start_unix": start,
-        "end_utc": utc(end),
-        "end_unix": end,
-        "requested_duration_s": None,
-        "actual_duration_s": round(end - start, 6),
-        "end_reason": "completed",
-        "exit_code": None,
+        **imported_run_header(
+            run_id, label or f"sysstat {host}", "cpu", host, interval, start, end
+        ),
         "samples": len(times),
         "late_ticks": None,
         "skipped_ticks": skipped,

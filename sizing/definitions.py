@@ -195,7 +195,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "Scaling",
             "runs that differ only in their device count (training.json `world_size`, 1 when absent): "
             "same workload signature except that the per-device batch replaces the global one, same "
-            "device kind, host, CPU, memory, GPU model and node count. Scaling efficiency = examples/s(N) / (N × "
+            "device kind, host, CPU, memory, GPU model and node count. Scaling efficiency = "
+            "examples/s(N) / (N × "
             "examples/s(1)), n/a without a 1-device run. Hardware cost as in Cost (the host plus each GPU "
             "used, over the working hours). Marginal cost of a step = its extra $ per hour / the extra "
             "examples per hour it "

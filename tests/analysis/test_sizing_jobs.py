@@ -4,6 +4,7 @@ energy and GPUs summed, hardware priced node by node; a job with a node missing 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -11,11 +12,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from energyfixtures import FINE_INTERVAL_S, fine_gpu
-from sizingfixtures import GPU_NAME, GPU_TRAIN_START, reference_cpu, telemetry_frame, write_run
+from energyfixtures import FINE_INTERVAL_S, fine_gpu, multi_gpu
+from sizingfixtures import (
+    GPU_NAME,
+    GPU_TRAIN_START,
+    reference_cpu,
+    telemetry_frame,
+    with_info,
+    write_run,
+)
 
+from dashboard import sizing_view
 from sizing import Prices, ReportSettings, RunData, build_report, to_json
 from sizing.jobs import gather_jobs
+from sizing.scaling import scaling_series
 
 REPO = Path(__file__).resolve().parents[2]
 PRICES = Prices(gpu_price=1000.0, cpu_price=500.0)
@@ -31,7 +41,9 @@ def as_node(run: RunData, rank: int, nnodes: int = 2, rdzv_id: str = "4711") -> 
     if rank == 0:
         return replace(run, meta=meta)
     empty = run.training.iloc[0:0]
-    return replace(run, meta=meta, training_info={}, evaluation={}, training=empty, phases=run.phases.iloc[0:0])
+    return replace(
+        run, meta=meta, training_info={}, evaluation={}, training=empty, phases=run.phases.iloc[0:0]
+    )
 
 
 def gpu_job(node1_gpu_w: float = 250.0, node1_cpu_w: float = 40.0) -> tuple[RunData, RunData]:
@@ -91,7 +103,9 @@ def test_a_node_without_rapl_makes_the_job_gpu_board_only() -> None:
 def test_a_cpu_job_sums_each_nodes_cpu_package() -> None:
     cpu = reference_cpu("cpu-node0")  # 1 example/s steady; RAPL 40 W
     node1 = reference_cpu("cpu-node1")
-    node1 = replace(node1, telemetry=node1.telemetry.assign(cpu_energy_j=60.0 * np.arange(len(node1.telemetry))))
+    node1 = replace(
+        node1, telemetry=node1.telemetry.assign(cpu_energy_j=60.0 * np.arange(len(node1.telemetry)))
+    )
     (job,) = report(as_node(cpu, 0), as_node(node1, 1), prices=Prices(cpu_price=500.0)).analyses
     assert job.kind == "cpu" and job.j_per_1k_examples == pytest.approx((40.0 + 60.0) * 1000, rel=1e-3)
     assert job.hardware_price.usd == pytest.approx(1000.0)
@@ -99,10 +113,10 @@ def test_a_cpu_job_sums_each_nodes_cpu_package() -> None:
 
 
 def test_a_job_is_never_a_repeat_of_a_one_node_run() -> None:
-    node0, node1 = gpu_job()
-    alone = fine_gpu("one-node")
-    result = report(alone, node0, node1)
-    assert len(result.context.groups) == 2
+    """2 nodes × 1 GPU and 1 node × 2 GPUs: the same GPUs, not the same hardware."""
+    two_gpus = multi_gpu("two-gpus", [95.0, 95.0], [300.0, 300.0], ["GPU-0", "GPU-1"])
+    result = report(two_gpus, *gpu_job())
+    assert two_gpus.meta["system"]["gpu_count"] == 2 and len(result.context.groups) == 2
 
 
 @pytest.mark.parametrize(
@@ -127,20 +141,49 @@ def test_trainings_are_told_apart_by_their_rendezvous() -> None:
     assert [r.run_id for r in gathered[1].nodes] == ["other-node0", "other-node1"]
 
 
+JOB_IDS = ("20261123T213431Z-gpu-node00-job4711", "20261123T213431Z-gpu-node01-job4711")
+
+
+def write_job(data_dir: Path) -> None:
+    """The job's two run directories under data_dir/runs, with run ids as the Slurm template gives them."""
+    for run, run_id in zip(gpu_job(), JOB_IDS, strict=True):
+        write_run(data_dir / "runs", replace(run, run_id=run_id, meta={**run.meta, "run_id": run_id}))
+
+
 def test_the_command_line_sizes_a_jobs_run_directories_as_one(tmp_path: Path) -> None:
-    """As docs/fleet.md shows it: every node's run directory of the job given to `python -m sizing`."""
-    runs = tmp_path / "runs"
-    for run in gpu_job():
-        write_run(runs, run)
-    out = tmp_path / "job.json"
-    command = [sys.executable, "-m", "sizing", str(runs / "job-node0"), str(runs / "job-node1"),
-               "--gpu-price", "1000", "--cpu-price", "500", "--out", str(out)]  # fmt: skip
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    """As docs/fleet.md and the README show it: `python -m sizing data/runs/*-job4711 --out job.md`."""
+    write_job(tmp_path / "data")
+    shell = f"{sys.executable} -m sizing data/runs/*-job4711 --gpu-price 1000 --cpu-price 500 --out job.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        ["bash", "-c", shell], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
-    data = json.loads(out.read_text())
+    data = json.loads((tmp_path / "job.json").read_text())
     (entry,) = data["runs"]
-    assert entry["run_id"] == "job-node0" and entry["hardware_price_usd"] == pytest.approx(3000.0)
+    assert entry["run_id"] == JOB_IDS[0] and entry["hardware_price_usd"] == pytest.approx(3000.0)
     assert entry["energy_j_per_1k_examples"] == pytest.approx(32000.0, rel=1e-3)
+    assert any("sized as one job of 2 nodes" in w for w in data["warnings"])
+
+
+def test_the_dashboard_sizes_a_selected_jobs_runs_as_one(tmp_path: Path) -> None:
+    write_job(tmp_path)
+    built, notes = sizing_view.build(tmp_path, list(JOB_IDS), [s[2] for s in sizing_view.FIELDS])
+    assert built is not None and not notes
+    (job,) = built.analyses
+    assert job.run_id == JOB_IDS[0] and job.hardware_name == f"2 nodes × {GPU_NAME}"
+    assert job.j_per_1k_examples == pytest.approx(32000.0, rel=1e-3)
+
+
+def test_a_job_is_not_a_point_of_a_one_node_scaling_series() -> None:
+    one = with_info(fine_gpu("one-gpu"), world_size=1, per_device_batch_size=1)
+    two = with_info(fine_gpu("two-gpus"), world_size=2, per_device_batch_size=1)
+    alone = report(one, two)  # 1 → 2 GPUs on one host: a series
+    assert len(scaling_series(alone.runs, alone.analyses, PRICES)) == 1
+    node0 = as_node(two, 0)
+    node0 = replace(node0, meta={**node0.meta, "host": one.meta["host"]})  # the same host as node 0
+    together = report(one, node0, as_node(fine_gpu("two-node1"), 1))
+    assert scaling_series(together.runs, together.analyses, PRICES) == []
 
 
 def test_a_node_with_only_energy_counters_counts_its_mean_power() -> None:

@@ -23,7 +23,7 @@ from sizingfixtures import (
 )
 
 from dashboard import sizing_view
-from sizing import Prices, ReportSettings, RunData, build_report, to_json
+from sizing import Prices, ReportSettings, RunData, UsageError, build_report, load_runs, to_json
 from sizing.jobs import gather_jobs
 from sizing.scaling import scaling_series
 
@@ -195,3 +195,26 @@ def test_a_node_with_only_energy_counters_counts_its_mean_power() -> None:
                                 cpu_energy_j=10.0 * np.arange(samples) * FINE_INTERVAL_S)  # fmt: skip
     (job,) = report(node0, replace(node1, telemetry=telemetry)).analyses
     assert job.j_per_1k_examples == pytest.approx((350.0 + 110.0) * 1000 / 20, rel=1e-3)
+
+
+def test_two_nodes_on_one_host_may_share_a_run_id(tmp_path: Path) -> None:
+    """Two "nodes" on one machine write the same run id into two data directories: one job; the same id
+    twice for anything else is still refused."""
+    same_id = "20261123T213431Z-cpu-vm"
+    for rank, run in enumerate(gpu_job()):
+        write_run(
+            tmp_path / f"node{rank}", replace(run, run_id=same_id, meta={**run.meta, "run_id": same_id})
+        )
+    dirs = [str(tmp_path / f"node{rank}" / same_id) for rank in (0, 1)]
+    (job,) = load_and_report(tmp_path, dirs)
+    assert job.run_id == same_id and len(job.hardware["node_hardware"]) == 2
+    plain = fine_gpu(same_id)
+    write_run(tmp_path / "other", plain)
+    with pytest.raises(UsageError, match="run given twice"):
+        load_runs(tmp_path, [dirs[0], str(tmp_path / "other" / same_id)])
+    with pytest.raises(UsageError, match="run given twice"):
+        load_runs(tmp_path, [dirs[0], dirs[0]])
+
+
+def load_and_report(data_dir: Path, specs: list[str]):
+    return report(*load_runs(data_dir, specs)).analyses

@@ -99,9 +99,11 @@ def _price(prices: Sequence[money.HardwarePrice]) -> money.HardwarePrice:
 
 
 def _verdict(parts: Sequence[RunAnalysis]) -> Verdict:
-    """Node 0's verdict, every node's labels, and each other node's verdict among the evidence."""
+    """Node 0's verdict with the labels the other nodes add (thermally throttled, …; not their own
+    primary verdicts), and each other node's verdict among the evidence."""
     head = parts[0].verdict
-    labels = tuple(dict.fromkeys(label for a in parts for label in a.verdict.labels))
+    added = (label for a in parts[1:] for label in a.verdict.labels[1:])
+    labels = tuple(dict.fromkeys((*head.labels, *added)))
     others = tuple(f"{node_name(k)} ({a.hardware.get('host')}): {a.verdict.primary}"
                    for k, a in enumerate(parts) if k)  # fmt: skip
     return replace(head, labels=labels, evidence=(*head.evidence, *others))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import schemacheck
 from energyfixtures import FINE_INTERVAL_S, fine_gpu, multi_gpu
 from sizingfixtures import (
     GPU_NAME,
@@ -77,6 +78,7 @@ def test_the_nodes_of_one_training_are_sized_as_one_job() -> None:
     assert any(e.startswith("node1 (node1): ") for e in job.verdict.evidence)
 
     data = to_json(result)
+    schemacheck.validate_report_json(data)
     (entry,) = data["runs"]
     assert entry["energy_j_per_1k_examples"] == pytest.approx(32000.0, rel=1e-3)
     assert entry["hardware"]["node_hardware"] == [GPU_NAME, GPU_NAME]
@@ -218,3 +220,12 @@ def test_two_nodes_on_one_host_may_share_a_run_id(tmp_path: Path) -> None:
 
 def load_and_report(data_dir: Path, specs: list[str]):
     return report(*load_runs(data_dir, specs)).analyses
+
+
+def test_the_other_nodes_add_their_labels_and_stand_in_the_evidence() -> None:
+    node0, node1 = gpu_job()
+    idle_hot = node1.telemetry.assign(gpu0_util_pct=30.0, gpu0_throttle_reasons=float(0x20))
+    (job,) = report(node0, replace(node1, telemetry=idle_hot)).analyses
+    assert job.verdict.primary == "GPU-bound" and "thermally throttled" in job.verdict.labels
+    assert "GPU underused" not in job.verdict.labels  # node 1's own verdict is evidence, not a label
+    assert "node1 (node1): GPU underused" in job.verdict.evidence

@@ -229,3 +229,12 @@ def test_the_other_nodes_add_their_labels_and_stand_in_the_evidence() -> None:
     assert job.verdict.primary == "GPU-bound" and "thermally throttled" in job.verdict.labels
     assert "GPU underused" not in job.verdict.labels  # node 1's own verdict is evidence, not a label
     assert "node1 (node1): GPU underused" in job.verdict.evidence
+
+
+def test_a_node_that_did_not_finish_makes_the_job_incomplete() -> None:
+    node0, node1 = gpu_job()
+    stopped = replace(node1, meta={**node1.meta, "end_reason": "interrupted", "exit_code": 130})
+    result = report(node0, stopped)
+    (job,) = result.analyses
+    assert job.incomplete is not None and job.incomplete.startswith("node1 ")
+    assert result.context.left_out == (job,)

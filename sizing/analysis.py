@@ -127,28 +127,50 @@ def energy_warnings(run_id: str, kind: str, energy: en.Energy | None) -> list[st
     return found
 
 
-def _node_warning(run_id: str, nodes: dict) -> str:
-    """One node's run of a multi-node training: what of the training it can and cannot tell."""
-    training = f"data-parallel training {nodes.get('rdzv_id')}"
-    which = f"{run_id}: node {nodes.get('node_rank')} of {nodes.get('nnodes')} of {training}"
-    if nodes.get("node_rank") == 0:
-        return f"{which}: throughput is all nodes', energy and hardware this node's alone (others uncounted)"
-    return f"{which}: sized as this node alone; the step log is in node 0's run ({nodes.get('step_log')})"
+def one_node_warnings(run_id: str, meta: dict) -> list[str]:
+    """A run that is one node of a multi-node training or Slurm job, sized alone: what it counts."""
+    nodes = meta.get("nodes") if isinstance(meta.get("nodes"), dict) else {}
+    system = meta.get("system") if isinstance(meta.get("system"), dict) else {}
+    slurm = system.get("slurm") if isinstance(system.get("slurm"), dict) else {}
+    if (number(nodes.get("nnodes")) or 1) > 1:
+        training = f"data-parallel training {nodes.get('rdzv_id')}"
+        which = f"{run_id}: node {nodes.get('node_rank')} of {nodes.get('nnodes')} of {training}"
+        if nodes.get("node_rank") == 0:
+            return [f"{which}: throughput is all nodes', energy and hardware this node's alone "
+                    "(others uncounted)"]  # fmt: skip
+        return [f"{which}: sized as this node alone; the step log is in node 0's run "
+                f"({nodes.get('step_log')})"]  # fmt: skip
+    if (number(slurm.get("nnodes")) or 1) > 1:
+        return [
+            f"{run_id}: node {slurm.get('node_rank')} of {slurm.get('nnodes')} of Slurm job "
+            f"{slurm.get('job_id')}: sized as this node alone (the other nodes' work and energy not counted)"
+        ]
+    return []
 
 
-def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnalysis:
+def run_windows(
+    run: RunData, rate: Throughput
+) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    """The training window (the `train` phases' hull, else the telemetry's span) and the steady state
+    clipped to it (None when there is none)."""
+    spans = train_windows(run.phases, run.telemetry)
+    training_window = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
+    steady = None
+    if rate.steady_start_unix is not None and rate.steady_end_unix is not None:
+        steady = clip_window((rate.steady_start_unix, rate.steady_end_unix), spans, run.telemetry)
+    return training_window, steady
+
+
+def analyse_run(
+    run: RunData, prices: Prices, thresholds: Thresholds, head_of_job: bool = False
+) -> RunAnalysis:
+    """`head_of_job`: node 0 of a multi-node training whose nodes are read together (sizing.jobs), so
+    the one-node warning is left out."""
     meta, info, telemetry = run.meta, run.training_info, run.telemetry
     kind = signature.device_kind(meta, info, telemetry)
     warnings = list(run.warnings)
-    slurm = (meta.get("system") or {}).get("slurm") or {}
-    nodes = meta.get("nodes") if isinstance(meta.get("nodes"), dict) else {}
-    if (number(nodes.get("nnodes")) or 1) > 1:
-        warnings.append(_node_warning(run.run_id, nodes))
-    elif (number(slurm.get("nnodes")) or 1) > 1:
-        warnings.append(
-            f"{run.run_id}: node {slurm.get('node_rank')} of {slurm.get('nnodes')} of Slurm job "
-            f"{slurm.get('job_id')}: sized as this node alone (the other nodes' work and energy not counted)"
-        )
+    if not head_of_job:
+        warnings += one_node_warnings(run.run_id, meta)
     rate = throughput(run.training, info)
     warnings += runchecks.rate_problems(run.run_id, rate, info)
     incomplete = runchecks.incomplete_reason(meta, info)
@@ -158,11 +180,7 @@ def analyse_run(run: RunData, prices: Prices, thresholds: Thresholds) -> RunAnal
         warnings.append(
             f"{run.run_id}: throughput unknown (no work counter: no training.csv or training.json)"
         )
-    spans = train_windows(run.phases, telemetry)
-    training_window = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
-    steady = None
-    if rate.steady_start_unix is not None and rate.steady_end_unix is not None:
-        steady = clip_window((rate.steady_start_unix, rate.steady_end_unix), spans, telemetry)
+    training_window, steady = run_windows(run, rate)
     measured = samples_in(telemetry, steady)
     if measured.empty:
         if steady is not None:

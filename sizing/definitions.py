@@ -30,7 +30,21 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
         ),
         (
             "Hardware signature",
-            "CPU model, logical CPUs, memory (GiB), the GPUs the run used (names) and the GPU driver.",
+            "CPU model, logical CPUs, memory (GiB), the GPUs the run used (names) and the GPU driver; "
+            "a multi-node job's also each node's hardware.",
+        ),
+        (
+            "Multi-node job",
+            "runs given together whose run.json `nodes` share `rdzv_id`, `rdzv_endpoint` and `nnodes`, "
+            "one per node rank 0 … N − 1 (the run directories of one data-parallel training, one per "
+            "node), are sized as one job under node 0's run id: throughput from node 0's step log (every "
+            "rank's examples); each node's telemetry read over the job's steady state and training window "
+            "in unix time, clipped to that node's own `train` phase and recording, so a node that recorded "
+            "part of the window covers only that part; energy (the mean powers of the nodes added), the "
+            "GPUs charged and the hardware price (each node's host and GPUs) summed over the nodes; "
+            "temperatures and throttling per node; the verdict node 0's, with the other nodes' verdicts "
+            "beside it and their added labels. A node's run given without the others, or a "
+            "node rank given twice, is sized alone, with a warning.",
         ),
         (
             "Repeats",
@@ -181,7 +195,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "Scaling",
             "runs that differ only in their device count (training.json `world_size`, 1 when absent): "
             "same workload signature except that the per-device batch replaces the global one, same "
-            "device kind, host, CPU, memory and GPU model. Scaling efficiency = examples/s(N) / (N × "
+            "device kind, host, CPU, memory, GPU model and node count. Scaling efficiency = "
+            "examples/s(N) / (N × "
             "examples/s(1)), n/a without a 1-device run. Hardware cost as in Cost (the host plus each GPU "
             "used, over the working hours). Marginal cost of a step = its extra $ per hour / the extra "
             "examples per hour it "

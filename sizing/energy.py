@@ -32,6 +32,11 @@ CROSS_CHECK_TOLERANCE = 0.10
 MIN_VALID_W = 1.0  # no GPU board or CPU package draws less while powered: a stuck counter or a 0 W gauge
 
 
+def gpu_name(index: int | str) -> str:
+    """`gpu<index>` for a run's own GPU; a job's GPUs are named already ("node1 gpu0")."""
+    return index if isinstance(index, str) else f"gpu{index}"
+
+
 def _plausible(sources: list[SourceEnergy], checks: list[str]) -> list[SourceEnergy]:
     """The sources whose mean power a powered board or package can draw; the others named in checks."""
     kept = []
@@ -49,10 +54,10 @@ class Energy:
 
     window_s: float
     is_gpu_run: bool
-    gpus: tuple[tuple[int, SourceEnergy | None], ...]
+    gpus: tuple[tuple[int | str, SourceEnergy | None], ...]  # str: a job's "node1 gpu0" (sizing.jobs)
     cpu: SourceEnergy | None
     cpu_missing_reason: str
-    idle_gpus_w: tuple[tuple[int, float | None], ...] = ()
+    idle_gpus_w: tuple[tuple[int | str, float | None], ...] = ()
     checks: tuple[str, ...] = ()  # cross-check disagreements and resets, one phrase each
     considered: tuple[SourceEnergy, ...] = ()  # every source read, chosen or not (JSON)
 
@@ -76,7 +81,9 @@ class Energy:
         if not self.gpus or all(s is None for _, s in self.gpus):
             return GPU_NOT_REPORTED
         parts = [
-            f"gpu{i} board not reported" if s is None else f"gpu{i} covers {s.coverage:.0%} of the run"
+            f"{gpu_name(i)} board not reported"
+            if s is None
+            else f"{gpu_name(i)} covers {s.coverage:.0%} of the run"
             for i, s in self.gpus
             if s is None or not s.complete
         ]

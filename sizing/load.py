@@ -24,6 +24,7 @@ from runformat import (
     resolve_run_dir,
     training_progress,
 )
+from sizing.jobs import node_place
 from sizing.model import RunData, UsageError, number
 from sizing.validate import validated_run
 
@@ -124,9 +125,24 @@ def resolve_run(data_dir: Path, spec: str) -> Path:
 def load_runs(data_dir: Path, specs: Sequence[str]) -> list[RunData]:
     if not specs:
         raise UsageError("no runs given")
-    runs = [load_run_dir(resolve_run(data_dir, spec)) for spec in specs]
+    paths = [resolve_run(data_dir, spec).resolve() for spec in specs]
+    given_twice = sorted({p.name for p in paths if paths.count(p) > 1})
+    if given_twice:
+        raise UsageError(f"run given twice: {', '.join(given_twice)}")
+    runs = [load_run_dir(path) for path in paths]
     ids = [r.run_id for r in runs]
-    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    duplicates = sorted({i for i in ids if ids.count(i) > 1 and not _nodes_of_one_job(runs, i)})
     if duplicates:
         raise UsageError(f"run given twice: {', '.join(duplicates)}")
     return runs
+
+
+def _nodes_of_one_job(runs: Sequence[RunData], run_id: str) -> bool:
+    """The runs named run_id are different nodes of one multi-node training (two "nodes" on one host
+    write the same run id into two data directories); the report shows node 0's id alone."""
+    places = [node_place(r) for r in runs if r.run_id == run_id]
+    if any(place is None for place in places):
+        return False
+    keys = {place[0] for place in places if place is not None}
+    ranks = [place[1] for place in places if place is not None]
+    return len(keys) == 1 and len(set(ranks)) == len(ranks)

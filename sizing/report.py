@@ -12,6 +12,7 @@ from sizing import validity
 from sizing.analysis import RunAnalysis, analyse_run
 from sizing.context import ReportContext, ReportSettings
 from sizing.definitions import definitions
+from sizing.jobs import Job, analyse_job, gather_jobs
 from sizing.json_out import report_json
 from sizing.model import RunData, Section, UsageError
 from sizing.sections_health import accuracy_section, bottleneck_section, thermal_section, throttle_section
@@ -96,15 +97,20 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
 def sizable_runs(
     runs: Sequence[RunData], settings: ReportSettings
 ) -> tuple[tuple[RunData, ...], tuple[RunAnalysis, ...], list[str]]:
-    """The runs that can be sized, validated and analysed, and one line per run left out;
-    UsageError when none can be."""
+    """The runs that can be sized, validated and analysed (a multi-node job's nodes as one, under node
+    0's run: sizing.jobs), and one line per run left out or job not read as one; UsageError when none
+    can be."""
     kept, analyses, unsized = [], [], []
-    for run in runs:
-        run = validated_run(run)
+    gathered, notes = gather_jobs([validated_run(run) for run in runs])
+    for item in gathered:
+        run = item.nodes[0] if isinstance(item, Job) else item
         why = nothing_to_size(run)
         if why is None:
             try:
-                analyses.append(analyse_run(run, settings.prices, settings.thresholds))
+                if isinstance(item, Job):
+                    analyses.append(analyse_job(item, settings.prices, settings.thresholds))
+                else:
+                    analyses.append(analyse_run(run, settings.prices, settings.thresholds))
                 kept.append(run)
                 continue
             except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError) as exc:
@@ -112,7 +118,7 @@ def sizable_runs(
         unsized.append(why)
     if not analyses:
         raise UsageError("nothing to size: " + "; ".join(unsized))
-    return tuple(kept), tuple(analyses), [f"{why}: left out of the report" for why in unsized]
+    return tuple(kept), tuple(analyses), [f"{why}: left out of the report" for why in unsized] + notes
 
 
 def validity_warnings(ctx: ReportContext) -> list[str]:

@@ -67,7 +67,8 @@ def series_key(run: RunData, analysis: RunAnalysis) -> tuple:
     gpu_models = tuple(sorted(set(hw.get("gpus") or [])))
     unit = tuple(analysis.workload.get(f) for f in UNIT_FIELDS)
     host = (hw.get("host"), hw.get("cpu_model"), hw.get("cpu_cores_logical"), hw.get("mem_gib"))
-    return (*unit, per_device_batch(run, analysis), analysis.kind, *host, gpu_models)
+    nodes = len(hw.get("node_hardware") or [None])  # a multi-node job (sizing.jobs) scales apart
+    return (*unit, per_device_batch(run, analysis), analysis.kind, *host, gpu_models, nodes)
 
 
 def scaling_series(

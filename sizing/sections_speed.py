@@ -6,6 +6,7 @@ from sizing import money
 from sizing import money_text as mt
 from sizing import throughput as tp
 from sizing.context import ReportContext
+from sizing.energy import gpu_name
 from sizing.json_out import break_even_json, spread_json
 from sizing.model import DEFAULT_UTILISATION, JOULES_PER_KWH, Section, Table
 from sizing.text import NO_PRICE, NOT_MEASURED, fmt, fmt_seconds, fmt_spread, fmt_usd, marked
@@ -223,7 +224,7 @@ def energy_section(ctx: ReportContext) -> Section:
         steady, whole = a.steady_energy, a.training_energy
         mean_w = steady.total_j / steady.window_s if steady and steady.total_j is not None else None
         kwh = whole.total_j / JOULES_PER_KWH if whole and whole.total_j is not None else None
-        idle = ", ".join(f"gpu{i} {fmt(w, 1, ' W')}" for i, w in steady.idle_gpus_w) if steady else ""
+        idle = ", ".join(f"{gpu_name(i)} {fmt(w, 1, ' W')}" for i, w in steady.idle_gpus_w) if steady else ""
         est = a.energy_is_estimate
         covering = steady or whole
         covers = (covering.covers if covering else NOT_MEASURED) + _coverage_note(covering)
@@ -239,7 +240,7 @@ def energy_section(ctx: ReportContext) -> Section:
             "run_id": a.run_id, "covers": covering.covers if covering else NOT_MEASURED,
             "charged_gpus": list(a.charged_gpus), "gpu_attribution": a.gpu_attribution,
             "gpu_attribution_known": a.gpu_attribution_known,
-            "idle_gpus_mean_w": {f"gpu{i}": w for i, w in steady.idle_gpus_w} if steady else {},
+            "idle_gpus_mean_w": {gpu_name(i): w for i, w in steady.idle_gpus_w} if steady else {},
             "mean_power_w": mean_w, "training_energy_kwh": kwh,
             "steady": steady.as_json() if steady else None, "training": whole.as_json() if whole else None,
         })  # fmt: skip

@@ -20,7 +20,7 @@ POLICY_DTYPES = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 CPU_EMULATED_DTYPES = {"float16"}
 EMULATED_ON_CPU = "emulated on a CPU"
 WORKLOAD_FIELDS = ("framework", "preset", "backbone", "image_size", "batch_size", "precision", "dataset")
-HARDWARE_FIELDS = ("cpu_model", "cpu_cores_logical", "mem_gib", "gpus", "gpu_driver")
+HARDWARE_FIELDS = ("cpu_model", "cpu_cores_logical", "mem_gib", "gpus", "gpu_driver", "node_hardware")
 
 
 def device_kind(meta: dict, training_info: dict, telemetry: pd.DataFrame | None = None) -> str:
@@ -115,6 +115,12 @@ def hardware(meta: dict, training_info: dict, kind: str) -> dict:
 
 
 def hardware_name(hw: dict, kind: str) -> str:
+    """The GPUs (a GPU run) or the CPU; a multi-node job's nodes ("2 nodes × H100", sizing.jobs)."""
+    per_node = hw.get("node_hardware")
+    if isinstance(per_node, list) and len(per_node) > 1:
+        if len(set(per_node)) == 1:
+            return f"{len(per_node)} nodes × {per_node[0]}"
+        return f"{len(per_node)} nodes: " + "; ".join(str(n) for n in per_node)
     if kind == "gpu":
         return " + ".join(hw["gpus"]) or "GPU"
     cores = f", {hw['cpu_cores_logical']} logical CPUs" if hw.get("cpu_cores_logical") else ""
@@ -166,4 +172,3 @@ def differences(wl: dict, baseline: dict) -> list[str]:
 def like_for_like(wl: dict, baseline: dict) -> bool:
     """Every workload field known on both sides and equal."""
     return not unknown_fields(wl, baseline) and not differences(wl, baseline)
-

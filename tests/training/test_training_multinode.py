@@ -97,8 +97,12 @@ def test_two_nodes_train_together_and_node_0_holds_the_step_log(tiny_dataset: Pa
         (tmp_path / f"node{rank}").mkdir()
         nodes.append(
             subprocess.Popen(
-                command, cwd=REPO, env=training_env(),
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                command,
+                cwd=REPO,
+                env=training_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
             )
         )
     outputs = [node.communicate(timeout=400)[0] for node in nodes]
@@ -119,6 +123,19 @@ def test_two_nodes_train_together_and_node_0_holds_the_step_log(tiny_dataset: Pa
     assert not (run1 / "training.csv").exists() and not (run1 / "training.json").exists()
     assert read_json(run1 / "run.json")["nodes"]["step_log"] == "node rank 0 of rendezvous job7"
     assert "the step log, training.json and checkpoints are in the run of node 0" in outputs[1]
-    assert "node 1 of 2: training.csv, training.json and the checkpoints are in node 0's run directory" in (
-        run1 / "command.log"
-    ).read_text()
+    assert (
+        "node 1 of 2: training.csv, training.json and the checkpoints are in node 0's run directory"
+        in (run1 / "command.log").read_text()
+    )
+
+    from sizing.cli import main as sizing_main
+
+    # both "nodes" on this one host wrote the same run id, each into its own data directory
+    assert sizing_main([str(run1), str(run0), "--cpu-tdp-w", "65", "--out", str(tmp_path / "job.json")]) == 0
+    report = read_json(tmp_path / "job.json")
+    (job,) = report["runs"]  # the two nodes' run directories read as one job, under node 0's run
+    assert job["run_id"] == run0.name and len(job["hardware"]["node_hardware"]) == 2
+    assert job["steps_per_s"] and job["energy_j_per_1k_examples"]
+    sources = {s["source"] for s in report["sections"]["energy"][0]["steady"]["sources"]}
+    assert {"node0 cpu", "node1 cpu"} <= sources
+    assert any("data-parallel training job7 sized as one job of 2 nodes" in w for w in report["warnings"])

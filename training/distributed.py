@@ -33,6 +33,11 @@ class World:
     local_rank: int = 0
     size: int = 1
     backend: str | None = None  # "gloo" or "nccl" once the process group is up
+    local_size: int | None = None  # ranks on this node (torchrun's LOCAL_WORLD_SIZE); None: all of them
+
+    @property
+    def ranks_on_node(self) -> int:
+        return self.size if self.local_size is None else self.local_size
 
     @property
     def is_main(self) -> bool:
@@ -48,7 +53,13 @@ def world_from_environment(environ: dict[str, str] | None = None) -> World:
     env = os.environ if environ is None else environ
     if not all(env.get(name, "").isdigit() for name in WORLD_ENV):
         return World()
-    return World(rank=int(env["RANK"]), local_rank=int(env["LOCAL_RANK"]), size=int(env["WORLD_SIZE"]))
+    local = env.get("LOCAL_WORLD_SIZE", "")
+    return World(
+        rank=int(env["RANK"]),
+        local_rank=int(env["LOCAL_RANK"]),
+        size=int(env["WORLD_SIZE"]),
+        local_size=int(local) if local.isdigit() else None,
+    )
 
 
 def under_launcher(environ: dict[str, str] | None = None) -> bool:
@@ -85,7 +96,7 @@ def start_process_group(world: World, device_kind: str) -> World:
         torch.cuda.set_device(world.local_rank)
     if not dist.is_initialized():
         dist.init_process_group(backend=backend)
-    return World(world.rank, world.local_rank, world.size, backend)
+    return World(world.rank, world.local_rank, world.size, backend, world.local_size)
 
 
 def agree_stop(world: World, wish: int, device: Any = None) -> int:

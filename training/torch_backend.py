@@ -39,12 +39,13 @@ VALUE_ORDER = (
 AUTOCAST_DTYPES = {"float16": "float16", "bfloat16": "bfloat16"}
 
 
-def torch_fields(device_kind: str, world_size: int = 1) -> dict[str, Any]:
-    """What training.json records about the framework and the device(s) torch used."""
+def torch_fields(device_kind: str, ranks_on_node: int = 1) -> dict[str, Any]:
+    """What training.json records about the framework and the device(s) torch used on this node (one
+    GPU per rank: cuda:LOCAL_RANK)."""
     import torch
     import torchvision
 
-    devices = ",".join(f"cuda:{rank}" for rank in range(world_size))
+    devices = ",".join(f"cuda:{rank}" for rank in range(ranks_on_node))
     return {
         "framework": "torch",
         "framework_version": torch.__version__,

@@ -30,11 +30,11 @@ def update_figures(state: dict[str, Any], clock, session, options) -> None:
     )
 
 
-def _framework_fields(options, device: DeviceInfo) -> dict[str, Any]:
+def _framework_fields(options, device: DeviceInfo, world: World) -> dict[str, Any]:
     if options.framework == "torch":
         from training.torch_backend import torch_fields
 
-        return torch_fields(device.kind, options.replicas)
+        return torch_fields(device.kind, world.ranks_on_node if world.distributed else options.replicas)
     import tensorflow as tf
 
     return {
@@ -55,7 +55,7 @@ def initial_state(options, device: DeviceInfo, world: World) -> dict[str, Any]:
         "device_used": device.used,
         "gpu_names": device.gpu_names,
         "gpu_uuids": device.gpu_uuids,
-        **_framework_fields(options, device),
+        **_framework_fields(options, device, world),
         "preset": options.preset,
         "backbone": f"resnet{preset.backbone_depth}",
         "image_size": preset.image_size,

@@ -41,6 +41,10 @@ LOOKALIKE_STRIPES = [
 TARGET_FEATURES = ("stripes", "hat", "legs")
 
 
+# Smallest figure whose parts all fit: hat 2 + head 3 + torso 4 + legs 1 pixels (small images scale below it).
+MIN_FIGURE_HEIGHT_PX = 10
+
+
 @dataclass(frozen=True)
 class Difficulty:
     """How hard the target is to find: its size, and how many lookalikes and how much clutter surround it."""
@@ -92,14 +96,17 @@ def make_scene(rng: np.random.Generator, size: int, difficulty: Difficulty) -> S
         _clutter_shape(rng, draw, size, scale, difficulty.striped_clutter)
 
     occupied: list[tuple[float, float, float, float]] = []
-    target_height = round(rng.integers(*difficulty.target_height, endpoint=True) * scale)
+    target_height = max(
+        MIN_FIGURE_HEIGHT_PX, round(rng.integers(*difficulty.target_height, endpoint=True) * scale)
+    )
     target = Figure((RED, WHITE), "bobble", RED, JEANS, _pick(rng, SKIN_TONES), target_height)
     target_box = _place(rng, size, target_height, occupied)
     n_distractors = int(rng.integers(*difficulty.distractors, endpoint=True))
     figures = [(target, target_box)]
     for _ in range(n_distractors):
-        height = round(
-            rng.integers(*difficulty.target_height, endpoint=True) * scale * rng.uniform(0.85, 1.2)
+        height = max(
+            MIN_FIGURE_HEIGHT_PX,
+            round(rng.integers(*difficulty.target_height, endpoint=True) * scale * rng.uniform(0.85, 1.2)),
         )
         figures.append((_lookalike(rng, height, difficulty), _place(rng, size, height, occupied)))
     for index in rng.permutation(len(figures)):

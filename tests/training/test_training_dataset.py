@@ -34,6 +34,17 @@ def test_one_small_target_inside_the_image(level: str) -> None:
         assert low - 1 <= ymax - ymin <= high + 1
 
 
+@pytest.mark.parametrize("size", [64, 96, 128])
+@pytest.mark.parametrize("level", sorted(DIFFICULTIES))
+def test_small_images_draw_every_figure_whole(size: int, level: str) -> None:
+    """`training dataset --size 64` (the smallest it accepts) draws scaled-down figures that still fit."""
+    for index in range(10):
+        scene = make_scene(scene_rng(0, "train", index), size, DIFFICULTIES[level])
+        [(ymin, xmin, ymax, xmax)] = scene.boxes
+        assert scene.image.shape == (size, size, 3)
+        assert 0 <= ymin < ymax <= size and 0 <= xmin < xmax <= size
+
+
 def test_target_wears_red_and_white_stripes_over_blue_legs() -> None:
     scene = make_scene(scene_rng(0, "val", 1), 256, DIFFICULTIES["easy"])
     ymin, xmin, ymax, xmax = (int(v) for v in scene.boxes[0])

@@ -11,6 +11,7 @@ repeated in between. Frequencies from cpufreq are read every tick.
 
 from __future__ import annotations
 
+from operator import add, sub
 from pathlib import Path
 
 from collect.procfs import KernelFile
@@ -31,19 +32,6 @@ def _counters(fields: list[bytes]) -> tuple[int, int, int, int]:
     return total - values[_IDLE] - iowait, total, iowait, steal
 
 
-def _busy_pct(
-    before: tuple[int, int, int, int] | None, after: tuple[int, int, int, int] | None
-) -> float | None:
-    """ratio_pct of the busy jiffies, inlined: it runs for every logical CPU on every tick."""
-    if before is None or after is None:
-        return None
-    whole = after[1] - before[1]
-    if whole <= 0:
-        return None
-    busy = 100.0 * (after[0] - before[0]) / whole
-    return round(100.0 if busy > 100.0 else 0.0 if busy < 0.0 else busy, 2)
-
-
 class CpuSource(Source):
     name = "cpu"
 
@@ -61,6 +49,9 @@ class CpuSource(Source):
         self._cpu_names = cpu_names  # "cpu", "cpu0", "cpu1", ...
         self._columns_by_name = {n.encode(): f"{n}_util_pct" for n in cpu_names}
         self._head_size = 256 + 160 * len(cpu_names)
+        self._names = [name.encode() for name in cpu_names]
+        self._stride = len(head.split(b"\n", 1)[0].split())  # fields per cpu line, its name included
+        self._freq_columns = [f"{name}_freq_mhz" for name in cpu_names[1:]]
         self._last: dict[bytes, tuple[int, int, int, int]] = {}
         self._freq_files = self._open_freq_files(sys_root, cpu_names[1:])
         self._cpuinfo = None if self._freq_files else self._open_cpuinfo(proc_root)
@@ -91,14 +82,25 @@ class CpuSource(Source):
 
     def columns(self) -> list[str]:
         util = list(self._columns_by_name.values())
-        per_core_freq = [f"{name}_freq_mhz" for name in self._cpu_names[1:]] if self._freq_files else []
+        per_core_freq = self._freq_columns if self._freq_files else []
         totals = [util[0], "cpu_iowait_pct", "cpu_steal_pct"]
         return [*totals, *util[1:], "cpu_freq_mhz", *per_core_freq, "load1"]
 
     def _read_counters(self) -> dict[bytes, tuple[int, int, int, int]]:
-        counters = {}
         head = self._stat.read_head(self._head_size)
         self.last_raw = head
+        end = head.find(b"\nintr ")
+        tokens = head[:end].split()
+        stride = self._stride
+        if end > 0 and stride > _COUNTED_FIELDS and tokens[::stride] == self._names:
+            # Every cpu line as it was at the start: each field of all lines at once, in C.
+            fields = [list(map(int, tokens[at::stride])) for at in range(1, 1 + _COUNTED_FIELDS)]
+            totals = list(map(sum, zip(*fields, strict=True)))
+            idle_or_iowait = map(add, fields[_IDLE], fields[_IOWAIT])
+            busy = map(sub, totals, idle_or_iowait)
+            counters = zip(busy, totals, fields[_IOWAIT], fields[_STEAL], strict=True)
+            return dict(zip(self._names, counters, strict=True))
+        counters = {}  # CPUs went offline or online, or an old kernel: line by line
         for line in head.split(b"\n"):
             if not line.startswith(b"cpu"):
                 break
@@ -111,16 +113,22 @@ class CpuSource(Source):
 
     def sample(self, now: float) -> Reading:
         current = self._read_counters()
-        last = self._last
-        reading: Reading = {
-            column: _busy_pct(last.get(name), current.get(name))
-            for name, column in self._columns_by_name.items()
-        }
+        last, self._last = self._last, current
+        reading: Reading = {}
+        for name, column in self._columns_by_name.items():
+            before, after = last.get(name), current.get(name)
+            if before is None or after is None or after[1] <= before[1]:
+                reading[column] = None  # no time passed in the counters: unknown, not 0
+                continue
+            busy = 100.0 * (after[0] - before[0]) / (after[1] - before[1])
+            reading[column] = round(100.0 if busy > 100.0 else 0.0 if busy < 0.0 else busy, 2)
         before, after = last.get(b"cpu"), current.get(b"cpu")
-        for column, field in (("cpu_iowait_pct", 2), ("cpu_steal_pct", 3)):
-            known = before is not None and after is not None
-            reading[column] = ratio_pct(after[field] - before[field], after[1] - before[1]) if known else None
-        self._last = current
+        if before is not None and after is not None:
+            whole = after[1] - before[1]
+            reading["cpu_iowait_pct"] = ratio_pct(after[2] - before[2], whole)
+            reading["cpu_steal_pct"] = ratio_pct(after[3] - before[3], whole)
+        else:
+            reading["cpu_iowait_pct"] = reading["cpu_steal_pct"] = None
         if now - self._slow_read_at >= SLOW_GAUGE_REFRESH_S:
             self._slow_read_at = now
             self._load1 = float(self._loadavg.read().split(None, 1)[0])
@@ -128,8 +136,8 @@ class CpuSource(Source):
         if self._freq_files:
             khz = [int(f.read()) for f in self._freq_files]
             reading["cpu_freq_mhz"] = round(sum(khz) / len(khz) / 1000.0, 1)
-            for name, value in zip(self._cpu_names[1:], khz, strict=True):
-                reading[f"{name}_freq_mhz"] = round(value / 1000.0, 1)
+            for column, value in zip(self._freq_columns, khz, strict=True):
+                reading[column] = round(value / 1000.0, 1)
         else:
             reading["cpu_freq_mhz"] = self._cpuinfo_mhz
         reading["load1"] = self._load1

@@ -6,7 +6,8 @@ also recorded (`cpu<N>_freq_mhz`), so an idle core's low clock is not mistaken f
 
 The load average only changes every 5 s in the kernel, and a frequency taken from /proc/cpuinfo (where
 cpufreq is absent, e.g. in most VMs) is expensive to read: both are re-read at most once a second and
-repeated in between. Frequencies from cpufreq are read every tick.
+repeated in between. A /proc/cpuinfo frequency that has not moved in 10 reads (a VM's fixed figure) is
+then re-read every 10 s until it moves again. Frequencies from cpufreq are read every tick.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collect.procfs import KernelFile
 from collect.sources.base import Reading, Source, SourceUnavailable, ratio_pct
 
 SLOW_GAUGE_REFRESH_S = 1.0
+STEADY_CPUINFO_REFRESH_S = 10.0
+STEADY_AFTER_READS = 10
 # /proc/stat: user nice system idle iowait irq softirq steal (guest and guest_nice are already in user/nice).
 _COUNTED_FIELDS = 8
 _IDLE, _IOWAIT, _STEAL = 3, 4, 7
@@ -58,6 +61,8 @@ class CpuSource(Source):
         self._slow_read_at = -SLOW_GAUGE_REFRESH_S
         self._load1: float | None = None
         self._cpuinfo_mhz: float | None = None
+        self._cpuinfo_due = -SLOW_GAUGE_REFRESH_S
+        self._cpuinfo_unchanged_reads = 0
 
     def _open_freq_files(self, sys_root: Path, per_cpu: list[str]) -> list[KernelFile]:
         files = []
@@ -132,7 +137,8 @@ class CpuSource(Source):
         if now - self._slow_read_at >= SLOW_GAUGE_REFRESH_S:
             self._slow_read_at = now
             self._load1 = float(self._loadavg.read().split(None, 1)[0])
-            self._cpuinfo_mhz = self._cpuinfo_frequency_mhz()
+            if self._cpuinfo is not None and now >= self._cpuinfo_due:
+                self._refresh_cpuinfo_mhz(now)
         if self._freq_files:
             khz = [int(f.read()) for f in self._freq_files]
             reading["cpu_freq_mhz"] = round(sum(khz) / len(khz) / 1000.0, 1)
@@ -142,6 +148,14 @@ class CpuSource(Source):
             reading["cpu_freq_mhz"] = self._cpuinfo_mhz
         reading["load1"] = self._load1
         return reading
+
+    def _refresh_cpuinfo_mhz(self, now: float) -> None:
+        mhz = self._cpuinfo_frequency_mhz()
+        unchanged = mhz == self._cpuinfo_mhz
+        self._cpuinfo_unchanged_reads = self._cpuinfo_unchanged_reads + 1 if unchanged else 0
+        self._cpuinfo_mhz = mhz
+        steady = self._cpuinfo_unchanged_reads >= STEADY_AFTER_READS
+        self._cpuinfo_due = now + (STEADY_CPUINFO_REFRESH_S if steady else 0.0)
 
     def _cpuinfo_frequency_mhz(self) -> float | None:
         if self._cpuinfo is None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from collectfakes import write_tree
 
-from collect.sources.cpu import CpuSource
+from collect.sources.cpu import STEADY_AFTER_READS, STEADY_CPUINFO_REFRESH_S, CpuSource
 from collect.sources.memory import MemorySource
 from collect.sources.process import MIN_RESCAN_GAP_S, ProcessTreeSource
 from collect.writer import TelemetryWriter
@@ -130,3 +130,20 @@ def test_writer_cells_are_the_numbers_as_python_writes_them(tmp_path: Path) -> N
     writer.close()
     lines = (tmp_path / "t.csv").read_text().splitlines()
     assert lines == ["a,b,c,d,e", "1.5,,0,1e-07,12345678901234", ",,,,"]
+
+
+def test_a_fixed_cpuinfo_frequency_is_reread_every_10_s_until_it_moves(tmp_path: Path) -> None:
+    proc = write_tree(tmp_path / "proc", {"stat": STAT_4, "loadavg": "0.5 0 0 1/1 1\n"})
+    (proc / "cpuinfo").write_text("processor : 0\ncpu MHz : 2000.000\n")
+    source = CpuSource(proc, tmp_path / "sys")
+    source.prime(0.0)
+    now = 0.0
+    for _ in range(STEADY_AFTER_READS + 1):  # a read a second, always the same figure
+        now += 1.0
+        assert source.sample(now)["cpu_freq_mhz"] == 2000.0
+    (proc / "cpuinfo").write_text("processor : 0\ncpu MHz : 3000.000\n")
+    assert source.sample(now + 1.0)["cpu_freq_mhz"] == 2000.0  # steady: not re-read a second later
+    assert source.sample(now + STEADY_CPUINFO_REFRESH_S)["cpu_freq_mhz"] == 3000.0
+    (proc / "cpuinfo").write_text("processor : 0\ncpu MHz : 2500.000\n")
+    moving = source.sample(now + STEADY_CPUINFO_REFRESH_S + 1.0)  # it moved: read each second again
+    assert moving["cpu_freq_mhz"] == 2500.0

@@ -46,6 +46,7 @@ from pathlib import Path
 
 import psutil
 from sampler.tick_cost import collector_cpu_per_tick, print_breakdown, tick_breakdown
+from sampler.tick_floor import tick_floor_ms
 
 from collect.session import SessionOptions, run_session
 from collect.sources import Hardware, build_sources
@@ -217,6 +218,28 @@ def shell_ms_per_second(seconds: int) -> tuple[float, list[str]]:
     return cpu_s / seconds * 1000.0, [t[0] for t in tools]
 
 
+def floor_beside_a_tree(duration_s: float, workdir: Path) -> dict[str, float]:
+    """The floor at 10 ms, reading the /proc/PID/stat of a running TREE_COMMAND's 4 processes."""
+    tree = start_tree()
+    time.sleep(0.2)
+    sources = build_sources(Hardware(), follow_command=True)
+    try:
+        sources.process.attach(tree.pid)
+        return tick_floor_ms(0.01, duration_s, sources.process.pids, workdir)
+    finally:
+        sources.close()
+        stop_tree(tree)
+
+
+def print_floor(floor: dict[str, float], real_10ms: float) -> None:
+    wake, work = floor["wake"], floor["wake+reads+write"]
+    print(
+        f"  the floor under it at 10 ms, a bare Python loop: waking on the deadline {wake:.3f} ms; waking, "
+        f"the same {floor['files']:.0f} kernel files read and one row written, nothing parsed: "
+        f"{work:.3f} ms; the collector's own work above that floor: {real_10ms - work:.3f} ms"
+    )
+
+
 def busy_core() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
@@ -239,6 +262,7 @@ def main() -> int:
             f"python -m collect run, its own CPU per tick: {real_10ms:.3f} ms at 10 ms "
             f"({real_10ms / 10 * 100:.1f} % of a core), {real_1s:.3f} ms at 1 s"
         )
+        print_floor(floor_beside_a_tree(max(1.5, round(10 * scale)), workdir), real_10ms)
         print_breakdown(*tick_breakdown(0.01, max(1.5, round(10 * scale)), workdir))
 
         samples = max(200, int(3000 * scale))

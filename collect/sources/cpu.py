@@ -12,7 +12,6 @@ then re-read every 10 s until it moves again. Frequencies from cpufreq are read 
 
 from __future__ import annotations
 
-from operator import add, sub
 from pathlib import Path
 
 from collect.procfs import KernelFile
@@ -52,8 +51,7 @@ class CpuSource(Source):
         self._cpu_names = cpu_names  # "cpu", "cpu0", "cpu1", ...
         self._columns_by_name = {n.encode(): f"{n}_util_pct" for n in cpu_names}
         self._head_size = 256 + 160 * len(cpu_names)
-        self._names = [name.encode() for name in cpu_names]
-        self._stride = len(head.split(b"\n", 1)[0].split())  # fields per cpu line, its name included
+        self._cpu_lines = len(cpu_names)  # the cpu lines come first; columns are fixed at the start
         self._freq_columns = [f"{name}_freq_mhz" for name in cpu_names[1:]]
         self._last: dict[bytes, tuple[int, int, int, int]] = {}
         self._freq_files = self._open_freq_files(sys_root, cpu_names[1:])
@@ -94,23 +92,17 @@ class CpuSource(Source):
     def _read_counters(self) -> dict[bytes, tuple[int, int, int, int]]:
         head = self._stat.read_head(self._head_size)
         self.last_raw = head
-        end = head.find(b"\nintr ")
-        tokens = head[:end].split()
-        stride = self._stride
-        if end > 0 and stride > _COUNTED_FIELDS and tokens[::stride] == self._names:
-            # Every cpu line as it was at the start: each field of all lines at once, in C.
-            fields = [list(map(int, tokens[at::stride])) for at in range(1, 1 + _COUNTED_FIELDS)]
-            totals = list(map(sum, zip(*fields, strict=True)))
-            idle_or_iowait = map(add, fields[_IDLE], fields[_IOWAIT])
-            busy = map(sub, totals, idle_or_iowait)
-            counters = zip(busy, totals, fields[_IOWAIT], fields[_STEAL], strict=True)
-            return dict(zip(self._names, counters, strict=True))
-        counters = {}  # CPUs went offline or online, or an old kernel: line by line
-        for line in head.split(b"\n"):
-            if not line.startswith(b"cpu"):
-                break
+        counters = {}
+        for line in head.split(b"\n", self._cpu_lines)[: self._cpu_lines]:
             fields = line.split()
-            counters[fields[0]] = _counters(fields)
+            if not fields or not fields[0].startswith(b"cpu"):
+                break  # a CPU went offline: fewer lines than at the start
+            if len(fields) <= _COUNTED_FIELDS:  # an old kernel without steal or iowait
+                counters[fields[0]] = _counters(fields)
+                continue
+            user, nice, system, idle, iowait, irq, softirq, steal = map(int, fields[1 : 1 + _COUNTED_FIELDS])
+            total = user + nice + system + idle + iowait + irq + softirq + steal
+            counters[fields[0]] = (total - idle - iowait, total, iowait, steal)
         return counters
 
     def prime(self, now: float) -> None:

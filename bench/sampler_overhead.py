@@ -3,6 +3,9 @@
 1. The headline: the collector's own CPU per tick, as it really runs: `python -m collect run` recording a
    4-process command at 10 ms and at 1 s, its process's CPU time (every thread, from
    /proc/PID/task/*/schedstat) between two rows of its telemetry.csv, divided by the ticks between them.
+   Under it, the floor at 10 ms: a bare Python loop on the same deadlines that only wakes, and one that
+   also reads the same kernel files (/proc/stat, meminfo, diskstats, net/dev, the tree's /proc/PID/stat)
+   and writes one row, parsing nothing: what this machine charges whatever the collector's code does.
 2. Where a tick's CPU goes, in a real session at 10 ms with a live progress line over a training.csv that
    grows (as `collect timed` runs): each source's sample, writing the row (one write per row), the
    progress line (including reading the training's progress), housekeeping (process-tree rescans) and the

@@ -101,7 +101,7 @@ class ProcessTreeSource(Source):
         self._attached = False
         self._loadavg = KernelFile(proc_root / "loadavg", 128)
         self._scanned_up_to = -1
-        self._last_scan = self._last_full_scan = self._last_look = 0.0
+        self._last_full_scan = self._last_look = 0.0
         self._scan_gap = MIN_RESCAN_GAP_S
         self._full_scan_gap = FULL_RESCAN_S
         self.scans = 0
@@ -158,7 +158,7 @@ class ProcessTreeSource(Source):
             self._full_scan_gap = max(FULL_RESCAN_S, cost / MAX_SCAN_SHARE)
         else:
             self._scan_gap = max(MIN_RESCAN_GAP_S, cost / MAX_SCAN_SHARE)
-        self._last_scan = self._last_look = now
+        self._last_look = now
 
     def maintain(self, now: float) -> None:
         if not self._tracked or now - self._last_look < self._scan_gap:

@@ -3,6 +3,9 @@
 1. The headline: the collector's own CPU per tick, as it really runs: `python -m collect run` recording a
    4-process command at 10 ms and at 1 s, its process's CPU time (every thread, from
    /proc/PID/task/*/schedstat) between two rows of its telemetry.csv, divided by the ticks between them.
+   Under it, the floor at 10 ms: a bare Python loop on the same deadlines that only wakes; that also reads
+   /proc/stat, meminfo, diskstats and net/dev and writes one row; and that also reads the tree's
+   /proc/PID/stat, parsing nothing: what this machine charges whatever the collector's code does.
 2. Where a tick's CPU goes, in a real session at 10 ms with a live progress line over a training.csv that
    grows (as `collect timed` runs): each source's sample, writing the row (one write per row), the
    progress line (including reading the training's progress), housekeeping (process-tree rescans) and the
@@ -46,6 +49,7 @@ from pathlib import Path
 
 import psutil
 from sampler.tick_cost import collector_cpu_per_tick, print_breakdown, tick_breakdown
+from sampler.tick_floor import tick_floor_ms
 
 from collect.session import SessionOptions, run_session
 from collect.sources import Hardware, build_sources
@@ -217,6 +221,29 @@ def shell_ms_per_second(seconds: int) -> tuple[float, list[str]]:
     return cpu_s / seconds * 1000.0, [t[0] for t in tools]
 
 
+def floor_beside_a_tree(duration_s: float, workdir: Path) -> tuple[dict[str, float], int]:
+    """The floor at 10 ms, reading the /proc/PID/stat of a running TREE_COMMAND's processes (and how many)."""
+    tree = start_tree()
+    time.sleep(0.2)
+    sources = build_sources(Hardware(), follow_command=True)
+    try:
+        sources.process.attach(tree.pid)
+        pids = sources.process.pids
+        return tick_floor_ms(0.01, duration_s, pids, workdir), len(pids)
+    finally:
+        sources.close()
+        stop_tree(tree)
+
+
+def print_floor(floor: dict[str, float], processes: int, real_10ms: float) -> None:
+    print(
+        f"  the floor under it at 10 ms, a bare Python loop parsing nothing: waking on the deadline "
+        f"{floor['wake']:.3f} ms; + reading /proc/stat, meminfo, diskstats, net/dev and writing one row "
+        f"{floor['system']:.3f} ms; + the tree's {processes} /proc/PID/stat {floor['all']:.3f} ms; "
+        f"the collector's own work above that floor: {real_10ms - floor['all']:.3f} ms"
+    )
+
+
 def busy_core() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
@@ -239,6 +266,7 @@ def main() -> int:
             f"python -m collect run, its own CPU per tick: {real_10ms:.3f} ms at 10 ms "
             f"({real_10ms / 10 * 100:.1f} % of a core), {real_1s:.3f} ms at 1 s"
         )
+        print_floor(*floor_beside_a_tree(max(1.5, round(10 * scale)), workdir), real_10ms)
         print_breakdown(*tick_breakdown(0.01, max(1.5, round(10 * scale)), workdir))
 
         samples = max(200, int(3000 * scale))

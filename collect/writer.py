@@ -46,8 +46,9 @@ class TelemetryWriter:
             raise OSError(errno.EIO, "nothing written")
 
     def write(self, row: Reading) -> None:
-        get = row.get
-        line = ",".join(["" if (value := get(column)) is None else str(value) for column in self.columns])
+        # Cells are numbers or None: "None" is the only text to blank, and no number's text contains it.
+        # map() keeps the loop over the columns in C, which matters at 100 rows a second.
+        line = ",".join(map(str, map(row.get, self.columns))).replace("None", "")
         try:
             self._emit(line + "\n")
         except OSError as exc:

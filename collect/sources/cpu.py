@@ -6,7 +6,8 @@ also recorded (`cpu<N>_freq_mhz`), so an idle core's low clock is not mistaken f
 
 The load average only changes every 5 s in the kernel, and a frequency taken from /proc/cpuinfo (where
 cpufreq is absent, e.g. in most VMs) is expensive to read: both are re-read at most once a second and
-repeated in between. Frequencies from cpufreq are read every tick.
+repeated in between. A /proc/cpuinfo frequency that has not moved in 10 reads (a VM's fixed figure) is
+then re-read every 10 s until it moves again. Frequencies from cpufreq are read every tick.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collect.procfs import KernelFile
 from collect.sources.base import Reading, Source, SourceUnavailable, ratio_pct
 
 SLOW_GAUGE_REFRESH_S = 1.0
+STEADY_CPUINFO_REFRESH_S = 10.0
+STEADY_AFTER_READS = 10
 # /proc/stat: user nice system idle iowait irq softirq steal (guest and guest_nice are already in user/nice).
 _COUNTED_FIELDS = 8
 _IDLE, _IOWAIT, _STEAL = 3, 4, 7
@@ -29,19 +32,6 @@ def _counters(fields: list[bytes]) -> tuple[int, int, int, int]:
     iowait = values[_IOWAIT] if len(values) > _IOWAIT else 0
     steal = values[_STEAL] if len(values) > _STEAL else 0
     return total - values[_IDLE] - iowait, total, iowait, steal
-
-
-def _busy_pct(
-    before: tuple[int, int, int, int] | None, after: tuple[int, int, int, int] | None
-) -> float | None:
-    """ratio_pct of the busy jiffies, inlined: it runs for every logical CPU on every tick."""
-    if before is None or after is None:
-        return None
-    whole = after[1] - before[1]
-    if whole <= 0:
-        return None
-    busy = 100.0 * (after[0] - before[0]) / whole
-    return round(100.0 if busy > 100.0 else 0.0 if busy < 0.0 else busy, 2)
 
 
 class CpuSource(Source):
@@ -61,12 +51,16 @@ class CpuSource(Source):
         self._cpu_names = cpu_names  # "cpu", "cpu0", "cpu1", ...
         self._columns_by_name = {n.encode(): f"{n}_util_pct" for n in cpu_names}
         self._head_size = 256 + 160 * len(cpu_names)
+        self._cpu_lines = len(cpu_names)  # the cpu lines come first; columns are fixed at the start
+        self._freq_columns = [f"{name}_freq_mhz" for name in cpu_names[1:]]
         self._last: dict[bytes, tuple[int, int, int, int]] = {}
         self._freq_files = self._open_freq_files(sys_root, cpu_names[1:])
         self._cpuinfo = None if self._freq_files else self._open_cpuinfo(proc_root)
         self._slow_read_at = -SLOW_GAUGE_REFRESH_S
         self._load1: float | None = None
         self._cpuinfo_mhz: float | None = None
+        self._cpuinfo_due = -SLOW_GAUGE_REFRESH_S
+        self._cpuinfo_unchanged_reads = 0
 
     def _open_freq_files(self, sys_root: Path, per_cpu: list[str]) -> list[KernelFile]:
         files = []
@@ -91,19 +85,24 @@ class CpuSource(Source):
 
     def columns(self) -> list[str]:
         util = list(self._columns_by_name.values())
-        per_core_freq = [f"{name}_freq_mhz" for name in self._cpu_names[1:]] if self._freq_files else []
+        per_core_freq = self._freq_columns if self._freq_files else []
         totals = [util[0], "cpu_iowait_pct", "cpu_steal_pct"]
         return [*totals, *util[1:], "cpu_freq_mhz", *per_core_freq, "load1"]
 
     def _read_counters(self) -> dict[bytes, tuple[int, int, int, int]]:
-        counters = {}
         head = self._stat.read_head(self._head_size)
         self.last_raw = head
-        for line in head.split(b"\n"):
-            if not line.startswith(b"cpu"):
-                break
+        counters = {}
+        for line in head.split(b"\n", self._cpu_lines)[: self._cpu_lines]:
             fields = line.split()
-            counters[fields[0]] = _counters(fields)
+            if not fields or not fields[0].startswith(b"cpu"):
+                break  # a CPU went offline: fewer lines than at the start
+            if len(fields) <= _COUNTED_FIELDS:  # an old kernel without steal or iowait
+                counters[fields[0]] = _counters(fields)
+                continue
+            user, nice, system, idle, iowait, irq, softirq, steal = map(int, fields[1 : 1 + _COUNTED_FIELDS])
+            total = user + nice + system + idle + iowait + irq + softirq + steal
+            counters[fields[0]] = (total - idle - iowait, total, iowait, steal)
         return counters
 
     def prime(self, now: float) -> None:
@@ -111,29 +110,44 @@ class CpuSource(Source):
 
     def sample(self, now: float) -> Reading:
         current = self._read_counters()
-        last = self._last
-        reading: Reading = {
-            column: _busy_pct(last.get(name), current.get(name))
-            for name, column in self._columns_by_name.items()
-        }
+        last, self._last = self._last, current
+        reading: Reading = {}
+        for name, column in self._columns_by_name.items():
+            before, after = last.get(name), current.get(name)
+            if before is None or after is None or after[1] <= before[1]:
+                reading[column] = None  # no time passed in the counters: unknown, not 0
+                continue
+            busy = 100.0 * (after[0] - before[0]) / (after[1] - before[1])
+            reading[column] = round(100.0 if busy > 100.0 else 0.0 if busy < 0.0 else busy, 2)
         before, after = last.get(b"cpu"), current.get(b"cpu")
-        for column, field in (("cpu_iowait_pct", 2), ("cpu_steal_pct", 3)):
-            known = before is not None and after is not None
-            reading[column] = ratio_pct(after[field] - before[field], after[1] - before[1]) if known else None
-        self._last = current
+        if before is not None and after is not None:
+            whole = after[1] - before[1]
+            reading["cpu_iowait_pct"] = ratio_pct(after[2] - before[2], whole)
+            reading["cpu_steal_pct"] = ratio_pct(after[3] - before[3], whole)
+        else:
+            reading["cpu_iowait_pct"] = reading["cpu_steal_pct"] = None
         if now - self._slow_read_at >= SLOW_GAUGE_REFRESH_S:
             self._slow_read_at = now
             self._load1 = float(self._loadavg.read().split(None, 1)[0])
-            self._cpuinfo_mhz = self._cpuinfo_frequency_mhz()
+            if self._cpuinfo is not None and now >= self._cpuinfo_due:
+                self._refresh_cpuinfo_mhz(now)
         if self._freq_files:
             khz = [int(f.read()) for f in self._freq_files]
             reading["cpu_freq_mhz"] = round(sum(khz) / len(khz) / 1000.0, 1)
-            for name, value in zip(self._cpu_names[1:], khz, strict=True):
-                reading[f"{name}_freq_mhz"] = round(value / 1000.0, 1)
+            for column, value in zip(self._freq_columns, khz, strict=True):
+                reading[column] = round(value / 1000.0, 1)
         else:
             reading["cpu_freq_mhz"] = self._cpuinfo_mhz
         reading["load1"] = self._load1
         return reading
+
+    def _refresh_cpuinfo_mhz(self, now: float) -> None:
+        mhz = self._cpuinfo_frequency_mhz()
+        unchanged = mhz == self._cpuinfo_mhz
+        self._cpuinfo_unchanged_reads = self._cpuinfo_unchanged_reads + 1 if unchanged else 0
+        self._cpuinfo_mhz = mhz
+        steady = self._cpuinfo_unchanged_reads >= STEADY_AFTER_READS
+        self._cpuinfo_due = now + (STEADY_CPUINFO_REFRESH_S if steady else 0.0)
 
     def _cpuinfo_frequency_mhz(self) -> float | None:
         if self._cpuinfo is None:

@@ -40,21 +40,34 @@ class MemorySource(Source):
             raise SourceUnavailable(f"{proc_root}/meminfo has no MemTotal")
         if b"MemAvailable:" not in values:
             self.note_once("no MemAvailable in meminfo (kernel < 3.14): used = total - free")
-        # meminfo's layout is fixed while the kernel runs: each read is one split and a few lookups.
-        self._positions = key_positions(data.split())
+        # meminfo's layout is fixed while the kernel runs: each read is the head up to the last line we use
+        # (with room for its numbers to grow), one split and a few lookups.
+        self._learn(data)
 
     def columns(self) -> list[str]:
         return ["mem_used_bytes", "mem_util_pct", "swap_used_bytes"]
 
     def _read(self) -> dict[bytes, int]:
-        tokens = self._meminfo.read().split()
-        values: dict[bytes, int] = {}
-        for key, index in self._positions:
-            if index + 1 >= len(tokens) or tokens[index] != key:  # the layout moved after all: relearn it
-                self._positions = key_positions(tokens)
-                return {key: int(tokens[index + 1]) * 1024 for key, index in self._positions}
-            values[key] = int(tokens[index + 1]) * 1024
-        return values
+        tokens = self._meminfo.read_head(self._head_size).split()
+        if len(tokens) > self._tokens_needed:  # the unit after the last value we use: that value is whole
+            values: dict[bytes, int] = {}
+            for key, index in self._positions:
+                if tokens[index] != key:
+                    break
+                values[key] = int(tokens[index + 1]) << 10
+            else:
+                return values
+        # The layout moved after all (a field appeared, a value grew past the head): relearn it.
+        data = self._meminfo.read()
+        self._learn(data)
+        return parse_meminfo(data)
+
+    def _learn(self, data: bytes) -> None:
+        self._positions = key_positions(data.split())
+        last_index = max((index for _, index in self._positions), default=-2)
+        self._tokens_needed = last_index + 2
+        last_key = self._positions[-1][0] if self._positions else b""
+        self._head_size = data.index(last_key) + 128 if last_key else len(data) + 4096
 
     def sample(self, now: float) -> Reading:
         values = self._read()

@@ -1,8 +1,9 @@
 """CPU, resident memory and threads of the launched command's whole process tree, from /proc/<pid>/stat.
 
-Each known process is re-read through a descriptor kept open. New processes are looked for when the
-kernel's last-created pid has moved (at most every 0.1 s), reading only the /proc/<pid>/stat of pids
-created since the previous look; a full pass over /proc runs every 5 s. CPU time is counted as
+Each known process is re-read through a descriptor kept open, every tick. New processes are looked for at
+most once a second, and only when the kernel's last-created pid has moved, reading only the
+/proc/<pid>/stat of pids created since the previous look; a full pass over /proc runs every 30 s (both
+less often where a pass is slow). A process that a look finds late is not lost: CPU time is counted as
 utime+stime+cutime+cstime: a child that a tracked parent reaps moves its time into the parent's
 counters, so short-lived children are counted in full; a process first seen by a rescan brings the CPU
 it used since it started into that row.
@@ -19,8 +20,8 @@ from typing import NamedTuple
 from collect.procfs import KernelFile
 from collect.sources.base import Reading, Source
 
-MIN_RESCAN_GAP_S = 0.1
-FULL_RESCAN_S = 5.0
+MIN_RESCAN_GAP_S = 1.0
+FULL_RESCAN_S = 30.0
 MAX_SCAN_SHARE = 0.003  # scans back off to stay under 0.3 % of a core (a busy host creates pids all the time)
 
 # Indexes in /proc/<pid>/stat after the ")" that closes the command name (field 3 is index 0).
@@ -100,8 +101,9 @@ class ProcessTreeSource(Source):
         self._attached = False
         self._loadavg = KernelFile(proc_root / "loadavg", 128)
         self._scanned_up_to = -1
-        self._last_scan = self._last_full_scan = 0.0
+        self._last_full_scan = self._last_look = 0.0
         self._scan_gap = MIN_RESCAN_GAP_S
+        self._full_scan_gap = FULL_RESCAN_S
         self.scans = 0
 
     def columns(self) -> list[str]:
@@ -150,20 +152,21 @@ class ProcessTreeSource(Source):
         self._scanned_up_to = last
         self.scans += 1
         cost = time.perf_counter() - started
+        now = time.monotonic() if now is None else now
         if full:
-            self._last_full_scan = time.monotonic() if now is None else now
+            self._last_full_scan = now
+            self._full_scan_gap = max(FULL_RESCAN_S, cost / MAX_SCAN_SHARE)
         else:
             self._scan_gap = max(MIN_RESCAN_GAP_S, cost / MAX_SCAN_SHARE)
-        self._last_scan = time.monotonic() if now is None else now
+        self._last_look = now
 
     def maintain(self, now: float) -> None:
-        if not self._tracked:
+        if not self._tracked or now - self._last_look < self._scan_gap:
             return
-        if now - self._last_full_scan >= FULL_RESCAN_S:
+        self._last_look = now  # whether or not a pid was created since: no look before the gap is over
+        if now - self._last_full_scan >= self._full_scan_gap:
             self.rescan(now, full=True)
-        elif now - self._last_scan >= self._scan_gap and int(last_created_pid(self._loadavg.read())) != (
-            self._scanned_up_to
-        ):
+        elif int(last_created_pid(self._loadavg.read())) != self._scanned_up_to:
             self.rescan(now, full=False)
 
     def _forget(self, pid: int) -> None:
@@ -177,17 +180,22 @@ class ProcessTreeSource(Source):
 
     def _refresh(self) -> tuple[int, int, int, int]:
         """(live processes, CPU ticks so far, rss pages, threads)."""
-        for pid, tracked in list(self._tracked.items()):
-            try:
-                tracked.last = parse_stat(tracked.stat.read())
-            except (OSError, ValueError):
-                self._forget(pid)
         ticks = self._retired_ticks
         rss_pages = threads = 0
-        for tracked in self._tracked.values():
-            ticks += tracked.last.cpu_ticks - tracked.base_ticks
-            rss_pages += tracked.last.rss_pages
-            threads += tracked.last.threads
+        gone = None
+        for pid, tracked in self._tracked.items():
+            try:
+                last = tracked.last = parse_stat(tracked.stat.read())
+            except (OSError, ValueError):
+                gone = [pid] if gone is None else [*gone, pid]
+                continue
+            ticks += last.cpu_ticks - tracked.base_ticks
+            rss_pages += last.rss_pages
+            threads += last.threads
+        if gone is not None:
+            for pid in gone:
+                self._forget(pid)
+            ticks = self._retired_ticks + sum(t.last.cpu_ticks - t.base_ticks for t in self._tracked.values())
         return len(self._tracked), ticks, rss_pages, threads
 
     def prime(self, now: float) -> None:

@@ -41,5 +41,10 @@ def test_benchmark_runs_without_mpstat_iostat_free_or_sensors(tmp_path: Path) ->
     assert 0 < at_10ms < 50 and 0 < at_1s < 50 and late_p99 >= 0  # measured on `python -m collect run`
     assert ratio != ratio  # nan: nothing to compare against
     assert "where a 10 ms tick's CPU goes" in result.stdout
+    floor_line = r"waking on the deadline (\S+) ms; .* row (\S+) ms; .*/proc/PID/stat (\S+) ms"
+    floor = re.search(floor_line, result.stdout)
+    assert floor, result.stdout
+    wake, system, with_tree = (float(value) for value in floor.groups())
+    assert 0 < wake < with_tree < 50 and system > 0  # reading and writing cost more than waking
     for part in ("source cpu", "writing the row", "progress line", "housekeeping", "the loop"):
         assert f"  {part}" in result.stdout, part

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from trainfixtures import REPO, TRAIN_STEPS, CompletedRun, run_training_cli, training_env
+from trainfixtures import REPO, CompletedRun, run_training_cli, training_env
 
 from runformat import read_json
 from training.runlog import PHASE_COLUMNS, TRAINING_COLUMNS
@@ -54,9 +54,7 @@ def test_training_json_is_honest(trained_run: CompletedRun) -> None:
     info = read_json(trained_run.run_dir / "training.json")
     rows = _rows(trained_run.run_dir / "training.csv")
     assert info["format_version"] == 1
-    assert info["status"] in ("completed", "deadline")
-    if info["status"] == "completed":
-        assert info["steps"] == TRAIN_STEPS
+    assert info["status"] == "deadline" and info["duration_budget_s"] == 120.0  # collect_cpu.sh 120s
     assert info["steps"] == info["global_step"] == len(rows) and info["initial_step"] == 0
     assert info["device_requested"] == "cpu" and info["device_used"] == "CPU" and info["gpu_names"] == []
     assert (info["preset"], info["backbone"], info["image_size"], info["batch_size"], info["precision"]) == (

@@ -122,7 +122,7 @@ def test_a_closed_console_does_not_stop_the_training(tmp_path: Path, tiny_datase
     process = subprocess.Popen(
         [
             sys.executable, "-m", "training", "train", "--framework", "torch", "--run-dir", str(run_dir),
-            "--dataset", str(tiny_dataset), "--max-steps", "12", "--no-export", "--duration", "5m",
+            "--dataset", str(tiny_dataset), "--max-steps", "4", "--no-export", "--duration", "5m",
         ],
         cwd=REPO, env=training_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
@@ -132,8 +132,8 @@ def test_a_closed_console_does_not_stop_the_training(tmp_path: Path, tiny_datase
     process.stderr.close()
     assert process.wait(timeout=300) == 0
     info = read_json(run_dir / "training.json")
-    assert (info["status"], info["steps"]) == ("completed", 12)
-    assert len(_rows(run_dir / "training.csv")) == 12
+    assert (info["status"], info["steps"]) == ("completed", 4)
+    assert len(_rows(run_dir / "training.csv")) == 4
 
 
 def _limit_file_size() -> None:

@@ -173,12 +173,15 @@ def test_a_short_real_run_prints_the_matching_gpu_command(cpu_script_run: Any) -
 
 @pytest.mark.slow
 def test_collect_cpu_torch_run_end_to_end(tmp_path: Path) -> None:
-    """`--framework torch` through the script and the collector: a torch run directory, TorchScript export."""
+    """`--framework torch` through the script and the collector: the missing dataset generated, a torch run
+    directory, TorchScript export."""
     result = run_script(
         "collect_cpu.sh", "3m", "--framework", "torch", "--data-dir", str(tmp_path), "--max-steps", "4",
         timeout=900,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    generated = json.loads((tmp_path / "datasets" / "waldo" / "dataset.json").read_text())  # none was given
+    assert generated["kind"] == "synthetic"
     (run_dir,) = list((tmp_path / "runs").iterdir())
     run = json.loads((run_dir / "run.json").read_text())
     assert run["label"] == "cpu torch small 3m"

@@ -139,9 +139,9 @@ def test_a_closed_console_does_not_stop_the_training(tmp_path: Path, tiny_datase
 def _limit_file_size() -> None:
     import resource
 
-    # torch's training.json (with its config and the error, ~2.6 kB) fits; training.csv (~170 bytes of
-    # header, ~125 a row) fills up after ~27 rows
-    resource.setrlimit(resource.RLIMIT_FSIZE, (3_600, 3_600))
+    # torch's training.json (with its config and the error, ~2.4 kB) fits; training.csv (~170 bytes of
+    # header, ~125 a row) fills up after ~22 rows
+    resource.setrlimit(resource.RLIMIT_FSIZE, (3_000, 3_000))
 
 
 def test_a_failed_training_records_how_far_it_got(tmp_path: Path, tiny_dataset: Path) -> None:
@@ -158,7 +158,7 @@ def test_a_failed_training_records_how_far_it_got(tmp_path: Path, tiny_dataset: 
     info = read_json(run_dir / "training.json")
     rows = _rows(run_dir / "training.csv")
     assert info["status"] == "failed" and "File too large" in info["error"]
-    assert info["steps"] >= len(rows) >= 20  # the step whose row could not be written counts as trained
+    assert info["steps"] >= len(rows) >= 15  # the step whose row could not be written counts as trained
     assert info["global_step"] == info["steps"]
     assert "last_checkpoint" in info and info["end_unix"] is not None
     assert [(row["phase"], row["status"]) for row in _rows(run_dir / "phases.csv")] == [("train", "failed")]

@@ -128,7 +128,8 @@ def test_evaluate_works_alone_on_an_existing_run(trained_run: CompletedRun, tmp_
 
 
 def test_sigterm_resumes_then_stops_with_a_checkpoint(trained_run: CompletedRun, tmp_path: Path) -> None:
-    """Resume from the short run's checkpoint, SIGTERM after a few new steps: exit 143, honest files."""
+    """Resume from the short run's checkpoint, SIGTERM after a few new steps: exit 143, honest files, and
+    only the newest checkpoints kept (the short run's 120 s at the default 60 s interval makes too few)."""
     run_dir = tmp_path / "resumed"
     shutil.copytree(
         trained_run.run_dir, run_dir, ignore=shutil.ignore_patterns("model", "detections", "checkpoints")
@@ -149,7 +150,7 @@ def test_sigterm_resumes_then_stops_with_a_checkpoint(trained_run: CompletedRun,
             "--duration",
             "5m",
             "--checkpoint-every",
-            "1h",
+            "1s",
         ],
         cwd=REPO,
         env=training_env(),
@@ -158,7 +159,7 @@ def test_sigterm_resumes_then_stops_with_a_checkpoint(trained_run: CompletedRun,
         text=True,
     )
     try:
-        _wait_for_rows(run_dir / "training.csv", rows_before + 3, process, timeout=240)
+        _wait_for_rows(run_dir / "training.csv", rows_before + 15, process, timeout=300)
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=120)
     finally:
@@ -168,10 +169,14 @@ def test_sigterm_resumes_then_stops_with_a_checkpoint(trained_run: CompletedRun,
     assert "Traceback" not in stderr
     info = read_json(run_dir / "training.json")
     assert info["status"] == "interrupted" and info["initial_step"] == before
-    assert info["global_step"] == before + info["steps"] and info["steps"] >= 3
+    assert info["global_step"] == before + info["steps"] and info["steps"] >= 15
     assert info["resumed_from"] == f"checkpoints/ckpt-{before}"
     assert info["last_checkpoint"] == f"checkpoints/ckpt-{info['global_step']}"
     assert (run_dir / info["last_checkpoint"]).with_suffix(".index").is_file()
+    # A checkpoint at the first step end 1 s after the last, and one at the stop: the resumed-from one, the
+    # oldest, is pruned and three, the newest, are kept.
+    kept = sorted(int(path.stem.split("-")[1]) for path in (run_dir / "checkpoints").glob("ckpt-*.index"))
+    assert len(kept) == 3 and kept[0] > before and kept[-1] == info["global_step"], kept
     steps = [int(row["step"]) for row in _rows(run_dir / "training.csv")]
     assert steps == list(range(1, info["global_step"] + 1))
     phases = _rows(run_dir / "phases.csv")

@@ -254,11 +254,17 @@ def test_cpu_script_refuses_a_port_in_use(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_timed_training_serves_its_steps_to_prometheus(tmp_path: Path) -> None:
-    """A real (short) TensorFlow training under `collect timed --prometheus`: its steps reach /metrics."""
+    """A real (short) training under `collect timed --prometheus`: its steps reach /metrics. The collector
+    reads training.csv whichever framework wrote it; torch starts in seconds, TensorFlow in tens."""
+    from training.dataset import generate_dataset
+
+    dataset = tmp_path / "waldo"
+    generate_dataset(dataset, size=256, train=8, val=2, seed=1)
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "collect", "timed", "60s", "--max-steps", "40", "--no-export",
-         "--interval", "0.5s", "--data-dir", str(tmp_path), "--prometheus", str(port)],
+        [sys.executable, "-m", "collect", "timed", "60s", "--framework", "torch", "--max-steps", "4",
+         "--no-export", "--interval", "0.5s", "--data-dir", str(tmp_path), "--dataset", str(dataset),
+         "--prometheus", str(port)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     seen: list[float] = []
@@ -278,7 +284,7 @@ def test_timed_training_serves_its_steps_to_prometheus(tmp_path: Path) -> None:
         out, err = process.communicate(timeout=600)
     assert process.returncode == 0, out[-2000:] + err[-2000:]
     assert len(set(seen)) >= 2 and seen == sorted(seen) and seen[0] >= 1, seen
-    assert info["framework"] == "tensorflow" and info["device"] == "cpu"
+    assert info["framework"] == "torch" and info["device"] == "cpu"
     run_dir = next((tmp_path / "runs").iterdir())
     assert info["run_id"] == run_dir.name
     assert f"Serving Prometheus metrics at http://127.0.0.1:{port}/metrics" in out

@@ -8,12 +8,12 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
-ScriptRun = tuple[subprocess.CompletedProcess[str], Path]  # the script's result and its --data-dir
 
 
 def run_script(name: str, *args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
@@ -65,20 +65,12 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-@pytest.fixture(scope="module")
-def cpu_script_run(tmp_path_factory: pytest.TempPathFactory) -> ScriptRun:
-    """One real `collect_cpu.sh 45s` run (TensorFlow, every phase) shared by the tests that read it."""
-    data_dir = tmp_path_factory.mktemp("cpu-script")
-    result = run_script(
-        "collect_cpu.sh", "45s", "--data-dir", str(data_dir), "--interval", "0.5s", "--label", "e2e",
-        timeout=900,
-    )
-    return result, data_dir
-
-
 @pytest.mark.slow
-def test_collect_cpu_short_run_end_to_end(cpu_script_run: ScriptRun) -> None:
-    result, tmp_path = cpu_script_run
+def test_collect_cpu_short_run_end_to_end(cpu_script_run: Any) -> None:
+    """The suite's one TensorFlow script run (tests/conftest.py), on the tiny dataset: the script
+    generating a missing dataset is test_collect_cpu_torch_run_end_to_end's."""
+    result, tmp_path = cpu_script_run.result, cpu_script_run.data_dir
+    budget_s = float(cpu_script_run.budget.removesuffix("s"))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     runs = list((tmp_path / "runs").iterdir())
     assert len(runs) == 1
@@ -99,7 +91,7 @@ def test_collect_cpu_short_run_end_to_end(cpu_script_run: ScriptRun) -> None:
     assert training["status"] == "deadline"
     assert training["steps"] > 5
     # The budget is the training's: training ends within it (plus one step), export etc. come after.
-    assert training["end_unix"] - training["start_unix"] < 45 + 10
+    assert training["end_unix"] - training["start_unix"] < budget_s + 10
 
     phases = {row["phase"]: row for row in _rows(run_dir / "phases.csv")}
     assert set(phases) == {"train", "export", "evaluate", "detect", "infer"}
@@ -164,15 +156,15 @@ def test_bad_precision_is_a_usage_error() -> None:
 
 
 @pytest.mark.slow
-def test_a_short_real_run_prints_the_matching_gpu_command(cpu_script_run: ScriptRun) -> None:
-    result, tmp_path = cpu_script_run
+def test_a_short_real_run_prints_the_matching_gpu_command(cpu_script_run: Any) -> None:
+    result, tmp_path = cpu_script_run.result, cpu_script_run.data_dir
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     training = json.loads((run_dir / "training.json").read_text())
     assert training["precision"] == "float32" and training["gpu_uuids"] == []
     expected = (
-        "the same workload on the other device: ./scripts/collect_gpu.sh 45s --preset small "
-        f"--precision float32 --data-dir {tmp_path}\n"
+        f"the same workload on the other device: ./scripts/collect_gpu.sh {cpu_script_run.budget} "
+        f"--preset small --precision float32 --data-dir {tmp_path}\n"
     )
     assert expected in result.stdout
     header = (run_dir / "telemetry.csv").read_text().splitlines()[0].split(",")
@@ -181,12 +173,15 @@ def test_a_short_real_run_prints_the_matching_gpu_command(cpu_script_run: Script
 
 @pytest.mark.slow
 def test_collect_cpu_torch_run_end_to_end(tmp_path: Path) -> None:
-    """`--framework torch` through the script and the collector: a torch run directory, TorchScript export."""
+    """`--framework torch` through the script and the collector: the missing dataset generated, a torch run
+    directory, TorchScript export."""
     result = run_script(
         "collect_cpu.sh", "3m", "--framework", "torch", "--data-dir", str(tmp_path), "--max-steps", "4",
         timeout=900,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    generated = json.loads((tmp_path / "datasets" / "waldo" / "dataset.json").read_text())  # none was given
+    assert generated["kind"] == "synthetic"
     (run_dir,) = list((tmp_path / "runs").iterdir())
     run = json.loads((run_dir / "run.json").read_text())
     assert run["label"] == "cpu torch small 3m"

@@ -40,6 +40,7 @@ def test_torch_run_trains_exports_evaluates_and_draws_without_tensorflow(torch_r
     assert phases == ["train", "export", "evaluate", "detect", "infer"]  # infer: TF-free runtimes only
     inference = json.loads((run_dir / "inference.json").read_text())
     assert {r["runtime"] for r in inference["runtimes"] if r["available"]} == {"onnxruntime", "torchscript"}
+    assert inference["duration_per_cell_s"] == 0.5  # train's --infer-duration
     rows = _rows(run_dir / "training.csv")
     assert [int(row["step"]) for row in rows] == list(range(1, 9))
     assert all(float(row["loss_total"]) > 0 and float(row["step_time_s"]) > 0 for row in rows)

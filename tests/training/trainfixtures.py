@@ -11,7 +11,6 @@ from pathlib import Path
 from runformat import RUN_DIR_ENV
 
 REPO = Path(__file__).resolve().parents[2]
-TRAIN_STEPS = 60
 
 
 @dataclass(frozen=True)
@@ -21,7 +20,6 @@ class CompletedRun:
     returncode: int
     stdout: str
     stderr: str
-    wall_s: float
 
 
 def training_env() -> dict[str, str]:

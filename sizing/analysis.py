@@ -161,6 +161,23 @@ def run_windows(
     return training_window, steady
 
 
+def cost_figures(
+    energy: en.Energy | None, rate: Throughput, price: money.HardwarePrice, prices: Prices
+) -> dict:
+    """J and $ per 1,000 examples (and J per 1,000 steps) from the steady-state energy and throughput:
+    the RunAnalysis fields a run and a multi-node job derive alike."""
+    total = energy.total_j if energy else None
+    window_s = energy.window_s if energy else 0.0
+    per_k_examples = en.joules_per_1000(total, window_s, rate.examples_per_s)
+    return {
+        "j_per_1k_examples": per_k_examples,
+        "j_per_1k_steps": en.joules_per_1000(total, window_s, rate.steps_per_s),
+        "energy_usd_per_1k_examples": en.energy_usd(per_k_examples, prices),
+        "hardware_usd_per_1k_examples": money.hardware_usd_per_1000(price.usd, rate.examples_per_s, prices),
+        "hardware_price": price,
+    }
+
+
 def analyse_run(
     run: RunData, prices: Prices, thresholds: Thresholds, head_of_job: bool = False
 ) -> RunAnalysis:
@@ -201,9 +218,6 @@ def analyse_run(
         telemetry, training_window, gpus, tdp, prices.idle_fraction, kind == "gpu", interval
     )
     warnings += energy_warnings(run.run_id, kind, steady_energy)
-    total = steady_energy.total_j if steady_energy else None
-    window_s = steady_energy.window_s if steady_energy else 0.0
-    per_k_examples = en.joules_per_1000(total, window_s, rate.examples_per_s)
     price = money.hardware_price(kind, hw, prices)
     in_training = samples_in(telemetry, training_window)
     baseline_mhz = thermal.cpu_frequency_baseline(in_training, thresholds)
@@ -228,11 +242,7 @@ def analyse_run(
         gpu_attribution_known=attribution_known,
         steady_energy=steady_energy,
         training_energy=training_energy,
-        j_per_1k_examples=per_k_examples,
-        j_per_1k_steps=en.joules_per_1000(total, window_s, rate.steps_per_s),
-        energy_usd_per_1k_examples=en.energy_usd(per_k_examples, prices),
-        hardware_usd_per_1k_examples=money.hardware_usd_per_1000(price.usd, rate.examples_per_s, prices),
-        hardware_price=price,
+        **cost_figures(steady_energy, rate, price, prices),
         thermal=tuple(thermal.temperature_summaries(in_training, thresholds.temp_threshold_c, interval)),
         throttling=tuple(training_throttles),
         verdict=verdict(

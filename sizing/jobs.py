@@ -16,9 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from sizing import energy as en
 from sizing import money, runchecks
-from sizing.analysis import RunAnalysis, analyse_run, energy_warnings, run_windows
+from sizing.analysis import RunAnalysis, analyse_run, cost_figures, energy_warnings, run_windows
 from sizing.bottleneck import Verdict
 from sizing.model import Prices, RunData, Thresholds, number
 from sizing.node_energy import job_energy, node_name
@@ -139,10 +138,6 @@ def analyse_job(job: Job, prices: Prices, thresholds: Thresholds) -> RunAnalysis
     is_gpu = head.kind == "gpu"
     steady = job_energy([(k, a.steady_energy) for k, a in enumerate(parts)], steady_window, is_gpu)
     training = job_energy([(k, a.training_energy) for k, a in enumerate(parts)], training_s, is_gpu)
-    total = steady.total_j if steady else None
-    window_s = steady.window_s if steady else 0.0
-    rate = head.throughput
-    per_k_examples = en.joules_per_1000(total, window_s, rate.examples_per_s)
     nodes = list(enumerate(parts))
     price = _price([a.hardware_price for a in parts])
     ids = ", ".join(run.run_id for run in job.nodes)
@@ -164,11 +159,7 @@ def analyse_job(job: Job, prices: Prices, thresholds: Thresholds) -> RunAnalysis
         gpu_attribution_known=all(a.gpu_attribution_known for a in parts),
         steady_energy=steady,
         training_energy=training,
-        j_per_1k_examples=per_k_examples,
-        j_per_1k_steps=en.joules_per_1000(total, window_s, rate.steps_per_s),
-        energy_usd_per_1k_examples=en.energy_usd(per_k_examples, prices),
-        hardware_usd_per_1k_examples=money.hardware_usd_per_1000(price.usd, rate.examples_per_s, prices),
-        hardware_price=price,
+        **cost_figures(steady, head.throughput, price, prices),
         thermal=tuple(replace(t, sensor=f"{node_name(k)} {t.sensor}") for k, a in nodes for t in a.thermal),
         throttling=tuple(
             replace(t, source=f"{node_name(k)} {t.source}") for k, a in nodes for t in a.throttling

@@ -232,6 +232,7 @@ class _Session:
     def loop(self) -> None:
         interval = self.interval
         last_index = None if self.options.duration_s is None else round(self.options.duration_s / interval)
+        self.sources.pace(interval)
         self.sources.prime(time.monotonic())
         t0 = time.monotonic() + min(interval, _PRIME_LEAD_S)
         k = 0

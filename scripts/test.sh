@@ -8,11 +8,12 @@ Usage: ./scripts/test.sh [PYTEST-ARGS...]
 
 Creates .venv on first use, installs the project with its train, torch, infer, sizing, dashboard and test extras,
 installs Debian's chromium, chromium-driver, shellcheck, sysstat, prometheus, slurm-wlm and munge when run as root,
-then runs pytest. The fast tests (-m "not slow") run in two worker processes (pytest-xdist), since most
-of their time is spent waiting on short real runs; pass -n to choose.
+then runs pytest in two worker processes (pytest-xdist; much of the tests' time is spent waiting on short
+real runs). The tests that share a costly fixture (the session's real TensorFlow and torch trainings, the
+browser, a module's server) run on one worker, so each is made once; pass -n to choose otherwise.
 Examples:
   ./scripts/test.sh                 # everything, real TensorFlow training and browser tests included
-  ./scripts/test.sh -m "not slow"   # the fast unit tests only, in two workers
+  ./scripts/test.sh -m "not slow"   # the fast tests only
   ./scripts/test.sh tests/collect   # one part
 USAGE
 }
@@ -27,22 +28,20 @@ main() {
   ensure_debian_packages chromium chromium-driver shellcheck sysstat prometheus slurm-wlm munge
   ensure_venv "train,torch,infer,sizing,dashboard,test"
   cd "$REPO_ROOT"
-  local workers=()
-  if fast_tests_only "$@"; then workers=(-n 2); fi
+  local workers=(-n 2 --dist loadgroup)
+  if chooses_workers "$@"; then workers=(); fi
   exec "$PY" -m pytest "${workers[@]}" "$@"
 }
 
-# fast_tests_only ARGS...: true for -m "not slow" when ARGS do not choose workers (-n/--numprocesses); the
-# full suite stays in one process, so that each real training fixture is made once.
-fast_tests_only() {
-  local arg fast=1
+# chooses_workers ARGS...: true when ARGS set the workers themselves (-n/--numprocesses/--dist).
+chooses_workers() {
+  local arg
   for arg in "$@"; do
     case "$arg" in
-      -n | -n* | --numprocesses*) return 1 ;;
-      "not slow" | "-mnot slow") fast=0 ;;
+      -n | -n* | --numprocesses* | --dist*) return 0 ;;
     esac
   done
-  return "$fast"
+  return 1
 }
 
 main "$@"

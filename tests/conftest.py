@@ -73,3 +73,46 @@ def cpu_script_run(tmp_path_factory: pytest.TempPathFactory, tiny_dataset: Path)
         cwd=REPO, capture_output=True, text=True, timeout=1200, check=False,
     )  # fmt: skip
     return ScriptRun(result, data_dir, tiny_dataset, SCRIPT_BUDGET)
+
+
+# The fixtures that are too costly to make twice, most costly first. Under `pytest -n N --dist loadgroup`
+# (./scripts/test.sh) each xdist worker makes session fixtures for itself, so every test that needs one of
+# these runs on the same worker, and a module that shares a module-scoped fixture stays on one worker.
+SHARED_ON_ONE_WORKER = ("cpu_script_run", "torch_run", "no_tf_env", "chromium")
+
+
+def worker_group(item: pytest.Item) -> str | None:
+    """The xdist group of a test: the costliest shared fixture it needs, else its module when the module
+    shares a fixture, else none (any worker)."""
+    needed = set(getattr(item, "fixturenames", ()))
+    for name in SHARED_ON_ONE_WORKER:
+        if name in needed:
+            return name
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    for name in needed:
+        defs = definitions.get(name) or ()
+        if defs and defs[-1].scope == "module":
+            return item.nodeid.split("::")[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups into the test ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = worker_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker sends the test ids to the controller
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """xdist's loadgroup puts the group into `item._nodeid`, which pytest 9.2 no longer reads (its ids are
+    structured, in `item._id`): copy it over, or every test would be scheduled alone."""
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # an older pytest reads `_nodeid` itself
+        return
+    for item in session.items:
+        grouped = getattr(item, "_nodeid", None)
+        if isinstance(grouped, str) and "@" in grouped and grouped != item.nodeid:
+            item._id = NodeId.parse(grouped)  # type: ignore[attr-defined]

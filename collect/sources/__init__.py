@@ -34,6 +34,7 @@ class SourceSet:
     nvml: NvmlSource | None = None
     _columns: list[str] = field(default_factory=list)
     _maintained: list[Source] | None = None
+    _held: list[_Held] = field(default_factory=list)
 
     def columns(self) -> list[str]:
         if not self._columns:
@@ -44,9 +45,21 @@ class SourceSet:
         for source in self.sources:
             source.prime(now)
 
+    def pace(self, interval_s: float) -> None:
+        """Sample at this interval: a source whose `min_period_s` spans several ticks is read every that many
+        ticks (rounded), and its last reading repeated on the ticks in between."""
+        self._held = [_Held(source, _hold_s(source.min_period_s, interval_s)) for source in self.sources]
+
     def sample_into(self, row: Reading, now: float) -> None:
-        for source in self.sources:
-            row.update(source.sample(now))
+        if not self._held:
+            self.pace(0.0)
+        for held in self._held:
+            if held.hold_s and now - held.read_at < held.hold_s:
+                row.update(held.reading)
+                continue
+            held.reading = held.source.sample(now)
+            held.read_at = now
+            row.update(held.reading)
 
     def maintain(self, now: float) -> None:
         if self._maintained is None:  # only the sources that have housekeeping to do, on every tick
@@ -66,6 +79,21 @@ class SourceSet:
     def close(self) -> None:
         for source in self.sources:
             source.close()
+
+
+@dataclass
+class _Held:
+    source: Source
+    hold_s: float  # 0: read every tick
+    read_at: float = float("-inf")
+    reading: Reading = field(default_factory=dict)
+
+
+def _hold_s(min_period_s: float, interval_s: float) -> float:
+    """How long after a read its reading is repeated: the period rounded to whole ticks, less half a tick, so
+    that the source is read every that many ticks whatever the lateness of each (up to half a tick)."""
+    ticks = round(min_period_s / interval_s) if interval_s > 0 else 0
+    return 0.0 if ticks <= 1 else (ticks - 0.5) * interval_s
 
 
 def _factories(hardware: Hardware) -> dict[str, Callable[[], Source]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from collect.procfs import KernelFile
-from collect.sources.base import Reading, Source, SourceUnavailable, ratio_pct
+from collect.sources.base import HELD_PERIOD_S, Reading, Source, SourceUnavailable, ratio_pct
 
 SLOW_GAUGE_REFRESH_S = 1.0
 STEADY_CPUINFO_REFRESH_S = 10.0
@@ -36,6 +36,7 @@ def _counters(fields: list[bytes]) -> tuple[int, int, int, int]:
 
 class CpuSource(Source):
     name = "cpu"
+    min_period_s = HELD_PERIOD_S
 
     def __init__(self, proc_root: Path, sys_root: Path) -> None:
         super().__init__()

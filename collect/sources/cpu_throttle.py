@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from collect.procfs import KernelFile, read_text
-from collect.sources.base import Reading, Source, SourceUnavailable
+from collect.sources.base import HELD_PERIOD_S, Reading, Source, SourceUnavailable
 
 CORE_COLUMN = "cpu_core_throttle_count"
 PACKAGE_COLUMN = "cpu_package_throttle_count"
@@ -42,6 +42,7 @@ class CpuThrottleSource(Source):
     per package). Both count since boot."""
 
     name = "cpu_throttle"
+    min_period_s = HELD_PERIOD_S
 
     def __init__(self, sys_root: Path) -> None:
         super().__init__()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from collect.procfs import KernelFile
-from collect.sources.base import Reading, Source, SourceUnavailable
+from collect.sources.base import HELD_PERIOD_S, Reading, Source, SourceUnavailable
 
 SECTOR_BYTES = 512  # /proc/diskstats always counts 512-byte sectors
 # Fields after "major minor name": reads, reads merged, sectors read, ms reading, writes, writes merged,
@@ -25,6 +25,7 @@ def physical_disks(sys_root: Path) -> list[str]:
 
 class DiskSource(Source):
     name = "disk"
+    min_period_s = HELD_PERIOD_S
 
     def __init__(self, proc_root: Path, sys_root: Path) -> None:
         super().__init__()

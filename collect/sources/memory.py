@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from collect.procfs import KernelFile
-from collect.sources.base import Reading, Source, SourceUnavailable
+from collect.sources.base import HELD_PERIOD_S, Reading, Source, SourceUnavailable
 
 _KEYS = (b"MemTotal:", b"MemFree:", b"MemAvailable:", b"SwapTotal:", b"SwapFree:")
 
@@ -27,6 +27,7 @@ def key_positions(tokens: list[bytes]) -> list[tuple[bytes, int]]:
 
 class MemorySource(Source):
     name = "memory"
+    min_period_s = HELD_PERIOD_S
 
     def __init__(self, proc_root: Path) -> None:
         super().__init__()

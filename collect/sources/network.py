@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from collect.procfs import KernelFile
-from collect.sources.base import Reading, Source, SourceUnavailable
+from collect.sources.base import HELD_PERIOD_S, Reading, Source, SourceUnavailable
 
 _RX_BYTES, _TX_BYTES = 0, 8  # columns after "iface:"
 
@@ -26,6 +26,7 @@ def parse_net_dev(data: bytes) -> dict[bytes, tuple[int, int]]:
 
 class NetworkSource(Source):
     name = "network"
+    min_period_s = HELD_PERIOD_S
 
     def __init__(self, proc_root: Path) -> None:
         super().__init__()

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from collect.procfs import KernelFile
-from collect.sources.base import Reading, Source
+from collect.sources.base import HELD_PERIOD_S, Reading, Source
 
 MIN_RESCAN_GAP_S = 1.0
 FULL_RESCAN_S = 30.0
@@ -88,6 +88,7 @@ def last_created_pid(loadavg: bytes) -> bytes:
 
 class ProcessTreeSource(Source):
     name = "process"
+    min_period_s = HELD_PERIOD_S
 
     def __init__(self, proc_root: Path) -> None:
         super().__init__()

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collect.procfs import KernelFile, read_text
-from collect.sources.base import Reading, Source, SourceUnavailable
+from collect.sources.base import HELD_PERIOD_S, Reading, Source, SourceUnavailable
 
 _PACKAGE_CHIPS = ("k10temp", "zenpower")  # AMD: Tdie (or Tctl) is the package temperature
 _SOC_CHIPS = ("cpu_thermal", "soc_thermal", "cpu-thermal")
@@ -74,6 +74,7 @@ def choose_cpu_sensors(hwmon: list[Sensor], zones: list[Sensor]) -> tuple[list[S
 
 class ThermalSource(Source):
     name = "thermal"
+    min_period_s = HELD_PERIOD_S
 
     def __init__(self, sys_root: Path) -> None:
         super().__init__()

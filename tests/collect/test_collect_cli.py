@@ -228,8 +228,8 @@ def test_kill_9_of_the_collector_loses_no_written_row(tmp_path: Path) -> None:
     rows = complete_rows(run_dir)
     assert len(rows) >= seen_before_kill
     for earlier, later in itertools.pairwise(rows):
-        # No hole: each row's deadline (its time less its lateness) is one interval after the previous row's,
-        # or more by the deadlines it reports skipped. A row may start up to one interval late without skipping.
+        # No hole: each row's deadline (its time less its lateness) is one interval after the previous
+        # row's, or more by the deadlines it reports skipped (a row may start up to an interval late).
         gap = _deadline_s(later) - _deadline_s(earlier)
         expected = 0.02 * (1 + int(later["skipped_ticks"]))
         assert expected - 0.01 < gap < expected + 0.01

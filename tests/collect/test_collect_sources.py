@@ -13,8 +13,8 @@ import pytest
 from collectfakes import write_tree
 
 from collect.procfs import KernelFile
-from collect.sources import Hardware, build_sources
-from collect.sources.base import SourceUnavailable
+from collect.sources import Hardware, SourceSet, build_sources
+from collect.sources.base import HELD_PERIOD_S, Reading, Source, SourceUnavailable
 from collect.sources.cpu import CpuSource
 from collect.sources.disk import DiskSource, physical_disks
 from collect.sources.memory import MemorySource
@@ -372,6 +372,46 @@ def test_factory_records_why_sources_are_missing(tmp_path: Path) -> None:
     assert "proc_cpu_pct" in sources.columns()  # present, empty, in a sampling-only run
     assert not any(c.startswith("disk_") for c in sources.columns())
     sources.close()
+
+
+class _CountingSource(Source):
+    def __init__(self, name: str, min_period_s: float) -> None:
+        super().__init__()
+        self.name, self.min_period_s, self.reads = name, min_period_s, 0
+
+    def columns(self) -> list[str]:
+        return [f"{self.name}_reads"]
+
+    def sample(self, now: float) -> Reading:
+        self.reads += 1
+        return {f"{self.name}_reads": self.reads}
+
+
+@pytest.mark.parametrize("interval_s", [0.01, 0.02, 0.03])
+def test_a_held_source_is_read_once_per_period_and_repeated_in_between(interval_s: float) -> None:
+    fast, held = _CountingSource("fast", 0.0), _CountingSource("held", HELD_PERIOD_S)
+    sources = SourceSet([fast, held], {}, process=None)  # type: ignore[arg-type]
+    sources.pace(interval_s)
+    rows = []
+    for k in range(round(2.0 / interval_s)):
+        lateness = 0.4 * interval_s * ((k * 7919) % 11) / 10  # up to 40 % of a tick, never in order
+        row: Reading = {}
+        sources.sample_into(row, 100.0 + k * interval_s + lateness)
+        rows.append(row)
+    assert [row["fast_reads"] for row in rows] == list(range(1, len(rows) + 1))
+    per_period = round(HELD_PERIOD_S / interval_s)  # 10, 5 and 3 ticks (90 ms, the nearest whole tick)
+    assert [row["held_reads"] for row in rows] == [1 + k // per_period for k in range(len(rows))]
+
+
+def test_at_a_tenth_of_a_second_or_slower_every_source_is_read_every_tick() -> None:
+    held = _CountingSource("held", HELD_PERIOD_S)
+    sources = SourceSet([held], {}, process=None)  # type: ignore[arg-type]
+    for interval_s in (0.1, 1.0):
+        sources.pace(interval_s)
+        before = held.reads
+        for k in range(5):
+            sources.sample_into({}, 200.0 + k * interval_s + 0.3 * interval_s * (k % 2))
+        assert held.reads - before == 5
 
 
 def _no_pynvml() -> object:

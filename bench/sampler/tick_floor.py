@@ -1,5 +1,5 @@
-"""The floor under a tick on this machine: what a Python process pays to wake on a deadline, and to also do
-the kernel reads and the row write a tick does, with nothing parsed or formatted (sampler_overhead.py).
+"""The floor under a tick on this machine: what a Python process pays to wake on a deadline, to also write
+one row, and to also do the kernel reads a tick does, with nothing parsed or formatted (sampler_overhead.py).
 
 The collector's own CPU per tick minus this floor is what its Python costs; the floor itself is the
 machine's (waking, and the kernel generating /proc files, with caches gone cold after each sleep).
@@ -26,7 +26,7 @@ process_fds = [os.open(path, os.O_RDONLY) for path in process_files]
 out = os.open(csv_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
 row = (",".join(["1234.5678"] * 24) + "\\n").encode()
 result = {}
-for mode, fds in (("wake", None), ("system", system_fds), ("all", system_fds + process_fds)):
+for mode, fds in (("wake", None), ("write", []), ("system", system_fds), ("all", system_fds + process_fds)):
     t0 = time.monotonic()
     started = cpu_ns()
     for k in range(1, ticks + 1):
@@ -45,8 +45,8 @@ print(json.dumps(result))
 def tick_floor_ms(
     interval_s: float, duration_s: float, process_pids: list[int], workdir: Path
 ) -> dict[str, float]:
-    """ms of CPU per tick: "wake" (waking only), "system" (+ the system files read and one row written),
-    "all" (+ the processes' /proc/PID/stat too)."""
+    """ms of CPU per tick: "wake" (waking only), "write" (+ one row written), "system" (+ the system files
+    read too), "all" (+ the processes' /proc/PID/stat too)."""
     process_files = ",".join(f"/proc/{pid}/stat" for pid in process_pids)
     ticks = max(50, round(duration_s / interval_s))
     csv_path = str(workdir / "floor.csv")

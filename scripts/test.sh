@@ -9,7 +9,7 @@ Usage: ./scripts/test.sh [PYTEST-ARGS...]
 Creates .venv on first use, installs the project with its train, torch, infer, sizing, dashboard and test extras,
 installs Debian's chromium, chromium-driver, shellcheck, sysstat, prometheus, slurm-wlm and munge when run as root,
 then runs pytest in two worker processes (pytest-xdist; much of the tests' time is spent waiting on short
-real runs), three for the fast tests alone. The tests that share a costly fixture (the session's real TensorFlow and torch trainings, the
+real runs). The tests that share a costly fixture (the session's real TensorFlow and torch trainings, the
 browser, a module's server) run on one worker, so each is made once; pass -n to choose otherwise.
 Examples:
   ./scripts/test.sh                 # everything, real TensorFlow training and browser tests included
@@ -29,21 +29,8 @@ main() {
   ensure_venv "train,torch,infer,sizing,dashboard,test"
   cd "$REPO_ROOT"
   local workers=(-n 2 --dist loadgroup)
-  if fast_tests_only "$@"; then workers=(-n 3 --dist loadgroup); fi
   if chooses_workers "$@"; then workers=(); fi
   exec "$PY" -m pytest "${workers[@]}" "$@"
-}
-
-# fast_tests_only ARGS...: true for -m "not slow". Those tests mostly wait on short real runs (collectors,
-# signals, sadc), so a third worker fills the waits; the trainings of the full suite keep to two.
-fast_tests_only() {
-  local arg
-  for arg in "$@"; do
-    case "$arg" in
-      "not slow" | "-mnot slow") return 0 ;;
-    esac
-  done
-  return 1
 }
 
 # chooses_workers ARGS...: true when ARGS set the workers themselves (-n/--numprocesses/--dist).

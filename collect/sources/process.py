@@ -211,7 +211,9 @@ class ProcessTreeSource(Source):
         cpu_pct = None
         if elapsed > 0:
             cpu_pct = round(max(0, ticks - self._last_ticks) / self._ticks_per_s / elapsed * 100.0, 1)
-        self._last_ticks, self._last_time = ticks, now
+        # CPU time only grows; a dip is a parent that reaped a child between the reads of one refresh (the
+        # child gone, the parent's cutime not grown yet). Keeping the highest total counts the child once.
+        self._last_ticks, self._last_time = max(ticks, self._last_ticks), now
         if not live:
             return {"proc_cpu_pct": cpu_pct, "proc_rss_bytes": None, "proc_threads": None}
         return {

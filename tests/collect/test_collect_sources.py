@@ -327,6 +327,20 @@ time.sleep(1.5)
 """
 
 
+def test_a_dip_in_the_trees_cpu_total_is_not_counted_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A parent reaping a child between two reads of one refresh drops the total for one tick (the child
+    gone, the parent's cutime not grown yet); the next tick's rise must not count the child again."""
+    source = ProcessTreeSource(Path("/proc"))
+    source.attach(os.getpid())
+    per_s = source._ticks_per_s
+    totals = iter([1000, 1000 + per_s, 1000 + per_s // 2, 1000 + 2 * per_s, 1000 + 3 * per_s])
+    monkeypatch.setattr(source, "_refresh", lambda: (1, next(totals), 100, 1))
+    source.prime(0.0)
+    cpu_pct = [source.sample(float(second))["proc_cpu_pct"] for second in range(1, 5)]
+    assert cpu_pct == [100.0, 0.0, 100.0, 100.0]  # 3 s of CPU in all, as the totals say
+    source.close()
+
+
 def test_process_tree_accounts_for_a_reaped_child_and_threads() -> None:
     process = subprocess.Popen([sys.executable, "-c", TREE_SCRIPT], stdout=subprocess.PIPE, text=True)
     source = ProcessTreeSource(Path("/proc"))

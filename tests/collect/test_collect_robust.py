@@ -363,4 +363,6 @@ def test_a_collector_whose_console_is_gone_records_the_whole_run(tmp_path: Path)
     os.close(write_end)
     assert process.wait(timeout=30) == 124
     record = read_json(the_run(tmp_path) / "run.json")
-    assert (record["end_reason"], record["samples"] >= 20) == ("deadline", True)
+    # Every deadline of the second is a row or counted as skipped (a loaded 2-core VM stalls some ticks).
+    recorded = record["samples"] + record["skipped_ticks"]
+    assert (record["end_reason"], recorded >= 20, record["samples"] >= 5) == ("deadline", True, True)

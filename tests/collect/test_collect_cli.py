@@ -229,10 +229,11 @@ def test_kill_9_of_the_collector_loses_no_written_row(tmp_path: Path) -> None:
     assert len(rows) >= seen_before_kill
     for earlier, later in itertools.pairwise(rows):
         # No hole: each row's deadline (its time less its lateness) is one interval after the previous
-        # row's, or more by the deadlines it reports skipped (a row may start up to an interval late).
+        # row's, or more by the deadlines it reports skipped (a row may start up to an interval late). A
+        # missing row would be a whole interval more; a loaded VM may stall a tick's clock reads by less.
         gap = _deadline_s(later) - _deadline_s(earlier)
         expected = 0.02 * (1 + int(later["skipped_ticks"]))
-        assert expected - 0.01 < gap < expected + 0.01
+        assert expected - 0.01 < gap < expected + 0.02
     assert read_json(run_dir / "run.json")["end_reason"] == "running"
 
 

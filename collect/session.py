@@ -198,7 +198,7 @@ class _Session:
             "late_ms": round(late_s * 1000.0, 3),
             "skipped_ticks": skipped,
         }
-        self.sources.sample_into(row, now)
+        self.sources.sample_into(row, now, fresh=self.command_ended)
         if self.writer is not None:
             try:
                 self.writer.write(row)

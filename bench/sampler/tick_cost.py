@@ -169,11 +169,11 @@ def _sources_timed(costs: Counter[str]) -> Iterator[None]:
 
         return sample
 
-    def sample_into(self: SourceSet, row: dict[str, Any], now: float) -> None:
+    def sample_into(self: SourceSet, row: dict[str, Any], now: float, fresh: bool = False) -> None:
         for source in self.sources:  # the real reads only: a reading repeated on a held tick costs its own
             if "sample" not in vars(source):
                 source.sample = timed(source)
-        original(self, row, now)
+        original(self, row, now, fresh)
 
     SourceSet.sample_into = sample_into  # type: ignore[method-assign]
     try:

@@ -50,11 +50,13 @@ class SourceSet:
         ticks (rounded), and its last reading repeated on the ticks in between."""
         self._held = [_Held(source, _hold_s(source.min_period_s, interval_s)) for source in self.sources]
 
-    def sample_into(self, row: Reading, now: float) -> None:
-        if not self._held:
-            self.pace(0.0)
+    def __post_init__(self) -> None:
+        self.pace(0.0)
+
+    def sample_into(self, row: Reading, now: float, fresh: bool = False) -> None:
+        """One row's readings; `fresh` reads every source, held or not (the row after the command ended)."""
         for held in self._held:
-            if held.hold_s and now - held.read_at < held.hold_s:
+            if held.hold_s and not fresh and now - held.read_at < held.hold_s:
                 row.update(held.reading)
                 continue
             held.reading = held.source.sample(now)

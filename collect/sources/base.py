@@ -11,8 +11,8 @@ Reading = dict[str, float | int | None]
 
 # The kernel counts CPU time in USER_HZ (100 per second on Linux): a 10 ms tick of /proc/stat or of a
 # process's stat moves by one count or none, which says nothing finer than a 100 ms read would. Those sources,
-# and the slow-moving ones (memory, disk, network, temperatures), are read at most this often; rows in
-# between repeat their last reading. GPU (NVML) and RAPL counters are read every tick.
+# and the slow-moving ones (memory, disk, network, temperatures), are read about this often (rounded to whole
+# ticks); rows in between repeat their last reading. GPU (NVML) and RAPL counters are read every tick.
 HELD_PERIOD_S = 0.1
 
 
@@ -29,7 +29,7 @@ class Source:
     """
 
     name = "source"
-    # Read at most once per this many seconds; rows in between repeat the last reading (0: every tick).
+    # Read about once per this many seconds (whole ticks), the last reading repeated between; 0: every tick.
     min_period_s = 0.0
     # The raw kernel counters behind the last reading, replaced (never mutated) each time the source reads
     # them, for exporters that publish counters as counters (collect/exposition.py); None if not kept.

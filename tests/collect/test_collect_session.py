@@ -75,6 +75,17 @@ def test_run_json_at_start_and_callbacks(tmp_path: Path) -> None:
     assert float(rows[0]["time_unix"]) - final["start_unix"] == pytest.approx(first_elapsed, abs=1e-5)
 
 
+def test_at_10ms_the_row_after_the_command_ended_shows_the_tree_gone(tmp_path: Path) -> None:
+    """The process tree is read every 0.1 s at 10 ms (held in between), but the last row reads it afresh."""
+    command = [sys.executable, "-c", "import time; data = bytearray(30_000_000); time.sleep(0.6)"]
+    options = SessionOptions(data_dir=tmp_path, interval_s=0.01, command=command, echo_output=False)
+    for _ in range(3):  # the exit falls on a held tick 9 times in 10; three runs leave no luck to the check
+        result = run_session(options)
+        rows = read_rows(result.run_dir)
+        assert any(int(row["proc_rss_bytes"] or 0) > 30_000_000 for row in rows)
+        assert rows[-1]["proc_rss_bytes"] in ("", "0")
+
+
 def test_a_second_run_in_the_same_second_gets_a_suffix(tmp_path: Path) -> None:
     first = run_session(SessionOptions(data_dir=tmp_path, interval_s=0.01, duration_s=0.01))
     second = run_session(SessionOptions(data_dir=tmp_path, interval_s=0.01, duration_s=0.01))

@@ -85,11 +85,14 @@ class _Session:
     def start(self) -> None:
         options = self.options
         self.start_unix = time.time()
+        self.start_us = round(self.start_unix * 1e6)
         start = datetime.fromtimestamp(self.start_unix, timezone.utc)
         self.sources: SourceSet = build_sources(options.hardware, follow_command=options.command is not None)
+        self.sources.pace(self.interval)
         try:
             self.run_dir = create_run_dir(options.data_dir, options.device, start)
-            self.writer = TelemetryWriter(self.run_dir / TELEMETRY_CSV, TIME_COLUMNS + self.sources.columns())
+            columns = TIME_COLUMNS + self.sources.columns()
+            self.writer = TelemetryWriter(self.run_dir / TELEMETRY_CSV, columns, self.sources.held_columns())
             self.record = self._initial_record(start)
             write_json_atomic(self.run_dir / RUN_JSON, self.record)
             if options.tick_sink is not None:
@@ -191,17 +194,17 @@ class _Session:
             self._may_have_exited = True
 
     def _tick(self, now: float, late_s: float, skipped: int) -> None:
-        wall = time.time()
+        wall_us = time.time_ns() // 1000  # whole microseconds: cheaper than round(x, 6), 100 times a second
         row: dict[str, float | None] = {
-            "time_unix": round(wall, 6),
-            "elapsed_s": round(wall - self.start_unix, 6),
-            "late_ms": round(late_s * 1000.0, 3),
+            "time_unix": wall_us / 1e6,
+            "elapsed_s": (wall_us - self.start_us) / 1e6,
+            "late_ms": round(late_s * 1e6) / 1000.0,
             "skipped_ticks": skipped,
         }
         self.sources.sample_into(row, now, fresh=self.command_ended)
         if self.writer is not None:
             try:
-                self.writer.write(row)
+                self.writer.write(row, self.sources.held_reads)
                 self.ticks.samples += 1
             except TelemetryWriteError as exc:
                 self._fail(str(exc), now)
@@ -232,7 +235,6 @@ class _Session:
     def loop(self) -> None:
         interval = self.interval
         last_index = None if self.options.duration_s is None else round(self.options.duration_s / interval)
-        self.sources.pace(interval)
         self.sources.prime(time.monotonic())
         t0 = time.monotonic() + min(interval, _PRIME_LEAD_S)
         k = 0

@@ -2,6 +2,9 @@
 
 Each row is one write(2) on the file's descriptor (no user-space buffer to flush): once `write` returns,
 the row survives the collector being killed, even by kill -9. `close` fsyncs.
+
+Held columns (a held source's, repeated between its reads: collect/sources) are formatted once per reading:
+the caller says, with `held_version`, when their values are those of the previous row.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from collections.abc import Collection
 from pathlib import Path
 
 from collect.sources.base import Reading
@@ -23,10 +27,14 @@ def format_cell(value: float | int | None) -> str:
 
 
 class TelemetryWriter:
-    def __init__(self, path: Path, columns: list[str]) -> None:
+    def __init__(self, path: Path, columns: list[str], held_columns: Collection[str] = ()) -> None:
         self.path = path
         self.columns = list(columns)
         self.rows = 0
+        self._runs = _column_runs(self.columns, set(held_columns))
+        self._held_version: object = None
+        self._held_texts: dict[int, str] = {}  # a held run's index in _runs: its cells, formatted
+        self._none_held = not held_columns
         self._fd: int | None = None
         try:
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -45,10 +53,17 @@ class TelemetryWriter:
         if written <= 0:
             raise OSError(errno.EIO, "nothing written")
 
-    def write(self, row: Reading) -> None:
-        # Cells are numbers or None: "None" is the only text to blank, and no number's text contains it.
-        # map() keeps the loop over the columns in C, which matters at 100 rows a second.
-        line = ",".join(map(str, map(row.get, self.columns))).replace("None", "")
+    def write(self, row: Reading, held_version: object = None) -> None:
+        """One row. With `held_version` (not None) equal to the previous row's, the held columns' cells are
+        the previous row's text, not formatted again."""
+        if held_version is None or self._none_held:
+            line = _cells(row, self.columns)
+        else:
+            if held_version != self._held_version:
+                self._held_texts = {i: _cells(row, run) for i, held, run in self._runs if held}
+                self._held_version = held_version
+            texts = self._held_texts
+            line = ",".join([texts[i] if held else _cells(row, run) for i, held, run in self._runs])
         try:
             self._emit(line + "\n")
         except OSError as exc:
@@ -64,3 +79,21 @@ class TelemetryWriter:
             os.fsync(fd)
         with contextlib.suppress(OSError):
             os.close(fd)
+
+
+def _cells(row: Reading, columns: list[str]) -> str:
+    # Cells are numbers or None: "None" is the only text to blank, and no number's text contains it.
+    # map() keeps the loop over the columns in C, which matters at 100 rows a second.
+    return ",".join(map(str, map(row.get, columns))).replace("None", "")
+
+
+def _column_runs(columns: list[str], held: set[str]) -> list[tuple[int, bool, list[str]]]:
+    """The columns in order, cut into runs of held and not held ones: [(index, held, columns), ...]."""
+    runs: list[tuple[int, bool, list[str]]] = []
+    for column in columns:
+        is_held = column in held
+        if runs and runs[-1][1] == is_held:
+            runs[-1][2].append(column)
+        else:
+            runs.append((len(runs), is_held, [column]))
+    return runs

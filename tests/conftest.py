@@ -96,6 +96,11 @@ def worker_group(item: pytest.Item) -> str | None:
     return None
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist registers it; without xdist (-p no:xdist) the groups are only labels
+    config.addinivalue_line("markers", "xdist_group(name): run on the same xdist worker as its group")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:

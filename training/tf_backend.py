@@ -2,7 +2,7 @@
 on N GPUs under its mirrored strategy (`--gpus N`), with our checkpoints.
 
 Same contract as training.torch_backend.TorchSession: restore_or_initialize, global_step, save, step,
-resolve. Under the mirrored strategy each replica's losses are averaged before they leave the step.
+resolve, close. Under the mirrored strategy each replica's losses are averaged before they leave the step.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from training.experiment import build_config
 from training.runlog import LOSS_COLUMNS
 
 MAX_CHECKPOINTS = 3
+# Input iterators of finished sessions, never destroyed: see TrainingSession.close.
+_PARKED_ITERATORS: list[Any] = []
 
 
 def open_tf_session(options, device: DeviceInfo, state: dict[str, Any]) -> TrainingSession:
@@ -86,6 +88,16 @@ class TrainingSession:
 
     def global_step(self) -> int:
         return int(self.optimizer.iterations.numpy())
+
+    def close(self) -> None:
+        """Done training: the input iterator is parked, not destroyed. TensorFlow 2.20's tf.data iterator
+        destructor waits, idle, for its autotuning thread's next wake-up, up to 60 s after a long run (seen
+        with gdb: ~RootDataset::Iterator waiting on Model::OptimizeLoop), which delayed export by that long.
+        The process ends with os._exit (training.cli.run), so the parked iterator's few prefetched batches
+        are all it costs."""
+        if hasattr(self, "iterator"):
+            _PARKED_ITERATORS.append(self.iterator)
+            del self.iterator
 
     def save(self) -> str | None:
         """Checkpoint at the current step; the run-relative path, or None if this step is already saved."""

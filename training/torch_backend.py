@@ -142,6 +142,9 @@ class TorchSession:
     def global_step(self) -> int:
         return self.step_count
 
+    def close(self) -> None:
+        """Done training: nothing to let go of early (the TensorFlow session parks its input iterator)."""
+
     def save(self) -> str | None:
         """Checkpoint at the current step; the run-relative path, or None if this step is already saved."""
         assert self.checkpoint_dir is not None

@@ -35,6 +35,10 @@ class SourceSet:
     _columns: list[str] = field(default_factory=list)
     _maintained: list[Source] | None = None
     _held: list[_Held] = field(default_factory=list)
+    _every_tick: list[Source] = field(default_factory=list)
+    _held_reading: Reading = field(default_factory=dict)  # every held source's last reading, merged
+    _next_read_at: float = float("-inf")  # when the first held source is due again
+    held_reads: int = 0  # grows whenever a held source is read: the held columns' values may have changed
 
     def columns(self) -> list[str]:
         if not self._columns:
@@ -48,20 +52,35 @@ class SourceSet:
     def pace(self, interval_s: float) -> None:
         """Sample at this interval: a source whose `min_period_s` spans several ticks is read every that many
         ticks (rounded), and its last reading repeated on the ticks in between."""
-        self._held = [_Held(source, _hold_s(source.min_period_s, interval_s)) for source in self.sources]
+        held = [_Held(source, _hold_s(source.min_period_s, interval_s)) for source in self.sources]
+        self._held = [entry for entry in held if entry.hold_s]
+        self._every_tick = [entry.source for entry in held if not entry.hold_s]
+        self._held_reading = {}
+        self._next_read_at = float("-inf")
 
     def __post_init__(self) -> None:
         self.pace(0.0)
 
+    def held_columns(self) -> list[str]:
+        """The columns that, at this pace, repeat a source's last reading between its reads."""
+        return [column for held in self._held for column in held.source.columns()]
+
     def sample_into(self, row: Reading, now: float, fresh: bool = False) -> None:
         """One row's readings; `fresh` reads every source, held or not (the row after the command ended)."""
+        if fresh or now >= self._next_read_at:
+            self._read_held(now, fresh)
+        row.update(self._held_reading)
+        for source in self._every_tick:
+            row.update(source.sample(now))
+
+    def _read_held(self, now: float, fresh: bool) -> None:
+        """Read the held sources that are due (all of them if `fresh`), and note when the next one is."""
         for held in self._held:
-            if held.hold_s and not fresh and now - held.read_at < held.hold_s:
-                row.update(held.reading)
-                continue
-            held.reading = held.source.sample(now)
-            held.read_at = now
-            row.update(held.reading)
+            if fresh or now >= held.read_at + held.hold_s:
+                held.read_at = now
+                self._held_reading.update(held.source.sample(now))
+                self.held_reads += 1
+        self._next_read_at = min((held.read_at + held.hold_s for held in self._held), default=float("inf"))
 
     def maintain(self, now: float) -> None:
         if self._maintained is None:  # only the sources that have housekeeping to do, on every tick
@@ -88,7 +107,6 @@ class _Held:
     source: Source
     hold_s: float  # 0: read every tick
     read_at: float = float("-inf")
-    reading: Reading = field(default_factory=dict)
 
 
 def _hold_s(min_period_s: float, interval_s: float) -> float:

@@ -65,6 +65,8 @@ class Source:
 class AbsentSource(Source):
     """A source missing on this machine whose columns every run keeps anyway, as empty cells."""
 
+    min_period_s = HELD_PERIOD_S  # its cells never change
+
     def __init__(self, name: str, columns: list[str]) -> None:
         super().__init__()
         self.name = name

@@ -86,6 +86,19 @@ def test_at_10ms_the_row_after_the_command_ended_shows_the_tree_gone(tmp_path: P
         assert rows[-1]["proc_rss_bytes"] in ("", "0")
 
 
+def test_at_10ms_every_row_written_is_the_row_handed_over(tmp_path: Path) -> None:
+    """Held cells are formatted once per reading: the file still says what each tick's row said."""
+    handed: list[dict[str, float | None]] = []
+    command = [sys.executable, "-c", "import time; end = time.time() + 0.5\nwhile time.time() < end: pass"]
+    options = SessionOptions(data_dir=tmp_path, interval_s=0.01, command=command, echo_output=False)
+    result = run_session(options, on_sample=handed.append)
+    rows = read_rows(result.run_dir)
+    assert len(rows) == len(handed) > 20
+    for row, given in zip(rows, handed, strict=True):
+        assert row == {name: "" if value is None else str(value) for name, value in given.items()}
+    assert len({row["proc_cpu_pct"] for row in rows}) > 1  # the held cells moved as the sources were read
+
+
 def test_a_second_run_in_the_same_second_gets_a_suffix(tmp_path: Path) -> None:
     first = run_session(SessionOptions(data_dir=tmp_path, interval_s=0.01, duration_s=0.01))
     second = run_session(SessionOptions(data_dir=tmp_path, interval_s=0.01, duration_s=0.01))

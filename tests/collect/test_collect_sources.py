@@ -406,15 +406,18 @@ def test_a_held_source_is_read_once_per_period_and_repeated_in_between(interval_
     fast, held = _CountingSource("fast", 0.0), _CountingSource("held", HELD_PERIOD_S)
     sources = SourceSet([fast, held], {}, process=None)  # type: ignore[arg-type]
     sources.pace(interval_s)
-    rows = []
+    assert sources.held_columns() == ["held_reads"]
+    rows, versions = [], []
     for k in range(round(2.0 / interval_s)):
         lateness = 0.4 * interval_s * ((k * 7919) % 11) / 10  # up to 40 % of a tick, never in order
         row: Reading = {}
         sources.sample_into(row, 100.0 + k * interval_s + lateness)
         rows.append(row)
+        versions.append(sources.held_reads)
     assert [row["fast_reads"] for row in rows] == list(range(1, len(rows) + 1))
     per_period = round(HELD_PERIOD_S / interval_s)  # 10, 5 and 3 ticks (90 ms, the nearest whole tick)
     assert [row["held_reads"] for row in rows] == [1 + k // per_period for k in range(len(rows))]
+    assert versions == [row["held_reads"] for row in rows]  # the held version moves with each held read
 
 
 def test_at_a_tenth_of_a_second_or_slower_every_source_is_read_every_tick() -> None:
@@ -426,6 +429,7 @@ def test_at_a_tenth_of_a_second_or_slower_every_source_is_read_every_tick() -> N
         for k in range(5):
             sources.sample_into({}, 200.0 + k * interval_s + 0.3 * interval_s * (k % 2))
         assert held.reads - before == 5
+        assert sources.held_columns() == []
 
 
 def _no_pynvml() -> object:

@@ -131,6 +131,18 @@ def test_writer_cells_are_the_numbers_as_python_writes_them(tmp_path: Path) -> N
     assert lines == ["a,b,c,d,e", "1.5,,0,1e-07,12345678901234", ",,,,"]
 
 
+def test_held_cells_are_formatted_once_per_held_version_and_the_others_every_row(tmp_path: Path) -> None:
+    writer = TelemetryWriter(tmp_path / "t.csv", ["t", "h1", "g", "h2"], held_columns=["h1", "h2"])
+    writer.write({"t": 1.0, "h1": 10.5, "g": 7, "h2": None}, held_version=1)
+    # The same version: the caller promises the held cells have not changed, so their text is reused.
+    writer.write({"t": 2.0, "h1": 99.0, "g": 8, "h2": 3}, held_version=1)
+    writer.write({"t": 3.0, "h1": 11.5, "g": None, "h2": 4}, held_version=2)
+    writer.write({"t": 4.0, "h1": 12.5, "g": 9, "h2": 5})  # no version: every cell from this row
+    writer.close()
+    lines = (tmp_path / "t.csv").read_text().splitlines()
+    assert lines == ["t,h1,g,h2", "1.0,10.5,7,", "2.0,10.5,8,", "3.0,11.5,,4", "4.0,12.5,9,5"]
+
+
 def test_a_fixed_cpuinfo_frequency_is_reread_every_10_s_until_it_moves(tmp_path: Path) -> None:
     proc = write_tree(tmp_path / "proc", {"stat": STAT_4, "loadavg": "0.5 0 0 1/1 1\n"})
     (proc / "cpuinfo").write_text("processor : 0\ncpu MHz : 2000.000\n")

@@ -96,6 +96,9 @@ def test_phases_csv_records_train_then_postprocessing(trained_run: CompletedRun)
     bounds = [(float(row["start_unix"]), float(row["end_unix"])) for row in rows]
     assert all(start <= end for start, end in bounds)
     assert all(bounds[i][1] <= bounds[i + 1][0] for i in range(len(bounds) - 1))
+    # The training's last word (training.json) ends its phase: no idle wait for TensorFlow's input pipeline
+    # to be torn down (up to 60 s before the session parked its iterator), however loaded the machine.
+    assert bounds[0][1] - read_json(trained_run.run_dir / "training.json")["end_unix"] < 5.0
 
 
 def test_export_evaluate_detect_produce_their_files(trained_run: CompletedRun) -> None:

@@ -123,7 +123,8 @@ def test_import_of_a_real_sadc_file(recording: Path, tmp_path: Path) -> None:
     assert columns == CONTRACT_COLUMNS | per_core
     times = [float(row["time_unix"]) for row in rows]
     assert times == sorted(times) and abs(times[0] - 1.0 - meta["start_unix"]) < 1e-6
-    assert all(abs(later - earlier - 1.0) < 0.5 for earlier, later in itertools.pairwise(times))
+    # Strictly increasing; the exact times are sadf's own (below): on a loaded VM sadc may be a second late.
+    assert all(later > earlier for earlier, later in itertools.pairwise(times))
     assert abs(times[0] - time.time()) < 120
     assert all(row["cpu_temp_c"] == "" for row in rows)
     assert sum(float(row["disk_write_bps"]) for row in rows) > 1e6  # the test's own fsync'ed writes

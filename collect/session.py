@@ -193,8 +193,7 @@ class _Session:
                     os.read(self._wake_r, 512)
             self._may_have_exited = True
 
-    def _tick(self, now: float, late_s: float, skipped: int) -> None:
-        wall_us = time.time_ns() // 1000  # whole microseconds: cheaper than round(x, 6), 100 times a second
+    def _tick(self, now: float, wall_us: int, late_s: float, skipped: int) -> None:
         row: dict[str, float | None] = {
             "time_unix": wall_us / 1e6,
             "elapsed_s": (wall_us - self.start_us) / 1e6,
@@ -244,6 +243,8 @@ class _Session:
             wake_at = deadline if escalation_at is None else min(deadline, escalation_at)
             self._wait_until(wake_at)
             now = time.monotonic()
+            # Both clocks at once: the row's time less its lateness is then its deadline on the wall clock.
+            wall_us = time.time_ns() // 1000  # whole microseconds: cheaper than round(x, 6)
             if self.pending_signals:
                 self._handle_signals(now)
             if self.finished_reason is not None:
@@ -259,7 +260,7 @@ class _Session:
             due_index = max(k, int((now - t0) / interval))
             if last_index is not None and self.stopper.reason is None:
                 due_index = min(due_index, last_index)
-            self._tick(now, now - (t0 + due_index * interval), due_index - k)
+            self._tick(now, wall_us, now - (t0 + due_index * interval), due_index - k)
             k = due_index + 1
             if self.command_ended:
                 return

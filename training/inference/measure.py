@@ -94,11 +94,11 @@ def run_inference(
                 summary["model"] = {**asdict(facts), "measured_by": name}
                 facts_found = True
             summary["runtimes"].append(entry)
-            summary["process_peak_rss_bytes"] = _process_peak_rss_bytes()
+            summary["process_peak_rss_bytes"] = _process_peak_rss_bytes(summary)
             write_json_atomic(run_dir / INFERENCE_JSON, summary)
     summary["end_unix"] = time.time()
     summary["status"] = "interrupted" if should_stop() else "completed"
-    summary["process_peak_rss_bytes"] = _process_peak_rss_bytes()
+    summary["process_peak_rss_bytes"] = _process_peak_rss_bytes(summary)
     write_json_atomic(run_dir / INFERENCE_JSON, summary)
     return summary
 
@@ -241,8 +241,15 @@ def _rss_bytes() -> int:
         return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _process_peak_rss_bytes() -> int:
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+def _process_peak_rss_bytes(summary: dict) -> int:
+    """The kernel's high-water mark, which it updates lazily, and never below an RSS a cell sampled."""
+    sampled = [
+        cell["rss_peak_bytes"]
+        for entry in summary["runtimes"]
+        for cell in entry.get("cells", [])
+        if isinstance(cell.get("rss_peak_bytes"), int)
+    ]
+    return max([int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, *sampled])
 
 
 def _one_line(exc: BaseException) -> str:

@@ -34,7 +34,6 @@ class TelemetryWriter:
         self._runs = _column_runs(self.columns, set(held_columns))
         self._held_version: object = None
         self._held_texts: dict[int, str] = {}  # a held run's index in _runs: its cells, formatted
-        self._none_held = not held_columns
         self._fd: int | None = None
         try:
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -56,7 +55,7 @@ class TelemetryWriter:
     def write(self, row: Reading, held_version: object = None) -> None:
         """One row. With `held_version` (not None) equal to the previous row's, the held columns' cells are
         the previous row's text, not formatted again."""
-        if held_version is None or self._none_held:
+        if held_version is None:
             line = _cells(row, self.columns)
         else:
             if held_version != self._held_version:

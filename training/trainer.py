@@ -188,9 +188,9 @@ def _train(
     except BaseException:
         with contextlib.suppress(Exception):  # training.json of a failed run keeps its steps
             update_figures(state, clock, session, options)
-        session.close()
         raise
     finally:
+        session.close()  # the input pipeline is done with, however the loop ended
         if log is not None:
             log.close()
     update_figures(state, clock, session, options)  # in case the final checkpoint fails
@@ -200,7 +200,6 @@ def _train(
     if clock.ends and main:
         state["last_checkpoint"] = session.save() or state.get("last_checkpoint")
     update_figures(state, clock, session, options)
-    session.close()
     state.update(status=status, end_unix=time.time())
     if not main:
         return TrainResult(status, state["global_step"], state["steps"], state)

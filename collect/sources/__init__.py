@@ -78,8 +78,10 @@ class SourceSet:
         for held in self._held:
             if fresh or now >= held.read_at + held.hold_s:
                 held.read_at = now
-                self._held_reading.update(held.source.sample(now))
+                held.reading = held.source.sample(now)
                 self.held_reads += 1
+        # Rebuilt, not updated: a column a source no longer reports is empty, not its last value.
+        self._held_reading = {name: value for held in self._held for name, value in held.reading.items()}
         self._next_read_at = min((held.read_at + held.hold_s for held in self._held), default=float("inf"))
 
     def maintain(self, now: float) -> None:
@@ -107,6 +109,7 @@ class _Held:
     source: Source
     hold_s: float  # 0: read every tick
     read_at: float = float("-inf")
+    reading: Reading = field(default_factory=dict)
 
 
 def _hold_s(min_period_s: float, interval_s: float) -> float:

@@ -420,6 +420,22 @@ def test_a_held_source_is_read_once_per_period_and_repeated_in_between(interval_
     assert versions == [row["held_reads"] for row in rows]  # the held version moves with each held read
 
 
+def test_a_column_a_held_source_stops_reporting_is_empty_not_its_last_value() -> None:
+    readings = iter([{"held_a": 1.0, "held_b": 2.0}, {"held_a": 3.0}])
+
+    class Dropping(_CountingSource):
+        def sample(self, now: float) -> Reading:
+            return next(readings)
+
+    sources = SourceSet([Dropping("held", HELD_PERIOD_S)], {}, process=None)  # type: ignore[arg-type]
+    sources.pace(0.01)
+    first: Reading = {}
+    sources.sample_into(first, 10.0)
+    later: Reading = {}
+    sources.sample_into(later, 10.2)
+    assert first == {"held_a": 1.0, "held_b": 2.0} and later.get("held_b") is None and later["held_a"] == 3.0
+
+
 def test_at_a_tenth_of_a_second_or_slower_every_source_is_read_every_tick() -> None:
     held = _CountingSource("held", HELD_PERIOD_S)
     sources = SourceSet([held], {}, process=None)  # type: ignore[arg-type]

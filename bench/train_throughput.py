@@ -19,6 +19,7 @@ instead of every step (`deferred_read_ratio`, = every-10 / every-step; the loop'
     .venv/bin/python bench/train_throughput.py --framework torch
     .venv/bin/python bench/train_throughput.py --preset standard --cli-steps 9 --no-baseline
     .venv/bin/python bench/train_throughput.py --quick          # torch, a few steps: seconds
+    python3 bench/train_throughput.py --framework torch --device gpu --batch 8   # on an NVIDIA GPU
 
 Last line: `steps_per_s=<x> harness_ratio=<y> deferred_read_ratio=<z>` (goal: ratio >= 0.98; z is nan for tf).
 """
@@ -52,6 +53,7 @@ def main() -> int:
     parser.add_argument("--chunk", type=int, default=CHUNK, help=argparse.SUPPRESS)
     parser.add_argument("--preset", choices=["small", "standard"], default="small")
     parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="gpu: torch only")
     parser.add_argument("--cli-steps", type=int, default=80, help="steps of the real CLI run")
     parser.add_argument("--chunks", type=int, default=12, help="10-step chunks of each side, interleaved")
     parser.add_argument("--no-baseline", action="store_true", help="only the CLI run")
@@ -66,6 +68,8 @@ def main() -> int:
         return _interleaved_worker(args)
     if args.cli_steps < 3 or args.chunks < SKIPPED_CHUNKS + 3:
         parser.error(f"--cli-steps must be >= 3 and --chunks >= {SKIPPED_CHUNKS + 3}")
+    if args.device == "gpu" and args.framework != "torch":
+        parser.error("--device gpu needs --framework torch")
 
     with tempfile.TemporaryDirectory(prefix="train-throughput-") as scratch:
         root = Path(scratch)
@@ -92,7 +96,7 @@ def main() -> int:
             flush=True,
         )
         if args.no_baseline:
-            print(f"framework={args.framework} preset={args.preset} batch={args.batch}")
+            print(f"framework={args.framework} device={args.device} preset={args.preset} batch={args.batch}")
             print(f"steps_per_s={cli['steady_steps_per_s']:.4f}")
             return 0
         out = root / "interleaved.json"
@@ -114,7 +118,10 @@ def main() -> int:
                 str(args.chunk),
                 "--framework",
                 args.framework,
-            ]
+                "--device",
+                args.device,
+            ],
+            args.device,
         )
         chunks = json.loads(out.read_text())
     rates = {side: _rate(times[SKIPPED_CHUNKS:], args.chunk) for side, times in chunks.items()}
@@ -124,7 +131,7 @@ def main() -> int:
         name = f"theirs ({baseline})" if side == "theirs" else side
         print(f"{name}: {rate:.4f} steps/s by chunk median; chunks: {spread}")
     print(
-        f"framework={args.framework} preset={args.preset} batch={args.batch} "
+        f"framework={args.framework} device={args.device} preset={args.preset} batch={args.batch} "
         f"interleaved chunks={args.chunks} x {args.chunk} steps per side"
     )
     last = f"steps_per_s={cli['steady_steps_per_s']:.4f} harness_ratio={rates['ours'] / rates['theirs']:.4f}"
@@ -151,6 +158,10 @@ def _cli_run(args: argparse.Namespace, dataset: Path, run_dir: Path) -> dict:
             str(dataset),
             "--framework",
             args.framework,
+            "--device",
+            args.device,
+            "--precision",
+            "float32",
             "--preset",
             args.preset,
             "--batch",
@@ -162,13 +173,14 @@ def _cli_run(args: argparse.Namespace, dataset: Path, run_dir: Path) -> dict:
             "--checkpoint-every",
             "2h",
             "--no-export",
-        ]
+        ],
+        args.device,
     )
     return json.loads((run_dir / "training.json").read_text())
 
 
-def _run(command: list[str]) -> None:
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1"}
+def _run(command: list[str], device: str = "cpu") -> None:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1"} if device == "cpu" else dict(os.environ)
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
@@ -253,7 +265,7 @@ def _torch_interleaved_worker(args: argparse.Namespace) -> int:
     """Chunks of our harness and of a plain torchvision loop, alternating in one process."""
     from training.device import prepare_torch_device
 
-    prepare_torch_device("cpu")
+    prepare_torch_device(args.device)
     import torch
 
     from training.runlog import TrainingCsv
@@ -275,20 +287,20 @@ def _torch_interleaved_worker(args: argparse.Namespace) -> int:
         progress_every_s=7200.0,
         framework="torch",
     )
-    session = TorchSession(options, "cpu")
+    session = TorchSession(options, args.device)
     session.restore_or_initialize(ours_dir / "checkpoints")
     clock, stop, log, state = StepClock(start_unix=time.time()), StopRequest(), TrainingCsv(ours_dir), {}
 
     # The plain loop: same model config and data feeding, none of our harness.
     torch.manual_seed(1)
-    model = build_model(session.config).train()
+    model = build_model(session.config).to(session.device).train()
     optimizer = torch.optim.SGD(
         model.parameters(),
         lr=session.learning_rate,
         momentum=0.9,
         weight_decay=session.config["weight_decay"],
     )
-    batches = TrainBatches(args.dataset, args.batch, seed=1, device=torch.device("cpu"))
+    batches = TrainBatches(args.dataset, args.batch, seed=1, device=session.device)
 
     def plain_chunk() -> None:
         for _ in range(args.chunk):

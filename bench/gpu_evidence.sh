@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# The real-GPU evidence (issue 20) in one batch on a lent GPU machine whose commands may run 10 minutes
+# each: `start` launches the whole plan in its own process session and returns at once; each `follow`
+# watches it for up to SECONDS and copies every finished result to $OUT. Uses the machine's own python3
+# (PyTorch, no TensorFlow, no internet): the README's scripts run unchanged against a stand-in virtualenv.
+set -euo pipefail
+
+usage() {
+  cat <<'USAGE'
+Usage: bench/gpu_evidence.sh start [WORKDIR]
+       bench/gpu_evidence.sh follow SECONDS [WORKDIR]
+
+start   copy this checkout to WORKDIR/repo and run the plan there in the background:
+          env      nvidia-smi -q, CPU, Python packages, the query fields this driver accepts
+          gpu      ./scripts/collect_gpu.sh $GPU_BUDGET --framework torch --interval 100ms, with
+                   nvidia-smi --query-gpu=... -lms 100 beside it (kept as the run's nvidia-smi.csv)
+          cpu      ./scripts/collect_cpu.sh $CPU_BUDGET --framework torch on all cores, same preset/batch
+          bench    bench/train_throughput.py --device gpu; bench/sampler_overhead.py (NVML included)
+          sweep    collect_gpu.sh $SWEEP_BUDGET --no-export at batch $SWEEP_BATCHES (is batch 2 underusing it?)
+          standard collect_gpu.sh $STANDARD_BUDGET --preset standard --no-infer
+        each finished step leaves a trimmed run (no checkpoints/, no model/) as WORKDIR/out/STEP.tgz
+follow  wait up to SECONDS for the plan to finish, copying WORKDIR/out/* to $OUT as they appear
+
+WORKDIR defaults to /root/gpu-evidence. Budgets: GPU_BUDGET=5m CPU_BUDGET=5m STANDARD_BUDGET=5m
+SWEEP_BUDGET=45s SWEEP_BATCHES="8 32".
+USAGE
+}
+
+NVSMI_FIELDS=timestamp,index,utilization.gpu,temperature.gpu,power.draw,power.draw.instant,clocks.sm,memory.used,clocks_event_reasons.active,power.limit,enforced.power.limit
+
+log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >>"$WORK/out/plan.log"; }
+
+make_stand_in_venv() {
+  local digest
+  mkdir -p "$WORK/venv/bin"
+  printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" >"$WORK/venv/bin/python"
+  chmod +x "$WORK/venv/bin/python"
+  digest="$(cksum <"$WORK/repo/pyproject.toml" | cut -d' ' -f1)"
+  printf '%s torch\n%s infer\n%s dashboard\n' "$digest" "$digest" "$digest" >"$WORK/venv/.workbench-installed"
+}
+
+newest_run() {
+  find "$WORK/data/runs" -mindepth 1 -maxdepth 1 -type d -newer "$1" -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2-
+}
+
+pack() {
+  local name="$1" marker="$2" run
+  run="$(newest_run "$marker")"
+  [[ -n "$run" ]] || { log "$name: no run directory"; return 0; }
+  tar -czf "$WORK/out/$name.tgz" -C "$(dirname "$run")" --exclude=checkpoints --exclude=model "$(basename "$run")"
+  log "$name: packed $(basename "$run") ($(du -h "$WORK/out/$name.tgz" | cut -f1))"
+}
+
+collect_run() {
+  local name="$1" script="$2"
+  shift 2
+  local marker="$WORK/.mark-$name" rc=0
+  touch "$marker"
+  sleep 1
+  log "$name: $script $*"
+  (cd "$WORK/repo" && WORKBENCH_VENV="$WORK/venv" PYTHONPATH="$WORK/repo" "./scripts/$script" "$@" \
+    --data-dir "$WORK/data") >"$WORK/logs/$name.log" 2>&1 || rc=$?
+  log "$name: exit $rc"
+  tail -n 5 "$WORK/logs/$name.log" | sed "s/^/  $name| /" >>"$WORK/out/plan.log"
+  pack "$name" "$marker"
+}
+
+step_env() {
+  {
+    date -u; date +%z; uname -a; nproc; free -g
+    lscpu | grep -E 'Model name|^CPU\(s\)|Thread|MHz' || true
+    nvidia-smi
+    nvidia-smi -q | head -120
+    nvidia-smi --query-gpu="$NVSMI_FIELDS" --format=csv -c 1 || echo "query fields refused"
+    python3 -c 'import torch, torchvision, sys; print(sys.version); print(torch.__version__, torchvision.__version__, torch.version.cuda, torch.backends.cudnn.version(), torch.cuda.get_device_name(0)); print("cudnn.allow_tf32", torch.backends.cudnn.allow_tf32, "matmul.allow_tf32", torch.backends.cuda.matmul.allow_tf32)'
+    python3 -m pip list 2>/dev/null | grep -iE '^(torch|torchvision|onnx|onnxruntime|onnxscript|psutil|nvidia-ml-py|pandas|numpy|pillow|prometheus)' || true
+  } >"$WORK/out/env.txt" 2>&1
+}
+
+step_gpu() {
+  local smi="$WORK/nvidia-smi-gpu.csv" smi_pid run fields="$NVSMI_FIELDS"
+  if ! nvidia-smi --query-gpu="$fields" --format=csv -c 1 >/dev/null 2>&1; then
+    fields="${fields/,power.draw.instant/}"
+    log "gpu: this driver refused the field list; without power.draw.instant"
+  fi
+  nvidia-smi --query-gpu="$fields" --format=csv -lms 100 >"$smi" 2>"$WORK/logs/nvidia-smi.err" &
+  smi_pid=$!
+  touch "$WORK/.mark-gpu"
+  collect_run gpu collect_gpu.sh "$GPU_BUDGET" --framework torch --interval 100ms \
+    --label "H100, torch small, batch 2, float32, $GPU_BUDGET (nvidia-smi beside)"
+  kill "$smi_pid" 2>/dev/null || true
+  wait "$smi_pid" 2>/dev/null || true
+  run="$(newest_run "$WORK/.mark-gpu")"
+  if [[ -n "$run" ]]; then
+    cp "$smi" "$run/nvidia-smi.csv"
+    pack gpu "$WORK/.mark-gpu"
+  fi
+}
+
+step_bench() {
+  log "bench: train_throughput --device gpu"
+  (cd "$WORK/repo" && PYTHONPATH="$WORK/repo" python3 bench/train_throughput.py --framework torch --device gpu \
+    --cli-steps 120 --chunks 8) >"$WORK/out/bench.txt" 2>&1 || log "bench: train_throughput exit $?"
+  log "bench: sampler_overhead"
+  (cd "$WORK/repo" && PYTHONPATH="$WORK/repo:$WORK/repo/bench" python3 bench/sampler_overhead.py --scale 0.25) \
+    >>"$WORK/out/bench.txt" 2>&1 || log "bench: sampler_overhead exit $?"
+}
+
+step_sweep() {
+  local batch
+  for batch in $SWEEP_BATCHES; do
+    collect_run "sweep-b$batch" collect_gpu.sh "$SWEEP_BUDGET" --framework torch --batch "$batch" \
+      --interval 100ms --no-export --label "H100, torch small, batch $batch, float32, $SWEEP_BUDGET"
+  done
+}
+
+plan() {
+  log "plan: start (GPU $GPU_BUDGET, CPU $CPU_BUDGET, standard $STANDARD_BUDGET)"
+  step_env || log "env: exit $?"
+  log "env: done"
+  step_gpu || log "gpu: exit $?"
+  collect_run cpu collect_cpu.sh "$CPU_BUDGET" --framework torch \
+    --label "16-core CPU of the H100 machine, torch small, batch 2, float32, $CPU_BUDGET" || log "cpu: exit $?"
+  step_bench || log "bench: exit $?"
+  step_sweep || log "sweep: exit $?"
+  collect_run standard collect_gpu.sh "$STANDARD_BUDGET" --framework torch --preset standard --no-infer \
+    --label "H100, torch standard, batch 2, float32, $STANDARD_BUDGET" || log "standard: exit $?"
+  log "plan: done"
+  touch "$WORK/plan.done"
+}
+
+follow() {
+  local seconds="$1" deadline
+  deadline=$((SECONDS + seconds))
+  while :; do
+    if [[ -n "${OUT:-}" ]]; then cp -u "$WORK"/out/* "$OUT"/ 2>/dev/null || true; fi
+    [[ -f "$WORK/plan.done" || $SECONDS -ge $deadline ]] && break
+    sleep 5
+  done
+  cat "$WORK/out/plan.log"
+  for f in "$WORK"/logs/*.log; do
+    [[ -f "$f" ]] && printf '%s: %s\n' "$(basename "$f")" "$(tail -c 300 "$f" | tr '\r' '\n' | tail -n 1)"
+  done
+  return 0
+}
+
+main() {
+  [[ $# -ge 1 ]] || { usage >&2; exit 2; }
+  : "${GPU_BUDGET:=5m}" "${CPU_BUDGET:=5m}" "${STANDARD_BUDGET:=5m}" "${SWEEP_BUDGET:=45s}"
+  : "${SWEEP_BATCHES:=8 32}"
+  export GPU_BUDGET CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES
+  case "$1" in
+    -h | --help) usage ;;
+    start)
+      WORK="${2:-/root/gpu-evidence}"
+      mkdir -p "$WORK/out" "$WORK/logs" "$WORK/data"
+      rm -rf "$WORK/repo"
+      mkdir -p "$WORK/repo"
+      tar -C "$(cd "$(dirname "$0")/.." && pwd)" --exclude=./.venv --exclude=./.git --exclude=./data/runs \
+        --exclude=./data/datasets -cf - . | tar -C "$WORK/repo" -xf -
+      make_stand_in_venv
+      export WORK
+      setsid nohup "$WORK/repo/bench/gpu_evidence.sh" plan "$WORK" >"$WORK/logs/plan.out" 2>&1 </dev/null &
+      echo "started: $WORK"
+      ;;
+    plan)
+      WORK="$2"
+      plan
+      ;;
+    follow)
+      [[ $# -ge 2 ]] || { usage >&2; exit 2; }
+      WORK="${3:-/root/gpu-evidence}"
+      follow "$2"
+      ;;
+    *) usage >&2; exit 2 ;;
+  esac
+}
+
+main "$@"

@@ -22,7 +22,7 @@ start   copy this checkout to WORKDIR/repo and run the plan there in the backgro
 follow  wait up to SECONDS for the plan to finish, copying WORKDIR/out/* to $OUT as they appear
 
 WORKDIR defaults to /root/gpu-evidence. Budgets: GPU_BUDGET=5m CPU_BUDGET=5m STANDARD_BUDGET=5m
-SWEEP_BUDGET=45s SWEEP_BATCHES="8 32".
+SWEEP_BUDGET=45s SWEEP_BATCHES="8 32"; STEPS="env gpu cpu bench sweep standard" (a subset runs those).
 USAGE
 }
 
@@ -114,17 +114,22 @@ step_sweep() {
   done
 }
 
+wanted() { [[ " $STEPS " == *" $1 "* ]]; }
+
 plan() {
-  log "plan: start (GPU $GPU_BUDGET, CPU $CPU_BUDGET, standard $STANDARD_BUDGET)"
-  step_env || log "env: exit $?"
-  log "env: done"
-  step_gpu || log "gpu: exit $?"
-  collect_run cpu collect_cpu.sh "$CPU_BUDGET" --framework torch \
+  log "plan: start (steps $STEPS; GPU $GPU_BUDGET, CPU $CPU_BUDGET, standard $STANDARD_BUDGET)"
+  wanted env && { step_env || log "env: exit $?"; log "env: done"; }
+  wanted gpu && { step_gpu || log "gpu: exit $?"; }
+  if wanted cpu; then
+    collect_run cpu collect_cpu.sh "$CPU_BUDGET" --framework torch \
     --label "16-core CPU of the H100 machine, torch small, batch 2, float32, $CPU_BUDGET" || log "cpu: exit $?"
-  step_bench || log "bench: exit $?"
-  step_sweep || log "sweep: exit $?"
-  collect_run standard collect_gpu.sh "$STANDARD_BUDGET" --framework torch --preset standard --no-infer \
+  fi
+  wanted bench && { step_bench || log "bench: exit $?"; }
+  wanted sweep && { step_sweep || log "sweep: exit $?"; }
+  if wanted standard; then
+    collect_run standard collect_gpu.sh "$STANDARD_BUDGET" --framework torch --preset standard --no-infer \
     --label "H100, torch standard, batch 2, float32, $STANDARD_BUDGET" || log "standard: exit $?"
+  fi
   log "plan: done"
   touch "$WORK/plan.done"
 }
@@ -147,8 +152,8 @@ follow() {
 main() {
   [[ $# -ge 1 ]] || { usage >&2; exit 2; }
   : "${GPU_BUDGET:=5m}" "${CPU_BUDGET:=5m}" "${STANDARD_BUDGET:=5m}" "${SWEEP_BUDGET:=45s}"
-  : "${SWEEP_BATCHES:=8 32}"
-  export GPU_BUDGET CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES
+  : "${SWEEP_BATCHES:=8 32}" "${STEPS:=env gpu cpu bench sweep standard}"
+  export GPU_BUDGET CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES STEPS
   case "$1" in
     -h | --help) usage ;;
     start)

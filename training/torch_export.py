@@ -92,7 +92,8 @@ def torch_predictor(model_dir: Path, info: dict[str, Any], device_kind: str = "c
     def predict(item: LabeledImage) -> tuple[list[list[float]], list[float], list[int]]:
         pixels = np.ascontiguousarray(item.decoded().transpose(2, 0, 1))
         image = torch.from_numpy(pixels).to(device).float().div_(255.0)
-        with torch.no_grad(), warnings.catch_warnings():
+        # On a GPU, no graph optimization: see training.inference.runtimes.torchscript.
+        with torch.no_grad(), torch.jit.optimized_execution(device.type != "cuda"), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*always returns a .Losses, Detections. tuple")
             output = model([image])
         detections = output[1][0] if isinstance(output, tuple) else output[0]

@@ -3,6 +3,7 @@
 Every NVML call can fail on its own: an unsupported field becomes an empty column (noted once), a GPU that
 falls off the bus gives empty cells from then on; neither stops the collector.
 
+Memory: `mem_used_bytes` is NVML's v2 `used`, as nvidia-smi shows it (without the driver's reservation).
 Power: `power_w` is nvmlDeviceGetPowerUsage, a 1-second running average on Ampere and newer except the
 A100 (instantaneous there and on older GPUs); `power_instant_w` is NVML_FI_DEV_POWER_INSTANT through the
 field-value API where the driver offers it; `power_limit_w` the enforced limit; `energy_j` the board's
@@ -34,7 +35,8 @@ GPU_COLUMN_SUFFIXES = (
     "energy_j",
 )
 
-_NOT_SUPPORTED, _GPU_IS_LOST = 3, 15
+_NOT_SUPPORTED, _FUNCTION_NOT_FOUND, _GPU_IS_LOST = 3, 13, 15
+_NO_V2_CODES = (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND)
 FI_DEV_POWER_INSTANT = 186  # NVML_FI_DEV_POWER_INSTANT (nvml.h), for bindings that lack the name
 _VALUE_FIELDS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # by nvmlValueType_t
 
@@ -96,6 +98,7 @@ class _Gpu:
     lost: bool = False
     unsupported: set[str] = field(default_factory=set)
     energy_base_mj: int | None = None
+    memory_v1: bool = False  # the driver lacks nvmlDeviceGetMemoryInfo_v2
 
 
 def _call(nvml: Any, name: str, *alternatives: str) -> Callable[..., Any]:
@@ -202,7 +205,7 @@ class NvmlSource(Source):
 
         return [
             ("utilization", utilization),
-            ("memory", lambda g: {"mem_used_bytes": int(nvml.nvmlDeviceGetMemoryInfo(g.handle).used)}),
+            ("memory", self._memory_used),
             (
                 "temperature",
                 lambda g: {"temp_c": float(nvml.nvmlDeviceGetTemperature(g.handle, temperature_gpu))},
@@ -219,6 +222,25 @@ class NvmlSource(Source):
             ("throttle reasons", throttle),
             ("total energy", energy),
         ]
+
+    def _memory_used(self, gpu: _Gpu) -> Reading:
+        """Used memory as nvidia-smi shows it: NVML's v2 call, whose `used` leaves out the memory the
+        driver reserves (v1 counts it as used: 480 MiB on an idle H100 with driver 580)."""
+        nvml = self._nvml
+        version = getattr(nvml, "nvmlMemory_v2", None)
+        if version is not None and not gpu.memory_v1:
+            try:
+                return {"mem_used_bytes": int(nvml.nvmlDeviceGetMemoryInfo(gpu.handle, version=version).used)}
+            except Exception as exc:
+                no_v2 = isinstance(exc, TypeError) or getattr(exc, "value", None) in _NO_V2_CODES
+                if not no_v2:
+                    raise
+                gpu.memory_v1 = True
+                self.note_once(
+                    f"gpu{gpu.position} memory: no v2 memory call ({_text(exc) or type(exc).__name__}); "
+                    "used memory includes what the driver reserves"
+                )
+        return {"mem_used_bytes": int(nvml.nvmlDeviceGetMemoryInfo(gpu.handle).used)}
 
     def energy_base_mj(self) -> list[int | None]:
         """Per GPU, the NVML total-energy counter (mJ since the driver loaded) at the first row: with

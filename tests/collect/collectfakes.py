@@ -11,7 +11,13 @@ REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 
 
-MESSAGES = {3: "Not Supported", 12: "NVML Shared Library Not Found", 15: "GPU is lost", 999: "Unknown Error"}
+MESSAGES = {
+    3: "Not Supported",
+    12: "NVML Shared Library Not Found",
+    13: "Function Not Found",
+    15: "GPU is lost",
+    999: "Unknown Error",
+}
 
 
 class FakeNVMLError(Exception):
@@ -28,7 +34,9 @@ class FakeGpu:
     name: str = "NVIDIA H100 80GB HBM3"
     uuid: str = "GPU-11111111-2222-3333-4444-555555555555"
     mem_total: int = 80 * 1024**3
-    mem_used: int = 1024**3
+    mem_used: int = 1024**3  # what nvidia-smi shows as used (NVML v2 `used`)
+    mem_reserved: int = 480 * 1024**2  # the driver's reserved memory: counted as used by v1 only
+    memory_v2: bool = True  # the driver has nvmlDeviceGetMemoryInfo_v2
     util: int = 97
     mem_util: int = 40
     temp: int = 61
@@ -56,6 +64,7 @@ class FakeNvml:
     NVML_CLOCK_SM = 1
     NVML_CLOCK_MEM = 2
     NVML_FI_DEV_POWER_INSTANT = 186
+    nvmlMemory_v2 = 0x02000028
 
     def __init__(self, gpus: list[FakeGpu], init_error: int | None = None) -> None:
         self.gpus = gpus
@@ -99,9 +108,16 @@ class FakeNvml:
     def nvmlDeviceGetName(self, h: FakeGpu) -> bytes:
         return self._gpu(h, "nvmlDeviceGetName").name.encode()  # old bindings return bytes
 
-    def nvmlDeviceGetMemoryInfo(self, h: FakeGpu) -> SimpleNamespace:
+    def nvmlDeviceGetMemoryInfo(self, h: FakeGpu, version: int | None = None) -> SimpleNamespace:
         gpu = self._gpu(h, "nvmlDeviceGetMemoryInfo")
-        return SimpleNamespace(total=gpu.mem_total, used=gpu.mem_used, free=gpu.mem_total - gpu.mem_used)
+        free = gpu.mem_total - gpu.mem_used - gpu.mem_reserved
+        if not version:
+            return SimpleNamespace(total=gpu.mem_total, used=gpu.mem_used + gpu.mem_reserved, free=free)
+        if not gpu.memory_v2:
+            raise FakeNVMLError(13)  # NVML_ERROR_FUNCTION_NOT_FOUND: a driver older than the v2 call
+        return SimpleNamespace(
+            version=version, total=gpu.mem_total, reserved=gpu.mem_reserved, used=gpu.mem_used, free=free
+        )
 
     def nvmlDeviceGetEnforcedPowerLimit(self, h: FakeGpu) -> int:
         self._gpu(h, "nvmlDeviceGetEnforcedPowerLimit")

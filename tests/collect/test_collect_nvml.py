@@ -149,3 +149,20 @@ def test_cuda_visible_devices_selects_and_renumbers(fake_nvml: FakeNvml) -> None
 )
 def test_visible_gpu_indices(value: str | None, expected: list[int]) -> None:
     assert visible_gpu_indices(value, UUIDS) == expected
+
+
+def test_used_memory_is_nvidia_smis_without_the_drivers_reservation() -> None:
+    """Seen on an H100 (driver 580): v1's `used` counted 480 MiB the driver reserves, nvidia-smi 0 MiB."""
+    source = _source(FakeNvml([FakeGpu(mem_used=0, mem_reserved=480 * 1024**2)]))
+    assert source.sample(0.0)["gpu0_mem_used_bytes"] == 0
+    assert source.notes() == []
+
+
+def test_a_driver_without_the_v2_memory_call_falls_back_to_v1_with_a_note() -> None:
+    gpu = FakeGpu(mem_used=1024**3, mem_reserved=480 * 1024**2, memory_v2=False)
+    source = _source(FakeNvml([gpu]))
+    assert source.sample(0.0)["gpu0_mem_used_bytes"] == 1024**3 + 480 * 1024**2
+    assert source.sample(1.0)["gpu0_mem_used_bytes"] == 1024**3 + 480 * 1024**2
+    (note,) = [n for n in source.notes() if "memory" in n]
+    assert "no v2 memory call" in note and "reserves" in note
+    assert source.sample(2.0)["gpu0_util_pct"] == 97.0

@@ -3,6 +3,10 @@
 The file (base.TORCHSCRIPT_FILE) holds `torch.jit.script` of a torchvision detector in eval mode: it takes
 a list of CHW float tensors in 0..1 and returns (losses, detections) or the detections, torchvision's
 list of {boxes, labels, scores}.
+
+On a GPU the graph executor's optimization (profiling and fusing) is off: once it has profiled a call
+with no detections, the fused kernels fail with "Global alloc not supported yet" (pytorch/pytorch#144965;
+seen on an H100 with torch 2.11, where a blank image is the first call).
 """
 
 from __future__ import annotations
@@ -44,8 +48,10 @@ def load(run_dir: Path, device: str) -> Loaded:
         images = torch.from_numpy(batch).to(target).permute(0, 3, 1, 2).float().div(255.0)
         return list(images.unbind(0))
 
+    optimize = device != "gpu"
+
     def run(images) -> None:
-        with torch.inference_mode():
+        with torch.inference_mode(), torch.jit.optimized_execution(optimize):
             result = model(images)
         detections = result[1] if isinstance(result, tuple) else result
         for item in detections:
@@ -54,7 +60,7 @@ def load(run_dir: Path, device: str) -> Loaded:
 
     return Loaded(
         name=NAME,
-        version=f"torch {torch.__version__} (TorchScript)",
+        version=f"torch {torch.__version__} (TorchScript{'' if optimize else ', graph optimization off'})",
         prepare=prepare,
         run=run,
         gpu_memory=TorchGpuMemory(torch) if device == "gpu" else None,

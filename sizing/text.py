@@ -23,7 +23,11 @@ def fmt(value: float | None, digits: int = 2, unit: str = "", unknown: str = "n/
 def fmt_usd(value: float | None, unknown: str = NO_PRICE) -> str:
     if value is None:
         return unknown
-    return f"${value:,.4f}" if abs(value) < 1 else f"${value:,.2f}"
+    if abs(value) >= 1:
+        return f"${value:,.2f}"
+    # two significant figures however small (a known $0.000047 is never printed as $0.0000)
+    places = 4 if value == 0 else max(4, 1 - math.floor(math.log10(abs(value))))
+    return f"${value:,.{places}f}"
 
 
 def fmt_seconds(seconds: float | None) -> str:

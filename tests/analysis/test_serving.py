@@ -145,3 +145,13 @@ def test_one_device_only_and_missing_files_are_said(tmp_path: Path) -> None:
     assert section.cpu_cores_replaced is None and section.cpu_cores_note.startswith("not measured")
     assert section.warnings == ["empty: no inference.json (the run skipped or lost it)"]
     assert section.rows[0].cpu_cores_used is None
+
+
+def test_a_tiny_known_cost_keeps_two_significant_figures_never_zero() -> None:
+    """Seen on an H100: 1,132 J per 1,000 examples costs $0.000047 of energy; `$0.0000` read as free."""
+    from sizing.text import fmt_usd
+
+    assert fmt_usd(4.72e-5) == "$0.000047"
+    assert fmt_usd(0.0001234) == "$0.00012"
+    assert fmt_usd(0.05) == "$0.0500" and fmt_usd(1234.5) == "$1,234.50"
+    assert fmt_usd(None) != "$0.0000"

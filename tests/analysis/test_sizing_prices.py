@@ -22,7 +22,7 @@ def test_a_price_for_one_part_only_is_not_a_hardware_cost() -> None:
     gpu = to_json(report)["runs"][1]
     assert gpu["hardware_price_usd"] is None and gpu["hardware_usd_per_1k_examples"] is None
     assert gpu["total_usd_per_1k_examples"] is None and gpu["hardware_not_priced"] == ["host craftbox"]
-    assert "$0.0007, energy only (host not priced) per 1,000 examples" in report.headline[1]
+    assert "$0.00073, energy only (host not priced) per 1,000 examples" in report.headline[1]
     energy_table = next(s for s in report.sections if s.key == "energy").tables[0]
     assert energy_table.rows[1][-1] == "host not priced"
     # the host alone priced: a CPU run's hardware is whole, the GPU run's is not

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import subprocess
 import sys
@@ -23,7 +24,8 @@ def test_example_run_loads_cleanly_and_renders(run_id: str, tmp_path: Path) -> N
     assert run is not None and run.kind == "examples"
     assert runs.run_warnings(run) == []
     assert len(runs.read_telemetry(run)) > 0 and len(runs.read_training(run)) > 0
-    assert run.end_reason in {"completed", "deadline"} and run.duration_s
+    assert run.end_reason in {"completed", "deadline"} or _trained_then_a_later_phase_failed(run.path)
+    assert run.duration_s
     selection = [run_id]
     timeseries = views.timeseries_figure(tmp_path, selection, "cpu_util_pct", "seconds", [0, 100], None)
     assert len(timeseries.data[0].x) > 0
@@ -35,6 +37,16 @@ def test_example_run_loads_cleanly_and_renders(run_id: str, tmp_path: Path) -> N
     options, image = detections_view.image_choices(tmp_path, selection, None)
     assert options and detections_view.detection_file(tmp_path, run_id, f"{image}.png") is not None
     assert views.details_view(tmp_path, selection)
+
+
+def _trained_then_a_later_phase_failed(run_dir: Path) -> bool:
+    """A run whose training finished and whose failure came after it (the README of data/examples says
+    which): phases.csv's train phase ok, every failed phase one of the post-training ones."""
+    with (run_dir / "phases.csv").open(encoding="utf-8") as handle:
+        phases = list(csv.DictReader(handle))
+    failed = {row["phase"] for row in phases if row["status"] != "ok"}
+    trained = any(row["phase"] == "train" and row["status"] == "ok" for row in phases)
+    return trained and bool(failed) and failed <= {"export", "evaluate", "detect", "infer"}
 
 
 @pytest.mark.skipif(len(EXAMPLES) < 2, reason="the README's headline picture needs the two shipped runs")

@@ -11,12 +11,13 @@ each second's mean (the OR of the throttle bits) is compared where both have rea
 Energy: the board's counter (gpu0_energy_j) over the time both cover, against the collector's instant
 power (gpu0_power_instant_w) and nvidia-smi's power.draw, each integrated by the trapezoid rule.
 
-    python bench/nvidia_smi_agreement.py data/examples/20261124T110829Z-gpu-h100   # markdown table
+    python bench/nvidia_smi_agreement.py RUN                      # markdown table
     python bench/nvidia_smi_agreement.py RUN --utc-offset +02:00   # the log's zone if not this machine's
+    python bench/nvidia_smi_agreement.py --quick                   # the shipped H100 run (log in UTC)
 
-Last line: `seconds=<n> util=<share> temp=<share> power=<share> sm_clock=<share> memory=<share>
-throttle=<share> energy_vs_instant_pct=<x> energy_vs_smi_pct=<y>` (shares of the compared seconds within
-tolerance).
+Last line: n=<s> util=<s> temp=<s> power=<s> clock=<s> mem=<s> throttle=<s> gap_inst_pct=<x> gap_smi_pct=<y>
+(n: seconds compared; s: the share of them within tolerance; gaps: the energy counter against the
+collector's instant power and against nvidia-smi's power.draw, integrated: |integral − counter| / counter).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ sys.path.insert(0, str(REPO))
 from collect.importers.nvsmi import gpu_rows, read_log, utc_offset  # noqa: E402
 
 MIB = 1024**2
+SHIPPED_RUN = REPO / "data" / "examples" / "20261124T110829Z-gpu-vm"  # its nvidia-smi.csv is in UTC
 Rows = list[dict[str, float]]
 
 
@@ -166,12 +168,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("run_dir", type=Path)
+    parser.add_argument(
+        "run_dir", type=Path, nargs="?", help="a run with nvidia-smi.csv (--quick: the H100 one)"
+    )
     parser.add_argument("--smi", type=Path, help="the nvidia-smi log (default: RUN/nvidia-smi.csv)")
     parser.add_argument("--utc-offset", help="the zone the log's timestamps are in (default: this machine's)")
     parser.add_argument("--gpu", type=int, default=0, help="which gpu<N> of the run (and index of the log)")
-    parser.add_argument("--quick", action="store_true", help="the same (it reads two files): for the suite")
+    parser.add_argument("--quick", action="store_true", help="the shipped H100 run (the suite runs this)")
     args = parser.parse_args()
+    if args.quick or args.run_dir is None:
+        if not args.quick:
+            parser.error("give a RUN_DIR (or --quick for the shipped H100 run)")
+        args.run_dir, args.utc_offset = args.run_dir or SHIPPED_RUN, args.utc_offset or "+00:00"
     smi_path = args.smi or args.run_dir / "nvidia-smi.csv"
     for path in (args.run_dir / "telemetry.csv", smi_path):
         if not path.is_file():
@@ -205,12 +213,12 @@ def main() -> int:
         "util_pct": "util",
         "temp_c": "temp",
         "power_w": "power",
-        "sm_clock_mhz": "sm_clock",
-        "mem_used_bytes": "memory",
+        "sm_clock_mhz": "clock",
+        "mem_used_bytes": "mem",
         "throttle_reasons": "throttle",
     }
-    last_line = f"seconds={seconds} " + " ".join(f"{names[k]}={v:.3f}" for k, v in shares.items())
-    print(f"{last_line} energy_vs_instant_pct={vs_instant:.2f} energy_vs_smi_pct={vs_smi:.2f}")
+    last_line = f"n={seconds} " + " ".join(f"{names[k]}={v:.3f}" for k, v in shares.items())
+    print(f"{last_line} gap_inst_pct={abs(vs_instant):.2f} gap_smi_pct={abs(vs_smi):.2f}")
     return 0
 
 

@@ -121,7 +121,7 @@ def verdict(
             GPU_UNDERUSED,
             f"mean GPU util {_fmt(gpu)} < {t.gpu_underused_util_pct:g} % with no host or I/O cause",
         )
-    if main != GPU_BOUND and kind == "gpu" and gpu is not None:
+    if main not in (GPU_BOUND, GPU_UNDERUSED) and kind == "gpu" and gpu is not None:
         why = f"mean GPU util {_fmt(gpu)}; " + why if why else ""
     evidence = [why] if why else []
     if main == UNDETERMINED:

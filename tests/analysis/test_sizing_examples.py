@@ -238,3 +238,22 @@ def test_both_report_formats_from_the_recorded_runs_and_a_crafted_gpu_run(tmp_pa
     for run_id in ids:
         assert f"| {run_id} |" in markdown
     assert "Plotly.newPlot" in (tmp_path / "r.html").read_text(encoding="utf-8")
+
+
+H100_RUNS = ["20261124T111406Z-cpu-vm", "20261124T110829Z-gpu-vm", "20261124T113233Z-gpu-vm"]
+
+
+@pytest.mark.skipif(
+    not all((EXAMPLES / r).is_dir() for r in H100_RUNS), reason="the H100 runs are not shipped"
+)
+def test_the_h100_machines_headline_says_what_limits_the_speedup(tmp_path: Path) -> None:
+    """The real GPU runs against the same machine's 16 CPUs: like-for-like at batch 2 with the GPU named
+    underused (once, with its figure), batch 32 marked NOT like-for-like, the CPU rate's drift said."""
+    assert sizing_main([*H100_RUNS, "--data-dir", str(EXAMPLES.parent), "--out", str(tmp_path / "r.md")]) == 0
+    headline = (tmp_path / "r.md").read_text(encoding="utf-8").split("## Settings")[0]
+    baseline, batch2, batch32 = [line for line in headline.splitlines() if line.startswith("- ")]
+    assert "16 logical CPUs" in baseline and "drifted +9%" in baseline
+    assert "batch 2/float32: 9.04× the baseline's examples/s" in batch2 and "like-for-like" not in batch2
+    assert batch2.count("mean GPU util 25.1 %") == 1 and "GPU underused" in batch2
+    assert "GPU board only: CPU not measured" in batch2 and "GPU not priced" in batch2
+    assert "batch 32/float32: 27.85×" in batch32 and "NOT like-for-like (batch_size 32 vs 2)" in batch32

@@ -15,7 +15,7 @@ start   copy this checkout to WORKDIR/repo and run the plan there in the backgro
           gpu      ./scripts/collect_gpu.sh $GPU_BUDGET --framework torch --interval 100ms, with
                    nvidia-smi --query-gpu=... -lms 100 beside it (kept as the run's nvidia-smi.csv)
           cpu      ./scripts/collect_cpu.sh $CPU_BUDGET --framework torch on all cores, same preset/batch
-          bench    bench/train_throughput.py --device gpu; bench/sampler_overhead.py (NVML included)
+          bench    bench/train_throughput.py --device gpu; bench/nvml_cost.py; bench/sampler_overhead.py
           sweep    collect_gpu.sh $SWEEP_BUDGET --no-export at batch $SWEEP_BATCHES (is batch 2 underusing it?)
           standard collect_gpu.sh $STANDARD_BUDGET --preset standard --no-infer
         each finished step leaves a trimmed run (no checkpoints/, no model/) as WORKDIR/out/STEP.tgz
@@ -101,6 +101,8 @@ step_bench() {
   log "bench: train_throughput --device gpu"
   (cd "$WORK/repo" && PYTHONPATH="$WORK/repo" python3 bench/train_throughput.py --framework torch --device gpu \
     --cli-steps 120 --chunks 8) >"$WORK/out/bench.txt" 2>&1 || log "bench: train_throughput exit $?"
+  log "bench: nvml_cost"
+  (cd "$WORK/repo" && python3 bench/nvml_cost.py) >>"$WORK/out/bench.txt" 2>&1 || log "bench: nvml_cost exit $?"
   log "bench: sampler_overhead"
   (cd "$WORK/repo" && PYTHONPATH="$WORK/repo:$WORK/repo/bench" python3 bench/sampler_overhead.py --scale 0.25) \
     >>"$WORK/out/bench.txt" 2>&1 || log "bench: sampler_overhead exit $?"

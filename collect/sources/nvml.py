@@ -242,6 +242,14 @@ class NvmlSource(Source):
                 )
         return {"mem_used_bytes": int(nvml.nvmlDeviceGetMemoryInfo(gpu.handle).used)}
 
+    def calls(self) -> list[tuple[str, Callable[[], Reading]]]:
+        """(what, read) per GPU and NVML call, each reading one GPU's cells: what bench/nvml_cost.py times."""
+        return [
+            (f"gpu{gpu.position} {what}", lambda gpu=gpu, read=read: read(gpu))
+            for gpu in self._gpus
+            for what, read in self._readers
+        ]
+
     def energy_base_mj(self) -> list[int | None]:
         """Per GPU, the NVML total-energy counter (mJ since the driver loaded) at the first row: with
         gpu<i>_energy_j it gives back the counter itself (None until read, or where unsupported)."""

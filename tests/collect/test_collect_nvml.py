@@ -166,3 +166,16 @@ def test_a_driver_without_the_v2_memory_call_falls_back_to_v1_with_a_note() -> N
     (note,) = [n for n in source.notes() if "memory" in n]
     assert "no v2 memory call" in note and "reserves" in note
     assert source.sample(2.0)["gpu0_util_pct"] == 97.0
+
+
+def test_each_nvml_call_reads_one_gpus_cells_on_its_own(fake_nvml: FakeNvml) -> None:
+    """What bench/nvml_cost.py times: one (what, read) per GPU and call, covering every column."""
+    source = _source(fake_nvml)
+    calls = source.calls()
+    assert len(calls) == 2 * 11 and calls[0][0] == "gpu0 utilization"
+    cells: dict = {}
+    for what, read in calls:
+        reading = read()
+        assert all(f"{what.split()[0]}_{suffix}" in source.columns() for suffix in reading)
+        cells.update({f"{what.split()[0]}_{suffix}": value for suffix, value in reading.items()})
+    assert set(cells) == set(source.columns())

@@ -49,14 +49,18 @@ def _trained_then_a_later_phase_failed(run_dir: Path) -> bool:
     return trained and bool(failed) and failed <= {"export", "evaluate", "detect", "infer"}
 
 
-@pytest.mark.skipif(len(EXAMPLES) < 2, reason="the README's headline picture needs the two shipped runs")
-def test_the_readme_headline_of_the_two_shipped_runs(tmp_path: Path, monkeypatch) -> None:
-    """The README's picture of the report's top: the command it shows, run from a checkout's root."""
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "examples").symlink_to(DATA_DIR / "examples")
+README_HEADLINE_RUNS = ["20261124T111406Z-cpu-vm", "20261124T110829Z-gpu-vm"]
+TWO_CORE_CPU_RUNS = ["20261121T141926Z-cpu-vm", "20261121T144752Z-cpu-vm"]
+
+
+def _headline(tmp_path: Path, monkeypatch, run_ids: list[str]) -> str:
+    """The report's headline from the command the README shows, run from a checkout's root."""
+    (tmp_path / "data").mkdir(exist_ok=True)
+    if not (tmp_path / "data" / "examples").exists():
+        (tmp_path / "data" / "examples").symlink_to(DATA_DIR / "examples")
     monkeypatch.chdir(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "sizing", *EXAMPLES[:2], "--out", "report.html"],
+        [sys.executable, "-m", "sizing", *run_ids, "--out", "report.html"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -64,5 +68,19 @@ def test_the_readme_headline_of_the_two_shipped_runs(tmp_path: Path, monkeypatch
     )
     assert done.returncode == 0, done.stderr
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
-    headline = page.split('<ul class="headline">', 1)[1].split("</ul>", 1)[0]
-    assert "Baseline: CPU" in headline and "add a GPU run" in headline
+    return page.split('<ul class="headline">', 1)[1].split("</ul>", 1)[0]
+
+
+@pytest.mark.skipif(
+    not set(README_HEADLINE_RUNS + TWO_CORE_CPU_RUNS) <= set(EXAMPLES),
+    reason="the README's runs are not shipped",
+)
+def test_the_readme_headline_of_the_shipped_runs(tmp_path: Path, monkeypatch) -> None:
+    """The README's picture of the report's top (the H100 against its host's CPUs), and what it says of
+    CPU runs alone."""
+    headline = _headline(tmp_path, monkeypatch, README_HEADLINE_RUNS)
+    assert "Baseline: CPU" in headline and "16 logical CPUs" in headline and "drifted +9%" in headline
+    assert "9.04× the baseline" in headline and "GPU board only: CPU not measured" in headline
+    assert "GPU underused" in headline and "GPU not priced" in headline
+    cpu_only = _headline(tmp_path, monkeypatch, TWO_CORE_CPU_RUNS)
+    assert "Baseline: CPU" in cpu_only and "add a GPU run" in cpu_only

@@ -47,7 +47,9 @@ class ServingSection:
     rows: list[ServingRow] = field(default_factory=list)
     unavailable: list[tuple[str, str, str]] = field(default_factory=list)  # (run id, runtime, reason)
     cpu_cores_replaced: float | None = None
-    cpu_cores_note: str = "not measured: needs a CPU run and a GPU run with inference.json"
+    cpu_cores_note: str = (
+        "not measured: needs an inference cell measured on a CPU and one on a GPU (inference.json)"
+    )
     warnings: list[str] = field(default_factory=list)
     workloads: dict[str, dict] = field(default_factory=dict)  # run id → training workload signature
 
@@ -164,7 +166,10 @@ def cpu_cores_replaced(rows: list[ServingRow], workloads: dict[str, dict]) -> tu
     gpu = [r for r in rows if r.device == "gpu"]
     cpu = [r for r in rows if r.device == "cpu" and r.cpu_cores_used and r.cpu_cores_used > 0]
     if not gpu or not [r for r in rows if r.device == "cpu"]:
-        return None, "not measured: needs a CPU run and a GPU run with inference.json"
+        return (
+            None,
+            "not measured: needs an inference cell measured on a CPU and one on a GPU (inference.json)",
+        )
     if not cpu:
         return None, "not measured: the CPU run's telemetry has no proc_cpu_pct over its inference"
     pairs = [(g, c) for g in gpu for c in cpu]

@@ -142,7 +142,10 @@ def test_one_device_only_and_missing_files_are_said(tmp_path: Path) -> None:
     empty.mkdir()
     (empty / "telemetry.csv").write_text("time_unix,cpu_util_pct\n1,5\n2,5\n")
     section = serving_section([cpu, load_run_dir(empty)])
-    assert section.cpu_cores_replaced is None and section.cpu_cores_note.startswith("not measured")
+    assert section.cpu_cores_replaced is None
+    assert section.cpu_cores_note.startswith(
+        "not measured: needs an inference cell measured on a CPU and one on a GPU"
+    )
     assert section.warnings == ["empty: no inference.json (the run skipped or lost it)"]
     assert section.rows[0].cpu_cores_used is None
 

@@ -257,3 +257,19 @@ def test_the_h100_machines_headline_says_what_limits_the_speedup(tmp_path: Path)
     assert batch2.count("mean GPU util 25.1 %") == 1 and "GPU underused" in batch2
     assert "GPU board only: CPU not measured" in batch2 and "GPU not priced" in batch2
     assert "batch 32/float32: 27.85×" in batch32 and "NOT like-for-like (batch_size 32 vs 2)" in batch32
+
+
+@pytest.mark.skipif(
+    not all((EXAMPLES / r).is_dir() for r in H100_RUNS), reason="the H100 runs are not shipped"
+)
+def test_cpu_cores_one_gpu_replaces_needs_a_measured_gpu_cell_not_just_a_file(tmp_path: Path) -> None:
+    """The H100's batch-2 run has an inference.json whose every GPU cell failed: no figure, and the
+    note says why; with the batch-32 run's measured cells there is one, marked NOT like-for-like."""
+    out = tmp_path / "r.json"
+    assert sizing_main([*H100_RUNS[:2], "--data-dir", str(EXAMPLES.parent), "--out", str(out)]) == 0
+    serving = json.loads(out.read_text())["sections"]["serving"]
+    assert serving["cpu_cores_replaced"] is None
+    assert serving["cpu_cores_note"].startswith("not measured: needs an inference cell measured on a CPU and")
+    assert sizing_main([*H100_RUNS, "--data-dir", str(EXAMPLES.parent), "--out", str(out)]) == 0
+    serving = json.loads(out.read_text())["sections"]["serving"]
+    assert serving["cpu_cores_replaced"] > 1 and serving["cpu_cores_note"].startswith("NOT like-for-like")

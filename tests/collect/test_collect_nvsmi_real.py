@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import statistics
 from pathlib import Path
@@ -16,6 +17,7 @@ MIB = 1024**2
 pytestmark = pytest.mark.skipif(not (RUN / "nvidia-smi.csv").is_file(), reason="the H100 run is not shipped")
 
 
+@functools.cache
 def _agreement():
     spec = importlib.util.spec_from_file_location(
         "nvidia_smi_agreement", REPO / "bench" / "nvidia_smi_agreement.py"
@@ -25,9 +27,16 @@ def _agreement():
     return module
 
 
+@functools.cache
+def _records() -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """(the collector's rows, nvidia-smi's) of the shipped run, read once for both tests."""
+    bench = _agreement()
+    return bench.collector_rows(RUN, 0), bench.smi_rows(RUN / "nvidia-smi.csv", "+00:00", 0)
+
+
 def test_every_nvml_column_agrees_with_nvidia_smi_second_by_second() -> None:
     bench = _agreement()
-    ours, theirs = bench.collector_rows(RUN, 0), bench.smi_rows(RUN / "nvidia-smi.csv", "+00:00", 0)
+    ours, theirs = _records()
     assert len(theirs) == 3363 and len(ours) == 3339  # the importer read every line of the real log
     _, shares = bench.compare(ours, theirs)
     for column in ("util_pct", "temp_c", "power_w", "throttle_reasons"):
@@ -45,7 +54,7 @@ def test_every_nvml_column_agrees_with_nvidia_smi_second_by_second() -> None:
 
 def test_the_energy_counter_agrees_with_integrated_power() -> None:
     bench = _agreement()
-    ours, theirs = bench.collector_rows(RUN, 0), bench.smi_rows(RUN / "nvidia-smi.csv", "+00:00", 0)
+    ours, theirs = _records()
     joules, first, last = bench.energy_counter(ours, ours[0]["time_unix"], ours[-1]["time_unix"])
     assert last - first > 300 and joules > 40_000
     for integrated in (

@@ -232,6 +232,13 @@ class _Session:
             self.stopper.request("failed", now)
 
     def loop(self) -> None:
+        self.ticks.start_clock(time.monotonic())
+        try:
+            self._loop()
+        finally:
+            self.ticks.stop_clock(time.monotonic())
+
+    def _loop(self) -> None:
         interval = self.interval
         last_index = None if self.options.duration_s is None else round(self.options.duration_s / interval)
         self.sources.prime(time.monotonic())
@@ -262,6 +269,8 @@ class _Session:
                 due_index = min(due_index, last_index)
             self._tick(now, wall_us, now - (t0 + due_index * interval), due_index - k)
             k = due_index + 1
+            if now >= self.ticks.cost_check_at and (warning := self.ticks.cost_warning(now)):
+                _say(f"collect: {warning}")
             if self.command_ended:
                 return
             if last_index is not None and due_index >= last_index and self.stopper.reason is None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import csv
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from collectfakes import FakeNvml, fake_psutil
 
+from collect import lateness
 from collect.session import SessionOptions, run_session
 from collect.sources import Hardware
 from collect.sysinfo import package_versions, system_info
@@ -208,3 +210,28 @@ def test_a_failing_callback_still_leaves_a_final_run_json_and_no_command(tmp_pat
     assert record["end_reason"] == "failed"
     assert record["error"] == "collector error: RuntimeError: progress line broke"
     assert record["exit_code"] == -15  # stopped gracefully (SIGTERM), not left running
+
+
+def test_sampling_that_costs_over_a_tenth_of_a_core_says_so_once(tmp_path: Path, monkeypatch, capsys) -> None:
+    """On the H100 machine NVML's reads cost 3.9 ms a row: at 10 ms that is 40 % of a core. The collector
+    measures its own thread's CPU and says so once, after the first seconds (here shortened)."""
+    monkeypatch.setattr(lateness, "COST_CHECK_AFTER_S", 0.3)
+
+    def costly(row: dict) -> None:  # the progress callback runs in the sampling thread: 3 ms of CPU a row
+        end = time.thread_time() + 0.003
+        while time.thread_time() < end:
+            pass
+
+    result = run_session(SessionOptions(data_dir=tmp_path, interval_s=0.01, duration_s=1.0), on_sample=costly)
+    err = capsys.readouterr().err
+    assert err.count("collect: sampling takes") == 1 and "% of a core at this interval" in err
+    sampler = read_json(result.run_dir / "run.json")["sampler"]
+    assert sampler["cpu_pct_of_core"] >= 10 and sampler["cpu_s"] >= 0.003 * result.samples
+
+
+def test_cheap_sampling_records_its_cost_and_says_nothing(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(lateness, "COST_CHECK_AFTER_S", 0.1)
+    result = run_session(SessionOptions(data_dir=tmp_path, interval_s=0.05, duration_s=0.5))
+    assert "sampling takes" not in capsys.readouterr().err
+    sampler = read_json(result.run_dir / "run.json")["sampler"]
+    assert sampler["cpu_s"] > 0 and 0 < sampler["cpu_pct_of_core"] < 10

@@ -33,6 +33,7 @@ class StatFields(NamedTuple):
     cpu_ticks: int
     threads: int
     rss_pages: int
+    zombie: bool = False
 
 
 def parse_stat(data: bytes) -> StatFields:
@@ -42,6 +43,7 @@ def parse_stat(data: bytes) -> StatFields:
         int(fields[_UTIME]) + int(fields[_STIME]) + int(fields[_CUTIME]) + int(fields[_CSTIME]),
         int(fields[_THREADS]),
         int(fields[_RSS]),
+        fields[0] == b"Z",
     )
 
 
@@ -190,14 +192,24 @@ class ProcessTreeSource(Source):
             except (OSError, ValueError):
                 gone = [pid] if gone is None else [*gone, pid]
                 continue
-            ticks += last.cpu_ticks - tracked.base_ticks
+            ticks += self._counted(tracked)
             rss_pages += last.rss_pages
             threads += last.threads
         if gone is not None:
             for pid in gone:
                 self._forget(pid)
-            ticks = self._retired_ticks + sum(t.last.cpu_ticks - t.base_ticks for t in self._tracked.values())
+            ticks = self._retired_ticks + sum(self._counted(t) for t in self._tracked.values())
         return len(self._tracked), ticks, rss_pages, threads
+
+    def _counted(self, tracked: _Tracked) -> int:
+        """What a process adds to the tree's CPU total. A zombie whose parent is followed counts through
+        that parent only: the kernel adds a reaped child's time to the parent's cutime before it releases
+        the zombie, so reading both would count the child twice (seen once: a reaped child's 0.6 s counted
+        twice, kept by the highest-total rule). Before the reap that is a dip, which that rule absorbs."""
+        last = tracked.last
+        if last.zombie and last.ppid in self._tracked:
+            return -tracked.base_ticks
+        return last.cpu_ticks - tracked.base_ticks
 
     def prime(self, now: float) -> None:
         _, self._last_ticks, _, _ = self._refresh()

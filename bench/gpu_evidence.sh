@@ -93,7 +93,7 @@ step_gpu() {
   run="$(newest_run "$WORK/.mark-gpu")"
   if [[ -n "$run" ]]; then
     cp "$smi" "$run/nvidia-smi.csv"
-    pack gpu "$WORK/.mark-gpu"
+    pack gpu "$WORK/.mark-gpu"  # again, now with the log in it
   fi
 }
 

@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from collect.importers.nvsmi import gpu_rows, read_log, utc_offset  # noqa: E402
+from collect.importers.nvsmi_fields import NvsmiImportError  # noqa: E402
 
 MIB = 1024**2
 SHIPPED_RUN = REPO / "data" / "examples" / "20261124T110829Z-gpu-vm"  # its nvidia-smi.csv is in UTC
@@ -184,7 +185,14 @@ def main() -> int:
     for path in (args.run_dir / "telemetry.csv", smi_path):
         if not path.is_file():
             parser.exit(2, f"nvidia_smi_agreement: error: {path}: no such file\n")
-    ours, theirs = collector_rows(args.run_dir, args.gpu), smi_rows(smi_path, args.utc_offset, args.gpu)
+    try:
+        ours, theirs = collector_rows(args.run_dir, args.gpu), smi_rows(smi_path, args.utc_offset, args.gpu)
+    except (NvsmiImportError, ValueError, KeyError) as exc:
+        parser.exit(2, f"nvidia_smi_agreement: error: {' '.join(str(exc).split())}\n")
+    if not ours or not theirs:
+        parser.exit(
+            2, "nvidia_smi_agreement: error: no rows to compare in telemetry.csv or the nvidia-smi log\n"
+        )
     table, shares = compare(ours, theirs)
     print(f"{args.run_dir.name}: collector {len(ours)} rows, nvidia-smi {len(theirs)} lines\n")
     print("| column | tolerance | seconds | within | median diff (collector − nvidia-smi) | largest diff |")

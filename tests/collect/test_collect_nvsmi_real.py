@@ -62,3 +62,17 @@ def test_the_energy_counter_agrees_with_integrated_power() -> None:
         bench.integrate(theirs, "power_w", first, last),
     ):
         assert integrated == pytest.approx(joules, rel=0.01)
+
+
+def test_a_file_that_is_not_an_nvidia_smi_log_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text("not a log\n")
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "nvidia_smi_agreement.py"), str(RUN), "--smi", str(bad)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "not an nvidia-smi log" in done.stderr

@@ -26,6 +26,7 @@ MAX_SCAN_SHARE = 0.003  # scans back off to stay under 0.3 % of a core (a busy h
 
 # Indexes in /proc/<pid>/stat after the ")" that closes the command name (field 3 is index 0).
 _PPID, _UTIME, _STIME, _CUTIME, _CSTIME, _THREADS, _RSS = 1, 11, 12, 13, 14, 17, 21
+_EXITED_STATES = (b"Z", b"X", b"x")
 
 
 class StatFields(NamedTuple):
@@ -33,7 +34,7 @@ class StatFields(NamedTuple):
     cpu_ticks: int
     threads: int
     rss_pages: int
-    zombie: bool = False
+    exited: bool = False  # a zombie (Z) or being reaped (X): its parent's cutime may hold its time already
 
 
 def parse_stat(data: bytes) -> StatFields:
@@ -43,7 +44,7 @@ def parse_stat(data: bytes) -> StatFields:
         int(fields[_UTIME]) + int(fields[_STIME]) + int(fields[_CUTIME]) + int(fields[_CSTIME]),
         int(fields[_THREADS]),
         int(fields[_RSS]),
-        fields[0] == b"Z",
+        fields[0] in _EXITED_STATES,
     )
 
 
@@ -202,12 +203,13 @@ class ProcessTreeSource(Source):
         return len(self._tracked), ticks, rss_pages, threads
 
     def _counted(self, tracked: _Tracked) -> int:
-        """What a process adds to the tree's CPU total. A zombie whose parent is followed counts through
-        that parent only: the kernel adds a reaped child's time to the parent's cutime before it releases
-        the zombie, so reading both would count the child twice (seen once: a reaped child's 0.6 s counted
-        twice, kept by the highest-total rule). Before the reap that is a dip, which that rule absorbs."""
+        """What a process adds to the tree's CPU total. An exited child whose parent is followed counts
+        through that parent only: the kernel marks a child being reaped dead (X), then adds its time to the
+        parent's cutime, then releases it, so reading both would count the child twice (seen in the suite:
+        0.2-0.4 s too much, kept by the highest-total rule). Before the reap that is a dip, which that rule
+        absorbs."""
         last = tracked.last
-        if last.zombie and last.ppid in self._tracked:
+        if last.exited and last.ppid in self._tracked:
             return -tracked.base_ticks
         return last.cpu_ticks - tracked.base_ticks
 

@@ -154,8 +154,9 @@ def test_deadline_stops_the_command_with_sigint_and_exits_124(tmp_path: Path) ->
     record = read_json(run_dir / "run.json")
     assert (record["end_reason"], record["exit_code"]) == ("deadline", 0)
     rows = complete_rows(run_dir)
-    assert 10 <= len(rows) <= 13
-    assert float(rows[-1]["elapsed_s"]) >= 1.0
+    last_elapsed = float(rows[-1]["elapsed_s"])
+    assert 1.0 <= last_elapsed < 3.0  # the stop came at the deadline, however slow the command's exit
+    assert 10 <= len(rows) <= round(last_elapsed / 0.1) + 1  # a stalled VM skips ticks, never adds any
     assert any(float(r["proc_rss_bytes"] or 0) > 1e6 for r in rows)
 
 

@@ -214,8 +214,20 @@ def test_rate_of_node_cpu_seconds_agrees_with_the_csv(recorded: Recorded) -> Non
         f' / sum(rate(node_cpu_seconds_total{{instance="{target}"}}[{window}s])))'
     )
     from_prometheus = float(query(recorded.api, promql, when)[0]["value"][1])
-    in_window = [float(r["cpu_util_pct"]) for r in rows if when - window < float(r["time_unix"]) <= when]
-    from_csv = statistics.fmean(in_window)
+    # rate() is the counters' slope between the window's first and last scrape; each scrape served the
+    # last tick before it. The CSV's ticks in between are those whose CPU the two counters differ by.
+    scraped = query(
+        recorded.api, f'node_cpu_seconds_total{{instance="{target}",cpu="0",mode="idle"}}[{window}s]', when
+    )[0]["values"]
+    first_scrape, last_scrape = float(scraped[0][0]), float(scraped[-1][0])
+    times = [float(r["time_unix"]) for r in rows]
+    served_first = max(t for t in times if t <= first_scrape)
+    served_last = max(t for t in times if t <= last_scrape)
+    ticks = zip(rows[1:], times[1:], times[:-1], strict=True)
+    in_window = [  # (utilization, seconds it covers): a tick a loaded VM delayed covers more
+        (float(r["cpu_util_pct"]), t - before) for r, t, before in ticks if served_first < t <= served_last
+    ]
+    from_csv = sum(pct * seconds for pct, seconds in in_window) / sum(seconds for _, seconds in in_window)
     print(f"cpu_util_pct over {window}s: Prometheus {from_prometheus:.2f}, CSV {from_csv:.2f}")
     assert abs(from_prometheus - from_csv) <= 3.0
     assert from_csv > 15  # the command kept a core half busy: a real signal, not two zeros agreeing

@@ -286,7 +286,7 @@ def test_an_os_error_from_the_sample_callback_drops_the_callback_only(tmp_path: 
     options = SessionOptions(data_dir=tmp_path, interval_s=0.05, duration_s=0.5)
     result = run_session(options, on_sample=hung_up)
     assert (result.end_reason, result.exit_code) == ("completed", 0)
-    assert len(calls) == 1 and result.samples >= 8
+    assert len(calls) == 1 and result.samples >= 4  # sampling went on (10 nominal; a stalled VM skips ticks)
     record = read_json(result.run_dir / "run.json")
     assert record["sampler"]["progress_error"] == "progress line dropped: Input/output error"
 

@@ -78,11 +78,25 @@ def test_run_json_at_start_and_callbacks(tmp_path: Path) -> None:
 
 
 def test_at_10ms_the_row_after_the_command_ended_shows_the_tree_gone(tmp_path: Path) -> None:
-    """The process tree is read every 0.1 s at 10 ms (held in between), but the last row reads it afresh."""
-    command = [sys.executable, "-c", "import time; data = bytearray(30_000_000); time.sleep(0.6)"]
-    options = SessionOptions(data_dir=tmp_path, interval_s=0.01, command=command, echo_output=False)
-    for _ in range(3):  # the exit falls on a held tick 9 times in 10; three runs leave no luck to the check
-        result = run_session(options)
+    """The process tree is read every 0.1 s at 10 ms (held in between), but the last row reads it afresh.
+    The command holds its 30 MB until a row has shown them (a loaded machine may start sampling late)."""
+    seen = tmp_path / "seen"
+    holder = (
+        "import os, sys, time\ndata = bytearray(30_000_000)\nend = time.time() + 60\n"
+        "while not os.path.exists(sys.argv[1]) and time.time() < end: time.sleep(0.005)"
+    )
+
+    def on_sample(row: dict[str, float | None]) -> None:
+        if (row["proc_rss_bytes"] or 0) > 30_000_000:
+            seen.touch()
+
+    for run in range(3):  # the exit falls on a held tick 9 times in 10; three runs leave no luck to the check
+        seen.unlink(missing_ok=True)
+        command = [sys.executable, "-c", holder, str(seen)]
+        options = SessionOptions(
+            data_dir=tmp_path / str(run), interval_s=0.01, command=command, echo_output=False
+        )
+        result = run_session(options, on_sample=on_sample)
         rows = read_rows(result.run_dir)
         assert any(int(row["proc_rss_bytes"] or 0) > 30_000_000 for row in rows)
         assert rows[-1]["proc_rss_bytes"] in ("", "0")

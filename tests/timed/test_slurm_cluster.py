@@ -166,6 +166,7 @@ def test_the_time_limit_warning_stops_the_run_with_the_reason(
     )
     output = (tmp_path / f"job-{job_id}.out").read_text()
     assert code == 130, output[-3000:] + cluster.logs()
+    assert "workbench.sbatch: stop signal passed to the job's steps (job RUNNING)" in output
     run = json.loads((_only_run(data_dir) / "run.json").read_text())
     assert run["end_reason"] == "interrupted"
     stop = run["slurm_stop"]

@@ -28,6 +28,10 @@ main() {
   ensure_debian_packages chromium chromium-driver shellcheck sysstat prometheus slurm-wlm munge
   ensure_venv "train,torch,infer,sizing,dashboard,test"
   cd "$REPO_ROOT"
+  # The suite starts hundreds of Python processes: they share the project's compiled bytecode (kept in
+  # .venv, out of the checkout) even where PYTHONDONTWRITEBYTECODE is set, instead of each compiling it.
+  unset PYTHONDONTWRITEBYTECODE
+  export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-$VENV/pycache}"
   local workers=(-n 2 --dist loadgroup)
   if chooses_workers "$@"; then workers=(); fi
   exec "$PY" -m pytest "${workers[@]}" "$@"

@@ -17,7 +17,7 @@ from trainfixtures import CompletedRun, cli_in, no_tensorflow_env
 
 @pytest.fixture(scope="session")
 def trained_run(cpu_script_run: Any) -> CompletedRun:
-    """The session's one TensorFlow run (tests/conftest.py: `collect_cpu.sh 120s` on the tiny dataset, then
+    """The session's one TensorFlow run (tests/conftest.py: `collect_cpu.sh 90s` on the tiny dataset, then
     export, evaluate, detect and the inference benchmark), as the training tests read it: what the training
     itself printed, stdout and stderr together, is the run's command.log."""
     (run_dir,) = (cpu_script_run.data_dir / "runs").iterdir()

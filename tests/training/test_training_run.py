@@ -38,7 +38,7 @@ def test_training_csv_has_one_row_per_step_and_a_falling_loss(trained_run: Compl
     assert path.read_text().splitlines()[0].split(",") == TRAINING_COLUMNS
     rows = _rows(path)
     steps = [int(row["step"]) for row in rows]
-    assert steps == list(range(1, len(rows) + 1)) and len(rows) >= 30
+    assert steps == list(range(1, len(rows) + 1)) and len(rows) >= 20  # the loss check compares 10 and 10
     times = [float(row["time_unix"]) for row in rows]
     assert all(b > a for a, b in itertools.pairwise(times))
     assert abs(times[-1] - time.time()) < 3600
@@ -54,7 +54,7 @@ def test_training_json_is_honest(trained_run: CompletedRun) -> None:
     info = read_json(trained_run.run_dir / "training.json")
     rows = _rows(trained_run.run_dir / "training.csv")
     assert info["format_version"] == 1
-    assert info["status"] == "deadline" and info["duration_budget_s"] == 120.0  # collect_cpu.sh 120s
+    assert info["status"] == "deadline" and info["duration_budget_s"] == 90.0  # collect_cpu.sh 90s
     assert info["steps"] == info["global_step"] == len(rows) and info["initial_step"] == 0
     assert info["device_requested"] == "cpu" and info["device_used"] == "CPU" and info["gpu_names"] == []
     assert (info["preset"], info["backbone"], info["image_size"], info["batch_size"], info["precision"]) == (
@@ -132,7 +132,7 @@ def test_evaluate_works_alone_on_an_existing_run(trained_run: CompletedRun, tmp_
 
 def test_sigterm_resumes_then_stops_with_a_checkpoint(trained_run: CompletedRun, tmp_path: Path) -> None:
     """Resume from the short run's checkpoint, SIGTERM after a few new steps: exit 143, honest files, and
-    only the newest checkpoints kept (the short run's 120 s at the default 60 s interval makes too few)."""
+    only the newest checkpoints kept (the short run's 90 s at the default 60 s interval makes too few)."""
     run_dir = tmp_path / "resumed"
     shutil.copytree(
         trained_run.run_dir, run_dir, ignore=shutil.ignore_patterns("model", "detections", "checkpoints")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import socket
 import sys
 import time
 from collections.abc import Callable
@@ -30,14 +29,13 @@ from collect.options import (
     end_reason_and_exit,
 )
 from collect.priority import PriorityChange, raise_priority
+from collect.run_record import initial_record
 from collect.rundir import SessionError, create_run_dir
 from collect.sources import SourceSet, build_sources
 from collect.stopping import Stopper, stop_signals_caught
-from collect.sysinfo import system_info
 from collect.writer import TelemetryWriteError, TelemetryWriter
 from runformat import (
     COMMAND_LOG,
-    FORMAT_VERSION,
     RUN_DIR_ENV,
     RUN_ID_ENV,
     RUN_JSON,
@@ -93,7 +91,7 @@ class _Session:
             self.run_dir = create_run_dir(options.data_dir, options.device, start)
             columns = TIME_COLUMNS + self.sources.columns()
             self.writer = TelemetryWriter(self.run_dir / TELEMETRY_CSV, columns, self.sources.held_columns())
-            self.record = self._initial_record(start)
+            self.record = initial_record(options, self.run_dir.name, self.sources, self.start_unix)
             write_json_atomic(self.run_dir / RUN_JSON, self.record)
             if options.tick_sink is not None:
                 options.tick_sink.start(self.run_dir, self.record, self.sources)
@@ -106,40 +104,6 @@ class _Session:
         except BaseException:
             self.sources.close()
             raise
-
-    def _initial_record(self, start: datetime) -> dict[str, Any]:
-        options = self.options
-        nvml = self.sources.nvml
-        return {
-            "format_version": FORMAT_VERSION,
-            "run_id": self.run_dir.name,
-            "label": options.label,
-            "device": options.device,
-            "host": socket.gethostname(),
-            "command": list(options.command) if options.command is not None else None,
-            "interval_s": self.interval,
-            "start_utc": start.isoformat(),
-            "start_unix": round(self.start_unix, 6),
-            "end_utc": None,
-            "end_unix": None,
-            "requested_duration_s": options.duration_s,
-            "actual_duration_s": None,
-            "end_reason": "running",
-            "exit_code": None,
-            "samples": 0,
-            "late_ticks": 0,
-            "skipped_ticks": 0,
-            "system": system_info(
-                options.hardware.proc_root,
-                options.hardware.sys_root,
-                gpus=nvml.gpu_info if nvml else [],
-                gpu_driver_version=nvml.driver_version if nvml else None,
-                cuda_version=nvml.cuda_version if nvml else None,
-            ),
-            "sources": self.sources.status,
-            "sampler": {"priority": "not raised yet"},
-            **options.extra_record,
-        }
 
     def _launch(self) -> None:
         argv = [arg.replace(RUN_DIR_PLACEHOLDER, str(self.run_dir)) for arg in self.options.command or []]

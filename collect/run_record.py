@@ -1,0 +1,49 @@
+"""run.json as the collector writes it when a recording starts (the session adds how it ended)."""
+
+from __future__ import annotations
+
+import socket
+from datetime import datetime, timezone
+from typing import Any
+
+from collect.options import SessionOptions
+from collect.sources import SourceSet
+from collect.sysinfo import system_info
+from runformat import FORMAT_VERSION
+
+
+def initial_record(
+    options: SessionOptions, run_id: str, sources: SourceSet, start_unix: float
+) -> dict[str, Any]:
+    """The record of a run that has just started: what it is, on which system, with which sources."""
+    nvml = sources.nvml
+    return {
+        "format_version": FORMAT_VERSION,
+        "run_id": run_id,
+        "label": options.label,
+        "device": options.device,
+        "host": socket.gethostname(),
+        "command": list(options.command) if options.command is not None else None,
+        "interval_s": options.interval_s,
+        "start_utc": datetime.fromtimestamp(start_unix, timezone.utc).isoformat(),
+        "start_unix": round(start_unix, 6),
+        "end_utc": None,
+        "end_unix": None,
+        "requested_duration_s": options.duration_s,
+        "actual_duration_s": None,
+        "end_reason": "running",
+        "exit_code": None,
+        "samples": 0,
+        "late_ticks": 0,
+        "skipped_ticks": 0,
+        "system": system_info(
+            options.hardware.proc_root,
+            options.hardware.sys_root,
+            gpus=nvml.gpu_info if nvml else [],
+            gpu_driver_version=nvml.driver_version if nvml else None,
+            cuda_version=nvml.cuda_version if nvml else None,
+        ),
+        "sources": sources.status,
+        "sampler": {"priority": "not raised yet"},
+        **options.extra_record,
+    }

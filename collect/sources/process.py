@@ -205,9 +205,8 @@ class ProcessTreeSource(Source):
     def _counted(self, tracked: _Tracked) -> int:
         """What a process adds to the tree's CPU total. An exited child whose parent is followed counts
         through that parent only: the kernel marks a child being reaped dead (X), then adds its time to the
-        parent's cutime, then releases it, so reading both would count the child twice (seen in the suite:
-        0.2-0.4 s too much, kept by the highest-total rule). Before the reap that is a dip, which that rule
-        absorbs."""
+        parent's cutime, then releases it, so reading both would count the child twice, and the
+        highest-total rule would keep it. Before the reap that is a dip, which that rule absorbs."""
         last = tracked.last
         if last.exited and last.ppid in self._tracked:
             return -tracked.base_ticks

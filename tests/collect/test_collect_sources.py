@@ -507,8 +507,8 @@ def _stat_line(pid: int, ppid: int, state: str, utime: int, cutime: int = 0) -> 
 @pytest.mark.parametrize("state", ["Z", "X"])
 def test_a_reaped_child_still_readable_is_not_counted_twice(tmp_path: Path, state: str) -> None:
     """The kernel marks a child being reaped dead (X), adds its time to its parent's cutime, then releases
-    it: in that window both read as the child's time (seen in the suite: 0.2-0.4 s too much over a 1 s
-    tree). A zombie (Z) read after its parent's cutime grew is the same case."""
+    it: in that window both read as the child's time. A zombie (Z) read after its parent's cutime grew
+    is the same case."""
     (tmp_path / "loadavg").write_text("0.00 0.00 0.00 1/100 101\n")
     stat = {pid: tmp_path / str(pid) / "stat" for pid in (100, 101)}
     for path in stat.values():

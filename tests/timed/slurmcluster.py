@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -15,6 +16,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# A job in one of these states has ended for good (COMPLETING has not: its processes may still run).
+FINISHED_JOB_STATES = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL"}
+    | {"DEADLINE"}
+)
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "scancel", "squeue", "scontrol", "sinfo")
 
 
@@ -127,6 +133,20 @@ PartitionName=cpu Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
         return subprocess.run(
             argv, capture_output=True, text=True, env=self.env, check=check, timeout=timeout
         )
+
+    def wait_for_job(self, job_id: str, timeout_s: float) -> int:
+        """Wait until every task of the job has finished and return its exit code as `sbatch --wait` would
+        (the highest, 1 for a task killed by a signal). `sbatch --wait` itself looks 2, 10 and 42 s after
+        the submission: a job done in 15 s would keep the test waiting 27 s more."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            shown = self.client("scontrol", "show", "job", "-o", job_id, check=False).stdout
+            jobs = [dict(re.findall(r"(\w+)=(\S*)", line)) for line in shown.splitlines() if line.strip()]
+            if jobs and all(job.get("JobState") in FINISHED_JOB_STATES for job in jobs):
+                codes = [job["ExitCode"].split(":") for job in jobs]
+                return max(int(status) if signal == "0" else 1 for status, signal in codes)
+            time.sleep(0.5)
+        raise AssertionError(f"job {job_id} did not finish in {timeout_s:g} s\n{self.logs()}")
 
     def job_gone(self, job_id: str) -> bool:
         done = self.client("squeue", "-h", "-j", job_id, check=False)

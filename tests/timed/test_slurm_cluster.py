@@ -61,12 +61,11 @@ def _export(data_dir: Path, **variables: str) -> str:
 
 
 def _submit(cluster: SlurmCluster, *sbatch_args: str, wait: bool, timeout: float = 600) -> tuple[str, int]:
-    done = cluster.client(
-        "sbatch", "--parsable", *(["--wait"] if wait else []), *sbatch_args, check=False, timeout=timeout
-    )
+    """The job id, and sbatch's exit code or, with `wait`, the job's (as `sbatch --wait` gives it)."""
+    done = cluster.client("sbatch", "--parsable", *sbatch_args, check=False)
     job_id = done.stdout.strip().split(";")[0]
     assert job_id.isdigit(), f"sbatch said {done.stdout!r} {done.stderr!r}\n{cluster.logs()}"
-    return job_id, done.returncode
+    return job_id, cluster.wait_for_job(job_id, timeout) if wait else done.returncode
 
 
 def _only_run(data_dir: Path) -> Path:

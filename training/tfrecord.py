@@ -9,7 +9,7 @@ tf.train.Example is a small protobuf we encode and decode by hand (wire types 0,
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 Feature = list[bytes] | list[float] | list[int]
@@ -32,12 +32,29 @@ def _crc32c_table() -> list[int]:
 _TABLE = _crc32c_table()
 
 
-def crc32c(data: bytes) -> int:
+def python_crc32c(data: bytes) -> int:
     crc = 0xFFFFFFFF
     table = _TABLE
     for byte in data:
         crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
     return crc ^ 0xFFFFFFFF
+
+
+def _native_crc32c() -> Callable[[bytes], int] | None:
+    """google-crc32c's C checksum (hundreds of MB/s; the loop above does ~5 MB/s, half the time of
+    generating a dataset), or None where it is not installed (a GPU image with only torch)."""
+    try:
+        from google_crc32c import value
+    except ImportError:
+        return None
+    try:
+        from google_crc32c import implementation
+    except ImportError:
+        return value
+    return value if implementation == "c" else None
+
+
+crc32c: Callable[[bytes], int] = _native_crc32c() or python_crc32c
 
 
 def masked_crc(data: bytes) -> int:

@@ -67,8 +67,9 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 @pytest.mark.slow
 def test_collect_cpu_short_run_end_to_end(cpu_script_run: Any) -> None:
-    """The suite's one TensorFlow script run (tests/conftest.py), on the tiny dataset: the script
-    generating a missing dataset is test_collect_cpu_torch_run_end_to_end's."""
+    """The suite's one TensorFlow script run (tests/conftest.py), on the tiny dataset: the torch one is
+    tests/training/conftest.py's `torch_run`; the script generating a missing dataset is
+    timed/test_devices.py's procs sweep."""
     result, tmp_path = cpu_script_run.result, cpu_script_run.data_dir
     budget_s = float(cpu_script_run.budget.removesuffix("s"))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -169,32 +170,6 @@ def test_a_short_real_run_prints_the_matching_gpu_command(cpu_script_run: Any) -
     assert expected in result.stdout
     header = (run_dir / "telemetry.csv").read_text().splitlines()[0].split(",")
     assert "cpu_iowait_pct" in header
-
-
-@pytest.mark.slow
-def test_collect_cpu_torch_run_end_to_end(tmp_path: Path) -> None:
-    """`--framework torch` through the script and the collector: the missing dataset generated, a torch run
-    directory, TorchScript export."""
-    result = run_script(
-        "collect_cpu.sh", "3m", "--framework", "torch", "--data-dir", str(tmp_path), "--max-steps", "4",
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    generated = json.loads((tmp_path / "datasets" / "waldo" / "dataset.json").read_text())  # none was given
-    assert generated["kind"] == "synthetic"
-    (run_dir,) = list((tmp_path / "runs").iterdir())
-    run = json.loads((run_dir / "run.json").read_text())
-    assert run["label"] == "cpu torch small 3m"
-    assert run["command"][run["command"].index("--framework") + 1] == "torch"
-    training = json.loads((run_dir / "training.json").read_text())
-    assert training["framework"] == "torch" and training["steps"] == 4 and training["status"] == "completed"
-    assert (run_dir / "model" / "model.torchscript.pt").is_file()
-    phases = [row["phase"] for row in _rows(run_dir / "phases.csv")]
-    assert phases == ["train", "export", "evaluate", "detect", "infer"]
-    inference = json.loads((run_dir / "inference.json").read_text())
-    measured = {r["runtime"] for r in inference["runtimes"] if r["available"]}
-    assert measured == {"torchscript", "onnxruntime"}  # the torch export, TF-free, and its ONNX conversion
-    assert "mAP@0.5" in result.stdout
 
 
 def test_torch_framework_installs_the_torch_extra_only() -> None:

@@ -1,9 +1,11 @@
-"""Shared, real fixtures, each made once per session: one short real training run per framework
-(TensorFlow, shared with timed/test_scripts.py; torch where `import tensorflow` fails) reused by the slow
-tests. The tiny dataset is tests/conftest.py's."""
+"""Shared, real fixtures, each made once per session: one short real training run per framework, each
+through the README's `collect_cpu.sh` (TensorFlow's is tests/conftest.py's, shared with
+timed/test_scripts.py; torch's runs where `import tensorflow` fails), reused by the slow tests. The tiny
+dataset is tests/conftest.py's."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from trainfixtures import CompletedRun, cli_in, no_tensorflow_env
+from trainfixtures import REPO, CompletedRun, cli_in, no_tensorflow_env
 
 
 @pytest.fixture(scope="session")
@@ -32,30 +34,20 @@ def no_tf_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def torch_run(no_tf_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """A real `--framework torch` train of 8 steps on its own 12 + 3 images, then every phase, without
-    TensorFlow. Tests that change the run directory work on a copy (test_evaluate_alone_… rewrites
-    eval.json only)."""
+    """The session's one torch training, as the README runs it and without TensorFlow:
+    `./scripts/collect_cpu.sh 3m --framework torch`, stopped after 8 steps, on its own 12 + 3 images, then
+    every phase (export, evaluation, detections, inference with its two ONNX conversions). `done` is the
+    script's; `--verbose` shows the training's own output. Tests that change the run directory work on a
+    copy (test_evaluate_alone_… rewrites eval.json only)."""
     root = tmp_path_factory.mktemp("torch")
-    dataset, run_dir = root / "waldo", root / "run"
+    dataset, data_dir = root / "waldo", root / "data"
     made = cli_in(no_tf_env, "dataset", "--out", str(dataset), "--train", "12", "--val", "3", "--seed", "3")
     assert made.returncode == 0, made.stderr
-    trained = cli_in(
-        no_tf_env,
-        "train",
-        "--framework",
-        "torch",
-        "--run-dir",
-        str(run_dir),
-        "--dataset",
-        str(dataset),
-        "--duration",
-        "5m",
-        "--max-steps",
-        "8",
-        "--checkpoint-every",
-        "1s",
-        "--infer-duration",
-        "0.5s",
-        timeout=900,  # every phase, the two ONNX conversions included, on a shared CPU
-    )
-    return {"dataset": dataset, "run_dir": run_dir, "done": trained, "env": no_tf_env}
+    done = subprocess.run(
+        [str(REPO / "scripts" / "collect_cpu.sh"), "3m", "--framework", "torch", "--max-steps", "8",
+         "--data-dir", str(data_dir), "--dataset", str(dataset), "--interval", "0.5s", "--verbose"],
+        cwd=REPO, env=no_tf_env, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    runs = list((data_dir / "runs").iterdir()) if (data_dir / "runs").is_dir() else []
+    assert len(runs) == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    return {"dataset": dataset, "run_dir": runs[0], "done": done, "env": no_tf_env}

@@ -173,3 +173,17 @@ def test_gpu_with_a_driver_but_no_gpu_in_tensorflow_is_refused(tmp_path: Path, m
     assert device.nvidia_driver_present()
     with pytest.raises(device.DeviceError, match="sees no GPU"):
         device.prepare_device("gpu")
+
+
+def test_train_infer_duration_sets_the_inference_phase_cells(tmp_path: Path) -> None:
+    from training.cli import _parser
+    from training.inference.command import phase_options
+    from training.inference.measure import PHASE_BATCH_SIZES, PHASE_DURATION_S
+
+    base = ["train", "--framework", "torch", "--run-dir", str(tmp_path)]
+    chosen = phase_options(_parser().parse_args([*base, "--infer-duration", "0.5s"]), tmp_path)
+    default = phase_options(_parser().parse_args(base), tmp_path)
+    assert chosen is not None and default is not None
+    assert (chosen.duration_s, default.duration_s) == (0.5, PHASE_DURATION_S)
+    assert chosen.batch_sizes == default.batch_sizes == PHASE_BATCH_SIZES
+    assert phase_options(_parser().parse_args([*base, "--no-infer"]), tmp_path) is None

@@ -13,6 +13,7 @@ from training.tfrecord import (
     crc32c,
     decode_example,
     encode_example,
+    python_crc32c,
     read_record_file,
 )
 
@@ -20,6 +21,17 @@ from training.tfrecord import (
 def test_crc32c_matches_the_standard_check_value() -> None:
     assert crc32c(b"123456789") == 0xE3069283
     assert crc32c(b"") == 0
+
+
+def test_the_native_checksum_is_used_and_agrees_with_the_pure_python_one() -> None:
+    import google_crc32c
+
+    assert crc32c is google_crc32c.value and google_crc32c.implementation == "c"
+    rng = np.random.default_rng(3)
+    for size in (0, 1, 7, 8, 9, 4096, 100_003):
+        data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        assert crc32c(data) == python_crc32c(data)
+    assert python_crc32c(b"123456789") == 0xE3069283
 
 
 def test_example_round_trip_keeps_every_kind() -> None:

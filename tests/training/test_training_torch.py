@@ -21,6 +21,7 @@ import pytest
 from trainfixtures import REPO, cli_in
 
 from runformat import read_json
+from training.inference.measure import PHASE_DURATION_S
 
 pytestmark = pytest.mark.slow
 
@@ -30,17 +31,21 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 def test_torch_run_trains_exports_evaluates_and_draws_without_tensorflow(torch_run: dict) -> None:
+    """`collect_cpu.sh 3m --framework torch` through the collector: a torch run directory, every phase."""
     done, run_dir = torch_run["done"], torch_run["run_dir"]
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "Traceback" not in done.stderr
-    assert "export: TorchScript of step 8" in done.stdout
+    assert "export: TorchScript of step 8" in done.stdout and "mAP@0.5" in done.stdout
     blocked = Path(torch_run["env"]["BLOCKED_IMPORT_LOG"])
     assert not blocked.exists(), f"the torch path tried to import: {blocked.read_text()}"
+    run = read_json(run_dir / "run.json")
+    assert run["label"] == "cpu torch small 3m" and run["end_reason"] == "completed"
+    assert run["command"][run["command"].index("--framework") + 1] == "torch"
     phases = [row["phase"] for row in _rows(run_dir / "phases.csv")]
     assert phases == ["train", "export", "evaluate", "detect", "infer"]  # infer: TF-free runtimes only
     inference = json.loads((run_dir / "inference.json").read_text())
     assert {r["runtime"] for r in inference["runtimes"] if r["available"]} == {"onnxruntime", "torchscript"}
-    assert inference["duration_per_cell_s"] == 0.5  # train's --infer-duration
+    assert inference["duration_per_cell_s"] == PHASE_DURATION_S
     rows = _rows(run_dir / "training.csv")
     assert [int(row["step"]) for row in rows] == list(range(1, 9))
     assert all(float(row["loss_total"]) > 0 and float(row["step_time_s"]) > 0 for row in rows)
@@ -60,7 +65,7 @@ def test_training_json_records_the_framework_and_device(torch_run: dict) -> None
     assert info["config"]["architecture"] == "resnet18_fpn128" and info["config"]["image_size"] == 256
     assert info["last_checkpoint"] == "checkpoints/ckpt-8.pt"
     checkpoints = sorted(p.name for p in (torch_run["run_dir"] / "checkpoints").iterdir())
-    assert "ckpt-8.pt" in checkpoints and len(checkpoints) <= 3
+    assert "ckpt-8.pt" in checkpoints and len(checkpoints) <= 3  # pruning: test_sigterm_stops_…
 
 
 def test_export_is_torchscript_that_loads_without_our_code(torch_run: dict) -> None:
@@ -149,8 +154,8 @@ def test_sigterm_stops_with_a_checkpoint_and_the_run_resumes(torch_run: dict, tm
     run_dir = tmp_path / "run"
     command = [
         sys.executable, "-m", "training", "train", "--framework", "torch", "--run-dir", str(run_dir),
-        "--dataset", str(torch_run["dataset"]), "--duration", "10m", "--checkpoint-every", "1h",
-    ]  # fmt: skip
+        "--dataset", str(torch_run["dataset"]), "--duration", "10m", "--checkpoint-every", "10ms",
+    ]  # fmt: skip  (a checkpoint after every step: more than the 3 kept)
     process = subprocess.Popen(
         command, cwd=REPO, env=torch_run["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -158,7 +163,7 @@ def test_sigterm_stops_with_a_checkpoint_and_the_run_resumes(torch_run: dict, tm
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and process.poll() is None:
             csv_path = run_dir / "training.csv"
-            if csv_path.exists() and len(csv_path.read_text().splitlines()) > 3:
+            if csv_path.exists() and len(csv_path.read_text().splitlines()) > 4:
                 break
             time.sleep(0.2)
         process.send_signal(signal.SIGTERM)
@@ -168,9 +173,11 @@ def test_sigterm_stops_with_a_checkpoint_and_the_run_resumes(torch_run: dict, tm
             process.kill()
     assert process.returncode == 143, stderr[-2000:]
     info = read_json(run_dir / "training.json")
-    assert info["status"] == "interrupted" and info["steps"] >= 3
+    assert info["status"] == "interrupted" and info["steps"] >= 4
     assert info["last_checkpoint"] == f"checkpoints/ckpt-{info['global_step']}.pt"
     stopped_at = info["global_step"]
+    kept = sorted(int(p.stem.removeprefix("ckpt-")) for p in (run_dir / "checkpoints").glob("ckpt-*.pt"))
+    assert kept == [stopped_at - 2, stopped_at - 1, stopped_at]  # the last 3 of one a step
 
     resumed = cli_in(torch_run["env"], *command[3:], "--max-steps", "2", "--no-export")
     assert resumed.returncode == 0, resumed.stderr[-2000:]

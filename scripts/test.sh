@@ -32,7 +32,7 @@ main() {
   # .venv, out of the checkout) even where PYTHONDONTWRITEBYTECODE is set, instead of each compiling it.
   unset PYTHONDONTWRITEBYTECODE
   export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-$VENV/pycache}"
-  local workers=(-n 2 --dist loadgroup)
+  local workers=(-n 2 --dist loadgroup --no-loadscope-reorder)  # the order: tests/conftest.py's start_rank
   if chooses_workers "$@"; then workers=(); fi
   exec "$PY" -m pytest "${workers[@]}" "$@"
 }

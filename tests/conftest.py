@@ -109,12 +109,27 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): run on the same xdist worker as its group")
 
 
+def start_rank(item: pytest.Item, group: str | None) -> int:
+    """How early a test should start: the costly shared fixtures' groups first, most costly first, then
+    the other groups, then the slow tests, then the rest. test.sh runs xdist with --no-loadscope-reorder,
+    so a worker that frees up takes the next unit in this order: the long units do not end up last, on
+    one worker, while the other idles."""
+    if group in SHARED_ON_ONE_WORKER:
+        return SHARED_ON_ONE_WORKER.index(group)
+    if group is not None:
+        return len(SHARED_ON_ONE_WORKER)
+    return len(SHARED_ON_ONE_WORKER) + (1 if item.get_closest_marker("slow") else 2)
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    ranks = {}
     for item in items:
         group = worker_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+        ranks[item.nodeid] = start_rank(item, group)
+    items.sort(key=lambda item: ranks[item.nodeid])  # stable: a module's own order is kept
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker sends the test ids to the controller

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -207,7 +208,11 @@ def test_package_versions_never_import_tensorflow() -> None:
     versions = package_versions(("psutil", "surely-not-installed-pkg"))
     assert versions["psutil"]
     assert versions["surely-not-installed-pkg"] is None
-    assert "tensorflow" not in sys.modules
+    # in a fresh process: this one may have imported TensorFlow for an earlier test
+    script = "import sys; from collect.sysinfo import package_versions as v; v(('tensorflow', 'torch'));"
+    script += "print(sorted({'tensorflow', 'torch'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 def test_a_failing_callback_still_leaves_a_final_run_json_and_no_command(tmp_path: Path) -> None:

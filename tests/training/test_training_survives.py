@@ -150,6 +150,7 @@ def test_a_failed_training_records_how_far_it_got(tmp_path: Path, tiny_dataset: 
         [
             sys.executable, "-m", "training", "train", "--framework", "torch", "--run-dir", str(run_dir),
             "--dataset", str(tiny_dataset), "--no-export", "--duration", "5m", "--checkpoint-every", "1h",
+            "--batch", "1",  # the ~22 steps to fill the file, at half the cost
         ],
         cwd=REPO, env=training_env(), capture_output=True, text=True, timeout=600,
         preexec_fn=_limit_file_size,

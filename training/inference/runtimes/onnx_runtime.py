@@ -8,8 +8,10 @@ replaces model/ as a whole, so they never go stale); their time is reported, not
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,13 +129,21 @@ def _convert_saved_model(run_dir: Path, onnx_path: Path) -> str:
     height, width = model_input_size(run_dir)
     wrapped = tf.function(lambda images: serve(inputs=images))
     staging = onnx_path.with_name(f".{onnx_path.name}.tmp-{os.getpid()}")
-    try:
+
+    def convert_to_staging() -> None:
         convert.from_function(
             wrapped,
             input_signature=[tf.TensorSpec([None, height, width, 3], tf.uint8, name="inputs")],
             opset=OPSET,
             output_path=str(staging),
         )
+
+    try:
+        try:
+            with _tf2onnx_optimizers_unguarded():
+                convert_to_staging()
+        except Exception:
+            convert_to_staging()  # again with each graph optimizer guarded: one that fails is skipped
         staging.replace(onnx_path)
     except Exception as exc:
         raise CannotTake(
@@ -142,6 +152,24 @@ def _convert_saved_model(run_dir: Path, onnx_path: Path) -> str:
     finally:
         staging.unlink(missing_ok=True)
     return f"tf2onnx {tf2onnx.__version__} (opset {OPSET})"
+
+
+@contextlib.contextmanager
+def _tf2onnx_optimizers_unguarded() -> Iterator[None]:
+    """tf2onnx deep-copies the whole graph before each of its ~36 optimizer passes so that a pass that
+    raises can be skipped: 40 % of converting the Faster R-CNN. Setting TF2ONNX_CATCH_ERRORS (tf2onnx 1.17
+    reads its presence, not its value) runs the passes on the graph itself, and an error then ends the
+    conversion, which the caller repeats the guarded way."""
+    name = "TF2ONNX_CATCH_ERRORS"
+    before = os.environ.get(name)
+    os.environ[name] = "FALSE"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def _one_line(exc: BaseException) -> str:

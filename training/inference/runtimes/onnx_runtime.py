@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -139,11 +139,7 @@ def _convert_saved_model(run_dir: Path, onnx_path: Path) -> str:
         )
 
     try:
-        try:
-            with _tf2onnx_optimizers_unguarded():
-                convert_to_staging()
-        except Exception:
-            convert_to_staging()  # again with each graph optimizer guarded: one that fails is skipped
+        unguarded_then_guarded(convert_to_staging)
         staging.replace(onnx_path)
     except Exception as exc:
         raise CannotTake(
@@ -154,22 +150,30 @@ def _convert_saved_model(run_dir: Path, onnx_path: Path) -> str:
     return f"tf2onnx {tf2onnx.__version__} (opset {OPSET})"
 
 
+def unguarded_then_guarded(convert: Callable[[], None]) -> None:
+    """tf2onnx deep-copies the whole graph before every optimizer pass (36 for the Faster R-CNN) so that
+    a pass that raises can be skipped: a fifth of the conversion. With TF2ONNX_CATCH_ERRORS set (tf2onnx
+    1.17 reads its presence, not its value) the passes run on the graph itself, and an error ends the
+    conversion: `convert` then runs again the guarded way."""
+    try:
+        with _environment(TF2ONNX_CATCH_ERRORS="FALSE"):
+            convert()
+    except Exception:
+        convert()
+
+
 @contextlib.contextmanager
-def _tf2onnx_optimizers_unguarded() -> Iterator[None]:
-    """tf2onnx deep-copies the whole graph before each of its ~36 optimizer passes so that a pass that
-    raises can be skipped: 40 % of converting the Faster R-CNN. Setting TF2ONNX_CATCH_ERRORS (tf2onnx 1.17
-    reads its presence, not its value) runs the passes on the graph itself, and an error then ends the
-    conversion, which the caller repeats the guarded way."""
-    name = "TF2ONNX_CATCH_ERRORS"
-    before = os.environ.get(name)
-    os.environ[name] = "FALSE"
+def _environment(**variables: str) -> Iterator[None]:
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _one_line(exc: BaseException) -> str:

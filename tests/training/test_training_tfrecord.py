@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,13 @@ def test_the_native_checksum_is_used_and_agrees_with_the_pure_python_one() -> No
         data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
         assert crc32c(data) == python_crc32c(data)
     assert python_crc32c(b"123456789") == 0xE3069283
+
+
+def test_without_google_crc32c_the_pure_python_checksum_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    from training import tfrecord
+
+    monkeypatch.setitem(sys.modules, "google_crc32c", None)  # as where it is not installed
+    assert tfrecord._native_crc32c() is None
 
 
 def test_example_round_trip_keeps_every_kind() -> None:

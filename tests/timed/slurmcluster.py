@@ -77,6 +77,7 @@ SlurmdSpoolDir={root}/spool
 SlurmctldPidFile={root}/run/slurmctld.pid
 SlurmdPidFile={root}/run/slurmd.pid
 SlurmctldLogFile={root}/log/slurmctld.log
+SlurmctldDebug=debug
 SlurmdLogFile={root}/log/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none

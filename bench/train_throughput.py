@@ -66,8 +66,9 @@ def main() -> int:
         return _interleaved_worker(args)
     if args.cli_steps < 3 or args.chunks < SKIPPED_CHUNKS + 3:
         parser.error(f"--cli-steps must be >= 3 and --chunks >= {SKIPPED_CHUNKS + 3}")
-    if args.quick:  # one measured chunk a side: it checks that the bench works, it measures nothing
-        args.framework, args.cli_steps, args.chunks, args.chunk = "torch", 3, SKIPPED_CHUNKS + 1, QUICK_CHUNK
+    skipped = SKIPPED_CHUNKS
+    if args.quick:  # one chunk a side, none skipped: it checks that the bench works, it measures nothing
+        args.framework, args.cli_steps, args.chunks, args.chunk, skipped = "torch", 3, 1, QUICK_CHUNK, 0
     if args.device == "gpu" and args.framework != "torch":
         parser.error("--device gpu needs --framework torch")
 
@@ -124,10 +125,10 @@ def main() -> int:
             args.device,
         )
         chunks = json.loads(out.read_text())
-    rates = {side: _rate(times[SKIPPED_CHUNKS:], args.chunk) for side, times in chunks.items()}
+    rates = {side: _rate(times[skipped:], args.chunk) for side, times in chunks.items()}
     baseline = "plain torchvision loop" if args.framework == "torch" else "run_experiment"
     for side, rate in rates.items():
-        spread = ", ".join(f"{args.chunk / c:.3f}" for c in chunks[side][SKIPPED_CHUNKS:])
+        spread = ", ".join(f"{args.chunk / c:.3f}" for c in chunks[side][skipped:])
         name = f"theirs ({baseline})" if side == "theirs" else side
         print(f"{name}: {rate:.4f} steps/s by chunk median; chunks: {spread}")
     print(

@@ -18,6 +18,7 @@ from trainfixtures import REPO, CompletedRun, cli_in, run_training_cli, training
 
 from runformat import read_json
 from training.inference.measure import PHASE_DURATION_S
+from training.inference.runtimes import tf_xla
 from training.inference.runtimes.base import ONNX_FILE, TORCHSCRIPT_FILE
 
 TF_RUNTIMES = ("tf-savedmodel", "tf-xla", "onnxruntime")
@@ -85,6 +86,7 @@ def test_infer_phase_after_training_measures_every_tf_runtime(trained_run: Compl
     assert "torchscript: cannot take this model: no TorchScript model" in trained_run.stdout
     onnx = _by_runtime(summary)["onnxruntime"]
     assert "tf2onnx" in onnx["notes"][0] and (run_dir / ONNX_FILE).is_file()
+    assert _by_runtime(summary)["tf-xla"]["notes"] == [tf_xla.SHARED_NOTE]  # one load for both
     # Parameters and FLOPs of the model itself, counted by TensorFlow
     model = summary["model"]
     assert 5e6 < model["parameters"] < 5e7  # ResNet-18 FPN Faster R-CNN
@@ -100,6 +102,9 @@ def test_infer_phase_after_training_measures_every_tf_runtime(trained_run: Compl
 
 @pytest.mark.slow
 def test_infer_alone_reuses_the_onnx_conversion(trained_run: CompletedRun, tmp_path: Path) -> None:
+    """`python -m training infer` on its own, the runtimes and batch sizes in the order given. ONNX Runtime
+    reuses the infer phase's conversion, and a runtime that cannot take the model says why; the TF
+    runtimes' cells are the infer phase's test above (the same code, run in the training's process)."""
     copy = tmp_path / "copy"
     shutil.copytree(trained_run.run_dir, copy, ignore=shutil.ignore_patterns("checkpoints", "inference.*"))
     done = run_training_cli(
@@ -108,7 +113,7 @@ def test_infer_alone_reuses_the_onnx_conversion(trained_run: CompletedRun, tmp_p
         "--runtime",
         "onnxruntime",
         "--runtime",
-        "tf-savedmodel",
+        "torchscript",
         "--batch-sizes",
         "2,1",
         "--duration",
@@ -118,12 +123,13 @@ def test_infer_alone_reuses_the_onnx_conversion(trained_run: CompletedRun, tmp_p
     )
     assert done.returncode == 0, done.stderr[-2000:]
     summary = read_json(copy / "inference.json")
-    assert [entry["runtime"] for entry in summary["runtimes"]] == ["onnxruntime", "tf-savedmodel"]
-    for runtime in ("onnxruntime", "tf-savedmodel"):
-        _check_cells(copy, summary, runtime, [2, 1])
+    assert [entry["runtime"] for entry in summary["runtimes"]] == ["onnxruntime", "torchscript"]
+    _check_cells(copy, summary, "onnxruntime", [2, 1])
     assert _by_runtime(summary)["onnxruntime"]["notes"] == [f"reused {ONNX_FILE}"]
+    assert _by_runtime(summary)["torchscript"]["available"] is False
     assert [row["phase"] for row in _rows(copy / "phases.csv")][-1] == "infer"
-    assert "infer: measured onnxruntime, tf-savedmodel" in done.stdout
+    assert "infer: measured onnxruntime into" in done.stdout
+    assert "infer: torchscript: cannot take this model: no TorchScript model" in done.stdout
 
 
 @pytest.mark.parametrize(

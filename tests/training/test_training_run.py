@@ -38,12 +38,12 @@ def test_training_csv_has_one_row_per_step_and_a_falling_loss(trained_run: Compl
     assert path.read_text().splitlines()[0].split(",") == TRAINING_COLUMNS
     rows = _rows(path)
     steps = [int(row["step"]) for row in rows]
-    assert steps == list(range(1, len(rows) + 1)) and len(rows) >= 20  # the loss check compares 10 and 10
+    assert steps == list(range(1, len(rows) + 1)) and len(rows) >= 10  # the loss check compares 5 and 5
     times = [float(row["time_unix"]) for row in rows]
     assert all(b > a for a, b in itertools.pairwise(times))
     assert abs(times[-1] - time.time()) < 3600
     losses = [float(row["loss_total"]) for row in rows]
-    assert sum(losses[-10:]) / 10 < 0.8 * sum(losses[:10]) / 10
+    assert sum(losses[-5:]) / 5 < 0.8 * sum(losses[:5]) / 5
     learning_rates = [float(row["learning_rate"]) for row in rows]
     assert learning_rates[0] < learning_rates[-1]
     for row in rows[1:]:

@@ -52,8 +52,34 @@ def load(run_dir: Path, device: str) -> Loaded:
     )
 
 
+# One load per process, model and device: tf-xla and the ONNX conversion wrap the signature that
+# tf-savedmodel loaded (a load is several seconds of CPU; export replaces model/ as a whole).
+_SIGNATURES: dict[tuple[str, int, str], tuple] = {}
+
+
 def load_signature(run_dir: Path, device: str):
     """(tensorflow, the serving signature, the TF device name); CannotTake if TF sees no GPU for `gpu`."""
+    key = _signature_key(run_dir, device)
+    if key not in _SIGNATURES:
+        _SIGNATURES[key] = _load_signature(run_dir, device)
+    return _SIGNATURES[key]
+
+
+def signature_loaded(run_dir: Path, device: str) -> bool:
+    """Whether load_signature already holds this model for this device (its next call costs nothing)."""
+    return _signature_key(run_dir, device) in _SIGNATURES
+
+
+def _signature_key(run_dir: Path, device: str) -> tuple[str, int, str]:
+    model = run_dir / SAVED_MODEL_FILE
+    try:
+        modified = model.stat().st_mtime_ns
+    except OSError:  # loading says what is wrong
+        modified = -1
+    return str(model.resolve()), modified, device
+
+
+def _load_signature(run_dir: Path, device: str):
     import tensorflow as tf
 
     from training.device import silence_python_loggers

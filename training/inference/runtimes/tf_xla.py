@@ -14,6 +14,7 @@ from training.inference.runtimes import tf_savedmodel
 from training.inference.runtimes.base import CannotTake, Loaded
 
 NAME = "tf-xla"
+SHARED_NOTE = "the SavedModel tf-savedmodel loaded, wrapped for XLA: load_s is the wrapping only"
 
 
 def check(run_dir: Path) -> None:
@@ -22,6 +23,7 @@ def check(run_dir: Path) -> None:
 
 def load(run_dir: Path, device: str) -> Loaded:
     check(run_dir)
+    shared = tf_savedmodel.signature_loaded(run_dir, device)
     tf, serve, device_name = tf_savedmodel.load_signature(run_dir, device)
     compiled = tf.function(lambda images: serve(inputs=images), jit_compile=True)
 
@@ -43,6 +45,7 @@ def load(run_dir: Path, device: str) -> Loaded:
         prepare=prepare,
         run=run,
         gpu_memory=tf_savedmodel.TfGpuMemory(tf) if device == "gpu" else None,
+        notes=[SHARED_NOTE] if shared else [],
     )
 
 

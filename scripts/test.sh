@@ -8,9 +8,10 @@ Usage: ./scripts/test.sh [PYTEST-ARGS...]
 
 Creates .venv on first use, installs the project with its train, torch, infer, sizing, dashboard and test extras,
 installs Debian's chromium, chromium-driver, shellcheck, sysstat, prometheus, slurm-wlm and munge when run as root,
-then runs pytest in two worker processes (pytest-xdist; much of the tests' time is spent waiting on short
-real runs). The tests that share a costly fixture (the session's real TensorFlow and torch trainings, the
-browser, a module's server) run on one worker, so each is made once; pass -n to choose otherwise.
+then runs pytest in three worker processes on a 2-core machine (pytest-xdist; part of the tests' time is
+spent waiting on real processes, signals and servers, which a third worker fills). The tests that share a
+costly fixture (the session's real TensorFlow and torch trainings, the browser, a module's server) run on
+one worker, so each is made once; pass -n to choose otherwise.
 Examples:
   ./scripts/test.sh                 # everything, real TensorFlow training and browser tests included
   ./scripts/test.sh -m "not slow"   # the fast tests only
@@ -32,7 +33,7 @@ main() {
   # .venv, out of the checkout) even where PYTHONDONTWRITEBYTECODE is set, instead of each compiling it.
   unset PYTHONDONTWRITEBYTECODE
   export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-$VENV/pycache}"
-  local workers=(-n 2 --dist loadgroup --no-loadscope-reorder)  # the order: tests/conftest.py's start_rank
+  local workers=(-n 3 --dist loadgroup --no-loadscope-reorder)  # the order: tests/conftest.py's start_rank
   if chooses_workers "$@"; then workers=(); fi
   exec "$PY" -m pytest "${workers[@]}" "$@"
 }

@@ -39,7 +39,7 @@ if "tensorflow" not in sys.modules:
 # default. Python's own handler here restores it for the children (a handler resets to the default on exec).
 signal.signal(signal.SIGINT, signal.default_int_handler)
 
-# The suite runs in two workers on two cores, and most real trainings it starts are torch ones. torch's
+# The suite runs in three workers on two cores, and most real trainings it starts are torch ones. torch's
 # OpenMP threads spin at every barrier: two trainings with a thread per core each took twice the CPU time of
 # two with one thread each (8-step runs on this VM: 91 s against 44 s of CPU, 48 s against 24 s of wall),
 # which is what the tests pay for, not what they check. One thread per training process, then, unless the

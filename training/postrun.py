@@ -211,7 +211,7 @@ def _predict_held_out(
 
         predict = torch_predictor(model_dir, info, device)
     else:
-        predict = _tensorflow_predictor(model_dir)
+        predict = _tensorflow_predictor(run_dir, device)
     predictions = []
     for index, item in enumerate(read_records(files)):
         if limit is not None and index >= limit:
@@ -224,10 +224,15 @@ def _predict_held_out(
     return predictions, info
 
 
-def _tensorflow_predictor(model_dir: Path):
-    import tensorflow as tf
+def _tensorflow_predictor(run_dir: Path, device: str):
+    """The SavedModel's serving signature, loaded once per process for evaluate, detect and infer."""
+    from training.inference.runtimes.base import CannotTake
+    from training.inference.runtimes.tf_savedmodel import load_signature
 
-    serve = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
+    try:
+        _, serve, _ = load_signature(run_dir, device)
+    except CannotTake as exc:
+        raise RunDirError(str(exc)) from exc
     return lambda item: _predict(serve, item)
 
 

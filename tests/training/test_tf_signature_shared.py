@@ -1,4 +1,4 @@
-"""The TF runtimes load a SavedModel once per process: tf-xla and the ONNX conversion wrap tf-savedmodel's
+"""A process loads a SavedModel once: evaluate, detect, the TF runtimes and the ONNX conversion share the
 signature (runtimes/tf_savedmodel.py's load_signature), without TensorFlow here: the load is a fake."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from trainfixtures import REPO, CompletedRun, cli_in, run_training_cli, training
 
 from runformat import read_json
 from training.inference.measure import PHASE_DURATION_S
-from training.inference.runtimes import tf_xla
+from training.inference.runtimes import tf_savedmodel, tf_xla
 from training.inference.runtimes.base import ONNX_FILE, TORCHSCRIPT_FILE
 
 TF_RUNTIMES = ("tf-savedmodel", "tf-xla", "onnxruntime")
@@ -86,7 +86,9 @@ def test_infer_phase_after_training_measures_every_tf_runtime(trained_run: Compl
     assert "torchscript: cannot take this model: no TorchScript model" in trained_run.stdout
     onnx = _by_runtime(summary)["onnxruntime"]
     assert "tf2onnx" in onnx["notes"][0] and (run_dir / ONNX_FILE).is_file()
-    assert _by_runtime(summary)["tf-xla"]["notes"] == [tf_xla.SHARED_NOTE]  # one load for both
+    # one load of the SavedModel in the training's process: evaluate's
+    assert _by_runtime(summary)["tf-savedmodel"]["notes"] == [tf_savedmodel.SHARED_NOTE]
+    assert _by_runtime(summary)["tf-xla"]["notes"] == [tf_xla.SHARED_NOTE]
     # Parameters and FLOPs of the model itself, counted by TensorFlow
     model = summary["model"]
     assert 5e6 < model["parameters"] < 5e7  # ResNet-18 FPN Faster R-CNN

@@ -20,6 +20,7 @@ from training.inference.runtimes.base import (
 )
 
 NAME = "tf-savedmodel"
+SHARED_NOTE = "the SavedModel was loaded earlier in this process (evaluate, detect): load_s leaves that out"
 OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
 
 
@@ -31,6 +32,7 @@ def check(run_dir: Path) -> None:
 
 def load(run_dir: Path, device: str) -> Loaded:
     check(run_dir)
+    shared = signature_loaded(run_dir, device)
     tf, serve, device_name = load_signature(run_dir, device)
 
     def prepare(batch: np.ndarray):
@@ -49,11 +51,13 @@ def load(run_dir: Path, device: str) -> Loaded:
         run=run,
         gpu_memory=TfGpuMemory(tf) if device == "gpu" else None,
         facts=model_facts(tf, run_dir, serve),
+        notes=[SHARED_NOTE] if shared else [],
     )
 
 
-# One load per process, model and device: tf-xla and the ONNX conversion wrap the signature that
-# tf-savedmodel loaded (a load is several seconds of CPU; export replaces model/ as a whole).
+# One load per process, model and device: after training, evaluate loads the SavedModel, and detect, the
+# TF runtimes and the ONNX conversion use it again (a load is 6-10 s of CPU; export replaces model/ as a
+# whole, and a new export is a new key).
 _SIGNATURES: dict[tuple[str, int, str], tuple] = {}
 
 

@@ -14,7 +14,7 @@ from training.inference.runtimes import tf_savedmodel
 from training.inference.runtimes.base import CannotTake, Loaded
 
 NAME = "tf-xla"
-SHARED_NOTE = "the SavedModel tf-savedmodel loaded, wrapped for XLA: load_s is the wrapping only"
+SHARED_NOTE = "the SavedModel loaded earlier in this process, wrapped for XLA: load_s is the wrapping only"
 
 
 def check(run_dir: Path) -> None:

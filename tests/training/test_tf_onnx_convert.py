@@ -16,7 +16,7 @@ NAME = "TF2ONNX_CATCH_ERRORS"
 def test_one_unguarded_conversion_when_it_works(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(NAME, raising=False)
     seen: list[str | None] = []
-    unguarded_then_guarded(lambda: seen.append(os.environ.get(NAME)))
+    assert unguarded_then_guarded(lambda: seen.append(os.environ.get(NAME))) is None
     assert seen == ["FALSE"]
     assert NAME not in os.environ
 
@@ -30,8 +30,12 @@ def test_a_failed_unguarded_conversion_runs_again_guarded(monkeypatch: pytest.Mo
         if len(seen) == 1:
             raise ValueError("an optimizer pass broke the graph")
 
-    unguarded_then_guarded(convert)
+    note = unguarded_then_guarded(convert)
     assert seen == ["FALSE", None]
+    assert note == (
+        "converted twice: without tf2onnx's guard around each optimizer pass it failed "
+        "(an optimizer pass broke the graph)"
+    )
     assert NAME not in os.environ
 
 

@@ -86,6 +86,7 @@ def test_infer_phase_after_training_measures_every_tf_runtime(trained_run: Compl
     assert "torchscript: cannot take this model: no TorchScript model" in trained_run.stdout
     onnx = _by_runtime(summary)["onnxruntime"]
     assert "tf2onnx" in onnx["notes"][0] and (run_dir / ONNX_FILE).is_file()
+    assert len(onnx["notes"]) == 1, onnx["notes"]  # converted once: the unguarded optimizer passes worked
     # one load of the SavedModel in the training's process: evaluate's
     assert _by_runtime(summary)["tf-savedmodel"]["notes"] == [tf_savedmodel.SHARED_NOTE]
     assert _by_runtime(summary)["tf-xla"]["notes"] == [tf_xla.SHARED_NOTE]

@@ -61,8 +61,10 @@ def load(run_dir: Path, device: str) -> Loaded:
         notes.append(f"reused {ONNX_FILE}")
     else:
         started = time.monotonic()
-        tool = _convert_saved_model(run_dir, onnx_path)
+        tool, retried = _convert_saved_model(run_dir, onnx_path)
         notes.append(f"converted to {ONNX_FILE} with {tool} in {time.monotonic() - started:.1f} s")
+        if retried:
+            notes.append(retried)
     session = _session(ort, onnx_path, provider)
     feed = session.get_inputs()[0].name
 
@@ -118,7 +120,8 @@ def _session(ort, path: Path, provider: str):
         raise CannotTake(f"onnxruntime could not load the converted model: {_one_line(exc)}") from exc
 
 
-def _convert_saved_model(run_dir: Path, onnx_path: Path) -> str:
+def _convert_saved_model(run_dir: Path, onnx_path: Path) -> tuple[str, str | None]:
+    """The tool that converted, and why it converted twice if it did."""
     import tensorflow as tf
     import tf2onnx
     from tf2onnx import convert
@@ -139,7 +142,7 @@ def _convert_saved_model(run_dir: Path, onnx_path: Path) -> str:
         )
 
     try:
-        unguarded_then_guarded(convert_to_staging)
+        retried = unguarded_then_guarded(convert_to_staging)
         staging.replace(onnx_path)
     except Exception as exc:
         raise CannotTake(
@@ -147,19 +150,22 @@ def _convert_saved_model(run_dir: Path, onnx_path: Path) -> str:
         ) from exc
     finally:
         staging.unlink(missing_ok=True)
-    return f"tf2onnx {tf2onnx.__version__} (opset {OPSET})"
+    return f"tf2onnx {tf2onnx.__version__} (opset {OPSET})", retried
 
 
-def unguarded_then_guarded(convert: Callable[[], None]) -> None:
+def unguarded_then_guarded(convert: Callable[[], None]) -> str | None:
     """tf2onnx deep-copies the whole graph before every optimizer pass (36 for the Faster R-CNN) so that
     a pass that raises can be skipped: a fifth of the conversion. With TF2ONNX_CATCH_ERRORS set (tf2onnx
     1.17 reads its presence, not its value) the passes run on the graph itself, and an error ends the
-    conversion: `convert` then runs again the guarded way."""
+    conversion: `convert` then runs again the guarded way, and the first error is returned as a note."""
     try:
         with _environment(TF2ONNX_CATCH_ERRORS="FALSE"):
             convert()
-    except Exception:
+    except Exception as exc:
         convert()
+        guard = "without tf2onnx's guard around each optimizer pass it failed"
+        return f"converted twice: {guard} ({_one_line(exc)})"
+    return None
 
 
 @contextlib.contextmanager

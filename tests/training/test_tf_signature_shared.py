@@ -64,3 +64,35 @@ def test_tf_xla_says_when_it_wraps_the_loaded_model(tmp_path: Path, loads: list)
 
 def test_a_missing_model_is_not_a_key_error(tmp_path: Path, loads: list) -> None:
     assert not tf_savedmodel.signature_loaded(tmp_path, "cpu")
+
+
+def test_evaluate_and_detect_load_once_and_a_refused_load_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """postrun's predictor takes the shared load; when it cannot (TensorFlow sees no GPU), the reason
+    becomes the RunDirError that `python -m training evaluate` prints as its one line."""
+    from training.errors import RunDirError
+    from training.inference.runtimes.base import CannotTake
+    from training.postrun import _tensorflow_predictor
+
+    _export(tmp_path)
+    calls: list[str] = []
+
+    def refuse(run_dir: Path, device: str):
+        calls.append(device)
+        raise CannotTake("TensorFlow 2.x sees no GPU")
+
+    monkeypatch.setattr(tf_savedmodel, "_SIGNATURES", {})
+    monkeypatch.setattr(tf_savedmodel, "_load_signature", refuse)
+    with pytest.raises(RunDirError, match=r"^TensorFlow 2\.x sees no GPU$"):
+        _tensorflow_predictor(tmp_path, "gpu")
+    assert calls == ["gpu"] and not tf_savedmodel.signature_loaded(tmp_path, "gpu")  # nothing cached
+
+
+def test_postrun_shares_the_load(tmp_path: Path, loads: list) -> None:
+    from training.postrun import _tensorflow_predictor
+
+    _export(tmp_path)
+    _tensorflow_predictor(tmp_path, "cpu")
+    _tensorflow_predictor(tmp_path, "cpu")
+    assert loads == [(tmp_path, "cpu")]  # detect after evaluate: no second load

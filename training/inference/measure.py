@@ -18,7 +18,14 @@ import numpy as np
 
 from runformat import FORMAT_VERSION, INFERENCE_CSV, INFERENCE_JSON, write_json_atomic
 from training.inference.runtimes import RUNTIMES, runtime_module
-from training.inference.runtimes.base import CannotTake, Loaded, ModelFacts, framework_of, model_input_size
+from training.inference.runtimes.base import (
+    CannotTake,
+    Loaded,
+    ModelFacts,
+    framework_of,
+    model_input_size,
+    one_line,
+)
 
 INFERENCE_COLUMNS = ["time_unix", "runtime", "batch_size", "latency_ms"]
 DEFAULT_BATCH_SIZES = (1, 2, 4, 8)
@@ -134,7 +141,7 @@ def _measure_runtime(name, options, images, record, log, should_stop) -> dict:
     except CannotTake as exc:
         return _refused(entry, str(exc), log)
     except Exception as exc:  # a runtime that breaks is reported with its reason, never skipped silently
-        return _refused(entry, f"failed to load: {_one_line(exc)}", log)
+        return _refused(entry, f"failed to load: {one_line(exc)}", log)
     entry.update(available=True, version=loaded.version, load_s=round(time.monotonic() - started, 3))
     entry["cells"] = []
     for batch_size in options.batch_sizes:
@@ -150,7 +157,7 @@ def _measure_runtime(name, options, images, record, log, should_stop) -> dict:
                 return _refused(entry, str(exc), log)
             cell = {"batch_size": batch_size, "error": str(exc)}
         except Exception as exc:
-            cell = {"batch_size": batch_size, "error": _one_line(exc)}
+            cell = {"batch_size": batch_size, "error": one_line(exc)}
         entry["cells"].append(cell)
         log(_cell_line(name, cell))
     if loaded.notes:  # read after the cells: a runtime may convert the model per batch size in `prepare`
@@ -250,8 +257,3 @@ def _process_peak_rss_bytes(summary: dict) -> int:
         if isinstance(cell.get("rss_peak_bytes"), int)
     ]
     return max([int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, *sampled])
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return (text[:300] + "…") if len(text) > 300 else (text or type(exc).__name__)

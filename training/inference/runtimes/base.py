@@ -23,6 +23,12 @@ class CannotTake(Exception):
     """This runtime cannot take this model (or device); str() is the one-line reason."""
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line, at most 300 characters: a reason or a note in inference.json."""
+    text = " ".join(str(exc).split())
+    return (text[:300] + "…") if len(text) > 300 else (text or type(exc).__name__)
+
+
 @dataclass
 class ModelFacts:
     """Facts about the model itself, whatever runs it; None with a reason when not measured."""

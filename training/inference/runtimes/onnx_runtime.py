@@ -25,6 +25,7 @@ from training.inference.runtimes.base import (
     Loaded,
     framework_of,
     model_input_size,
+    one_line,
 )
 
 NAME = "onnxruntime"
@@ -117,7 +118,7 @@ def _session(ort, path: Path, provider: str):
     try:
         return ort.InferenceSession(str(path), providers=[provider])
     except Exception as exc:
-        raise CannotTake(f"onnxruntime could not load the converted model: {_one_line(exc)}") from exc
+        raise CannotTake(f"onnxruntime could not load the converted model: {one_line(exc)}") from exc
 
 
 def _convert_saved_model(run_dir: Path, onnx_path: Path) -> tuple[str, str | None]:
@@ -146,7 +147,7 @@ def _convert_saved_model(run_dir: Path, onnx_path: Path) -> tuple[str, str | Non
         staging.replace(onnx_path)
     except Exception as exc:
         raise CannotTake(
-            f"tf2onnx {tf2onnx.__version__} could not convert the SavedModel: {_one_line(exc)}"
+            f"tf2onnx {tf2onnx.__version__} could not convert the SavedModel: {one_line(exc)}"
         ) from exc
     finally:
         staging.unlink(missing_ok=True)
@@ -164,7 +165,7 @@ def unguarded_then_guarded(convert: Callable[[], None]) -> str | None:
     except Exception as exc:
         convert()
         guard = "without tf2onnx's guard around each optimizer pass it failed"
-        return f"converted twice: {guard} ({_one_line(exc)})"
+        return f"converted twice: {guard} ({one_line(exc)})"
     return None
 
 
@@ -180,8 +181,3 @@ def _environment(**variables: str) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return (text[:300] + "…") if len(text) > 300 else (text or type(exc).__name__)

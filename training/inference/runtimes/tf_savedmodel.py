@@ -17,10 +17,11 @@ from training.inference.runtimes.base import (
     Loaded,
     ModelFacts,
     model_input_size,
+    one_line,
 )
 
 NAME = "tf-savedmodel"
-SHARED_NOTE = "the SavedModel was loaded earlier in this process (evaluate, detect): load_s leaves that out"
+SHARED_NOTE = "the SavedModel was already loaded in this process (evaluate, a runtime): load_s leaves it out"
 OUTPUT_KEYS = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
 
 
@@ -129,7 +130,7 @@ def model_facts(tf, run_dir: Path, serve) -> ModelFacts:
         )
         facts.parameters_note = "all variables of the SavedModel (weights and BatchNorm statistics)"
     except Exception as exc:
-        facts.parameters_note = f"not measured: {_one_line(exc)}"
+        facts.parameters_note = f"not measured: {one_line(exc)}"
     facts.flops_per_image, facts.flops_note = profiled_flops(tf, serve, model_input_size(run_dir))
     return facts
 
@@ -158,7 +159,7 @@ def profiled_flops(tf, serve, size: tuple[int, int]) -> tuple[float | None, str]
             by_type = model_analyzer.profile(graph, cmd="op", options=options)
         other_flops = sum(c.float_ops for c in by_type.children if c.name not in CONV_TYPES)
     except Exception as exc:
-        return None, f"not measured: {_one_line(exc)}"
+        return None, f"not measured: {one_line(exc)}"
     if not convs:
         return None, "not measured: no convolution with static shapes in the exported graph"
     return float(conv_flops + other_flops), (
@@ -204,8 +205,3 @@ def _conv_flops(graph) -> tuple[int, int]:
         total += 2 * height * width * channels * per_output
         counted += 1
     return total, counted
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return (text[:300] + "…") if len(text) > 300 else (text or type(exc).__name__)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from runformat import MODEL_DIR
-from training.inference.runtimes.base import EXPORT_INFO_FILE, CannotTake
+from training.inference.runtimes.base import EXPORT_INFO_FILE, CannotTake, one_line
 
 OPSET = 17
 BOX_TOLERANCE_PX = 0.5
@@ -118,7 +118,7 @@ def eager_model(run_dir: Path, info: dict[str, Any]):
         model.load_state_dict(weights)
     except Exception as exc:
         raise CannotTake(
-            f"could not rebuild the eager model from {EXPORT_INFO_FILE}: {_one_line(exc)}"
+            f"could not rebuild the eager model from {EXPORT_INFO_FILE}: {one_line(exc)}"
         ) from exc
     return model.eval()
 
@@ -139,7 +139,7 @@ def _trace_export(torch, eager, images: np.ndarray, staging: Path) -> None:
             )
     except Exception as exc:
         raise CannotTake(
-            f"torch.onnx {torch.__version__} could not export the eager model: {_one_line(exc)}"
+            f"torch.onnx {torch.__version__} could not export the eager model: {one_line(exc)}"
         ) from exc
 
 
@@ -167,7 +167,7 @@ def run_onnx(path: Path, images: np.ndarray, provider: str = "CPUExecutionProvid
         session = ort.InferenceSession(str(path), providers=[provider])
         outputs = session.run(None, {session.get_inputs()[0].name: images})
     except Exception as exc:
-        raise CannotTake(f"onnxruntime could not run the torch.onnx export: {_one_line(exc)}") from exc
+        raise CannotTake(f"onnxruntime could not run the torch.onnx export: {one_line(exc)}") from exc
     return [(outputs[i], outputs[i + 1], outputs[i + 2]) for i in range(0, len(outputs), 3)]
 
 
@@ -237,8 +237,3 @@ def _counterpart(box, score, label, other: Detections) -> tuple[float, float] | 
         return None
     best = int(np.argmin(np.where(fits, box_diffs, np.inf)))
     return float(box_diffs[best]), float(score_diffs[best])
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return (text[:300] + "…") if len(text) > 300 else (text or type(exc).__name__)

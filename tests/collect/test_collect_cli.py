@@ -215,7 +215,8 @@ def test_kill_9_of_the_collector_loses_no_written_row(tmp_path: Path) -> None:
             )
         )
         run_dir = only_run(tmp_path / "data")
-        wait_for(lambda: len(complete_rows(run_dir)) >= 40)
+        # the run directory comes before its telemetry.csv: on a loaded machine the test can look between
+        wait_for(lambda: (run_dir / "telemetry.csv").exists() and len(complete_rows(run_dir)) >= 40)
         seen_before_kill = len(complete_rows(run_dir))
         wait_for(pid_file.exists)
         command_pid = int(pid_file.read_text())

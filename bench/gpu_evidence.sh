@@ -16,13 +16,14 @@ start   copy this checkout to WORKDIR/repo and run the plan there in the backgro
                    nvidia-smi --query-gpu=... -lms 100 beside it (kept as the run's nvidia-smi.csv)
           cpu      ./scripts/collect_cpu.sh $CPU_BUDGET --framework torch on all cores, same preset/batch
           bench    bench/train_throughput.py --device gpu; bench/nvml_cost.py; bench/sampler_overhead.py
-          sweep    collect_gpu.sh $SWEEP_BUDGET --no-export at batch $SWEEP_BATCHES (is batch 2 underusing it?)
+          sweep    collect_gpu.sh $SWEEP_BUDGET --no-export at batch $SWEEP_BATCHES, $SWEEP_PRECISION
+                   (is batch 2 underusing it?)
           standard collect_gpu.sh $STANDARD_BUDGET --preset standard --no-infer
         each finished step leaves a trimmed run (no checkpoints/, no model/) as WORKDIR/out/STEP.tgz
 follow  wait up to SECONDS for the plan to finish, copying WORKDIR/out/* to $OUT as they appear
 
 WORKDIR defaults to /root/gpu-evidence. Budgets: GPU_BUDGET=5m CPU_BUDGET=5m STANDARD_BUDGET=5m
-SWEEP_BUDGET=45s SWEEP_BATCHES="8 32"; STEPS="env gpu cpu bench sweep standard" (a subset runs those).
+SWEEP_BUDGET=45s SWEEP_BATCHES="8 32" SWEEP_PRECISION=float32|mixed; STEPS="env gpu cpu bench sweep standard" (a subset runs those).
 USAGE
 }
 
@@ -100,7 +101,7 @@ step_gpu() {
 step_bench() {
   log "bench: train_throughput --device gpu"
   (cd "$WORK/repo" && PYTHONPATH="$WORK/repo" python3 bench/train_throughput.py --framework torch --device gpu \
-    --cli-steps 120 --chunks 8) >"$WORK/out/bench.txt" 2>&1 || log "bench: train_throughput exit $?"
+    --cli-steps 120 --chunks "${BENCH_CHUNKS:-8}") >"$WORK/out/bench.txt" 2>&1 || log "bench: train_throughput exit $?"
   log "bench: nvml_cost"
   (cd "$WORK/repo" && python3 bench/nvml_cost.py) >>"$WORK/out/bench.txt" 2>&1 || log "bench: nvml_cost exit $?"
   log "bench: sampler_overhead"
@@ -111,8 +112,9 @@ step_bench() {
 step_sweep() {
   local batch
   for batch in $SWEEP_BATCHES; do
-    collect_run "sweep-b$batch" collect_gpu.sh "$SWEEP_BUDGET" --framework torch --batch "$batch" \
-      --interval 100ms --no-export --label "H100, torch small, batch $batch, float32, $SWEEP_BUDGET"
+    collect_run "sweep-b$batch-$SWEEP_PRECISION" collect_gpu.sh "$SWEEP_BUDGET" --framework torch --batch "$batch" \
+      --precision "$SWEEP_PRECISION" --interval 100ms --no-export \
+      --label "H100, torch small, batch $batch, $SWEEP_PRECISION, $SWEEP_BUDGET"
   done
 }
 
@@ -154,8 +156,8 @@ follow() {
 main() {
   [[ $# -ge 1 ]] || { usage >&2; exit 2; }
   : "${GPU_BUDGET:=5m}" "${CPU_BUDGET:=5m}" "${STANDARD_BUDGET:=5m}" "${SWEEP_BUDGET:=45s}"
-  : "${SWEEP_BATCHES:=8 32}" "${STEPS:=env gpu cpu bench sweep standard}"
-  export GPU_BUDGET CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES STEPS
+  : "${SWEEP_BATCHES:=8 32}" "${SWEEP_PRECISION:=float32}" "${STEPS:=env gpu cpu bench sweep standard}"
+  export GPU_BUDGET CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES SWEEP_PRECISION STEPS
   case "$1" in
     -h | --help) usage ;;
     start)

@@ -67,6 +67,9 @@ class SourceSet:
 
     def sample_into(self, row: Reading, now: float, fresh: bool = False) -> None:
         """One row's readings; `fresh` reads every source, held or not (the row after the command ended)."""
+        if fresh:
+            for source in self.sources:
+                source.expire()
         if fresh or now >= self._next_read_at:
             self._read_held(now, fresh)
         row.update(self._held_reading)

@@ -12,7 +12,8 @@ Reading = dict[str, float | int | None]
 # The kernel counts CPU time in USER_HZ (100 per second on Linux): a 10 ms tick of /proc/stat or of a
 # process's stat moves by one count or none, which says nothing finer than a 100 ms read would. Those sources,
 # and the slow-moving ones (memory, disk, network, temperatures), are read about this often (rounded to whole
-# ticks); rows in between repeat their last reading. GPU (NVML) and RAPL counters are read every tick.
+# ticks); rows in between repeat their last reading. GPU (NVML) and RAPL counters are read every tick, except
+# NVML's energy counter (collect/sources/nvml.py: ENERGY_MIN_PERIOD_S).
 HELD_PERIOD_S = 0.1
 
 
@@ -49,6 +50,10 @@ class Source:
 
     def maintain(self, now: float) -> None:
         """Slow housekeeping between ticks (default: none)."""
+
+    def expire(self) -> None:
+        """Forget what the source keeps between its own reads, so the next sample reads everything anew
+        (the run's last row); default: it keeps nothing."""
 
     def notes(self) -> list[str]:
         """Things noticed once while sampling (a field unsupported, a GPU lost), for run.json."""

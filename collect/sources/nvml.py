@@ -7,7 +7,8 @@ Memory: `mem_used_bytes` is NVML's v2 `used`, as nvidia-smi shows it (without th
 Power: `power_w` is nvmlDeviceGetPowerUsage, a 1-second running average on Ampere and newer except the
 A100 (instantaneous there and on older GPUs); `power_instant_w` is NVML_FI_DEV_POWER_INSTANT through the
 field-value API where the driver offers it; `power_limit_w` the enforced limit; `energy_j` the board's
-total-energy counter (Volta and newer), which sizing prefers for energy (docs/run-format.md).
+total-energy counter (Volta and newer), which sizing prefers for energy (docs/run-format.md), read every
+ENERGY_MIN_PERIOD_S (the rows in between repeat it) and on the run's last row.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ GPU_COLUMN_SUFFIXES = (
 _NOT_SUPPORTED, _FUNCTION_NOT_FOUND, _GPU_IS_LOST = 3, 13, 15
 _NO_V2_CODES = (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND)
 FI_DEV_POWER_INSTANT = 186  # NVML_FI_DEV_POWER_INSTANT (nvml.h), for bindings that lack the name
+# The board's energy counter moves about every 100 ms (an H100: 10 changes a second), and one read cost 3.5 ms
+# of CPU there, a thousand times any other call (docs/gpu-evidence.md). It is read about this often and its
+# last value repeated in between: a counter loses nothing by that, the joules between two reads are exact.
+ENERGY_MIN_PERIOD_S = 0.5
+_HELD_READS = {"total energy": ENERGY_MIN_PERIOD_S}  # what: seconds its reading is kept
 _VALUE_FIELDS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # by nvmlValueType_t
 
 
@@ -99,6 +105,7 @@ class _Gpu:
     unsupported: set[str] = field(default_factory=set)
     energy_base_mj: int | None = None
     memory_v1: bool = False  # the driver lacks nvmlDeviceGetMemoryInfo_v2
+    kept: dict[str, tuple[float, Reading]] = field(default_factory=dict)  # a held call: (read at, reading)
 
 
 def _call(nvml: Any, name: str, *alternatives: str) -> Callable[..., Any]:
@@ -268,13 +275,31 @@ class NvmlSource(Source):
                 if what in gpu.unsupported:
                     continue
                 try:
-                    values = read(gpu)
+                    values = self._read(gpu, what, read, now)
                 except Exception as exc:
                     self._handle_error(gpu, what, exc)
                     continue
                 for suffix, value in values.items():
                     reading[prefix + suffix] = value
         return reading
+
+    def _read(self, gpu: _Gpu, what: str, read: Callable[[_Gpu], Reading], now: float) -> Reading:
+        """One call's cells; a held call's last reading while it is fresh enough (a tenth early still is, so
+        that a tick a little early does not put the read off by a whole tick)."""
+        hold_s = _HELD_READS.get(what)
+        if hold_s is None:
+            return read(gpu)
+        kept = gpu.kept.pop(what, None)
+        if kept is not None and now < kept[0] + 0.9 * hold_s:
+            gpu.kept[what] = kept
+            return kept[1]
+        values = read(gpu)
+        gpu.kept[what] = (now, values)
+        return values
+
+    def expire(self) -> None:
+        for gpu in self._gpus:
+            gpu.kept.clear()
 
     def _handle_error(self, gpu: _Gpu, what: str, exc: Exception) -> None:
         code = getattr(exc, "value", None)

@@ -179,3 +179,55 @@ def test_each_nvml_call_reads_one_gpus_cells_on_its_own(fake_nvml: FakeNvml) -> 
         assert all(f"{what.split()[0]}_{suffix}" in source.columns() for suffix in reading)
         cells.update({f"{what.split()[0]}_{suffix}": value for suffix, value in reading.items()})
     assert set(cells) == set(source.columns())
+
+
+def _energy_reads(gpu: FakeGpu, source: NvmlSource, times: list[float]) -> tuple[list, int]:
+    """gpu0's energy cells at these tick times, and how many NVML calls they took beyond the other ten."""
+    before = gpu.calls
+    cells = []
+    for now in times:
+        gpu.energy_mj += 100
+        cells.append(source.sample(now)["gpu0_energy_j"])
+    return cells, gpu.calls - before - 10 * len(times)
+
+
+def test_the_energy_counter_is_read_every_half_second_and_repeated_between() -> None:
+    """Its read costs milliseconds on a real H100, it moves every 100 ms: at 10 ms, one read in 50 ticks."""
+    gpu = FakeGpu()
+    source = _source(FakeNvml([gpu]))
+    ticks = [i * 0.01 for i in range(101)]
+    cells, energy_calls = _energy_reads(gpu, source, ticks)
+    assert energy_calls == 3  # at 0, about 0.45 and about 0.9 s
+    assert cells[0] == 0.0 and cells[1] == 0.0  # the first read is the base; the next tick repeats it
+    changes = [i for i in range(1, len(cells)) if cells[i] != cells[i - 1]]
+    assert len(changes) == 2 and 0.44 <= ticks[changes[0]] <= 0.5
+    assert cells[changes[0]] == round(100 * changes[0] / 1000, 3)  # every joule since the base, none lost
+    slow = _source(FakeNvml([gpu := FakeGpu()]))
+    assert _energy_reads(gpu, slow, [0.0, 1.0, 2.0, 3.0])[1] == 4  # at 1 s, every tick
+
+
+def test_the_runs_last_row_reads_the_energy_counter_anew() -> None:
+    from collect.sources import SourceSet
+
+    gpu = FakeGpu()
+    source = _source(FakeNvml([gpu]))
+    sources = SourceSet([source], {"nvml": {}}, process=None)  # type: ignore[arg-type]
+    sources.pace(0.01)
+    row: dict = {}
+    sources.sample_into(row, 0.0)
+    gpu.energy_mj += 2500
+    sources.sample_into(row, 0.01)
+    assert row["gpu0_energy_j"] == 0.0
+    sources.sample_into(row, 0.02, fresh=True)
+    assert row["gpu0_energy_j"] == 2.5
+
+
+def test_a_failed_energy_read_is_not_repeated_as_a_value() -> None:
+    gpu = FakeGpu()
+    source = _source(FakeNvml([gpu]))
+    assert source.sample(0.0)["gpu0_energy_j"] == 0.0
+    gpu.failing["nvmlDeviceGetTotalEnergyConsumption"] = 999
+    assert source.sample(0.5)["gpu0_energy_j"] is None
+    del gpu.failing["nvmlDeviceGetTotalEnergyConsumption"]
+    gpu.energy_mj += 700
+    assert source.sample(0.51)["gpu0_energy_j"] == 0.7  # read again at once, not held back

@@ -57,6 +57,9 @@ _STATE_REASONS = {
     "REQUEUED": "requeued",
 }
 
+# SIGNALING: a running job while slurmctld still sends it a signal (the --signal warning itself, say).
+_STILL_RUNNING = ("RUNNING", "SIGNALING")
+
 ScontrolRunner = Callable[[str], str]
 
 
@@ -156,9 +159,9 @@ def _signalled_by_slurm(job_output: str, job_id: str) -> bool:
 def stop_reason(job: Mapping[str, str], signal_unix: float | None, job_output: str = "") -> dict[str, Any]:
     """run.json's `slurm_stop`: why Slurm stopped the job, in words, or None where it cannot be told.
 
-    A job still RUNNING after the run stopped was signalled, not ended: the time limit's `--signal`
-    warning, or `scancel --signal`. A job on its way out (COMPLETING, CANCELLED...) was ended: slurmstepd's
-    line in its output says why."""
+    A job still RUNNING (or SIGNALING) after the run stopped was signalled, not ended: the time limit's
+    `--signal` warning, or `scancel --signal`. A job on its way out (COMPLETING, CANCELLED...) was ended:
+    slurmstepd's line in its output says why."""
     state = (job.get("JobState") or "").upper() or None
     start_unix = _slurm_time(job.get("StartTime"))
     limit_s = _slurm_duration_s(job.get("TimeLimit"))
@@ -166,7 +169,7 @@ def stop_reason(job: Mapping[str, str], signal_unix: float | None, job_output: s
     time_left_s = None if limit_unix is None or signal_unix is None else round(limit_unix - signal_unix, 1)
     job_id = job.get("JobId", "")
     reason = _STATE_REASONS.get(state or "")
-    if state == "RUNNING":
+    if state in _STILL_RUNNING:
         if time_left_s is not None and 0 <= time_left_s <= TIME_LIMIT_WARNING_WINDOW_S:
             reason = f"time limit (--time): warned {time_left_s:.0f} s before it (--signal)"
         elif _signalled_by_slurm(job_output, job_id):

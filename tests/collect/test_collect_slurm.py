@@ -129,6 +129,8 @@ def test_a_sigterm_shortly_before_the_time_limit_is_the_time_limit_warning() -> 
     early = slurm.stop_reason(job, limit - 1200.0, step_line)
     assert early["reason"] == "signalled while running (scancel --signal, or an early --signal)"
     assert slurm.stop_reason(job, limit - 1200.0, "")["reason"] is None  # a kill by hand: not known
+    signalling = slurm.parse_scontrol(SCONTROL.replace("COMPLETING", "SIGNALING"))  # the warning in flight
+    assert slurm.stop_reason(signalling, limit - 60.0, "")["reason"].startswith("time limit (--time): warned")
 
 
 def test_the_last_line_of_a_job_on_its_way_out_says_why_it_ended() -> None:
@@ -226,3 +228,63 @@ def test_signals_at_once_are_one_stop_for_the_collector(tmp_path: Path) -> None:
     (first, at_int), (second, at_term) = (line.split() for line in log.read_text().splitlines())
     assert (first, second) == ("INT", "TERM")
     assert float(at_term) - float(at_int) >= 1.2  # SIGTERM only after SIGINT's grace, not at once
+
+
+FAKE_SRUN = """#!/bin/bash
+echo $$ >"$FAKES/srun.pid"
+trap 'exit 130' TERM
+while :; do sleep 0.1; done
+"""
+FAKE_SCONTROL = """#!/bin/bash
+echo "JobId=$SLURM_JOB_ID JobState=$FAKE_JOB_STATE Reason=None"
+"""
+FAKE_SCANCEL = """#!/bin/bash
+echo "$@" >>"$FAKES/scancel.args"
+kill -TERM "$(cat "$FAKES/srun.pid")"
+"""
+
+
+@pytest.mark.parametrize(
+    ("state", "passed_on"), [("RUNNING", True), ("SIGNALING", True), ("COMPLETING", False)]
+)
+def test_the_batch_script_passes_the_stop_on_while_the_job_runs(
+    tmp_path: Path, state: str, passed_on: bool
+) -> None:
+    """scontrol says SIGNALING while slurmctld still sends the --signal warning that reached the script (a
+    loaded controller; seen in the real cluster's test): a running job, so the stop goes to its steps. The
+    race cannot be made on demand in a real cluster, so srun, scontrol and scancel are stand-ins here."""
+    fakes = tmp_path / "bin"
+    fakes.mkdir()
+    for name, text in (("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL), ("scancel", FAKE_SCANCEL)):
+        (fakes / name).write_text(text)
+        (fakes / name).chmod(0o755)
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    env = {
+        **os.environ, "PATH": f"{fakes}:{os.environ['PATH']}", "FAKES": str(fakes), "FAKE_JOB_STATE": state,
+        "SLURM_JOB_ID": "5", "DATA_DIR": str(data_dir),
+        "WORKBENCH_VENV": str(Path(sys.executable).parents[1]),
+    }  # fmt: skip
+    sbatch = Path(__file__).resolve().parents[2] / "scripts" / "slurm" / "workbench.sbatch"
+    job = subprocess.Popen(
+        ["bash", str(sbatch), "--dataset", str(tmp_path)], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (fakes / "srun.pid").is_file() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (fakes / "srun.pid").is_file(), "the batch script never started srun"
+        job.send_signal(signal.SIGTERM)  # what --signal=B:TERM does
+        if not passed_on:
+            time.sleep(1.0)
+            os.kill(int((fakes / "srun.pid").read_text()), signal.SIGTERM)  # Slurm ending the step itself
+        _, stderr = job.communicate(timeout=30)
+    finally:
+        job.kill()
+    assert job.returncode == 130
+    if passed_on:
+        assert f"stop signal passed to the job's steps (job {state})" in stderr
+        assert (fakes / "scancel.args").read_text().split() == ["--signal=TERM", "5"]
+    else:
+        assert "stop signal with the job COMPLETING: Slurm stops its steps itself" in stderr
+        assert not (fakes / "scancel.args").exists()

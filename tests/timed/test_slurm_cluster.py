@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -157,9 +158,10 @@ def test_the_time_limit_warning_stops_the_run_with_the_reason(
     """--signal=B:TERM@60 with --time=2: the batch script gets SIGTERM about 60 s before the limit and passes
     the stop to the node's collector. slurmctld looks every 30 s (job_time_limit, PERIODIC_TIMEOUT) and sends
     it at the first look where the limit is under 60 + 30 s away: 30-60 s into the job. Slurm sends the
-    warning once, to the batch step. With earlier warnings (@100: at once; @80: 10-40 s in) a job on a loaded
-    machine twice ran into its limit instead; the likely cause, not verified: the warning went out while the
-    batch step was still starting and reached nothing. slurmctld's debug log shows when it went out."""
+    warning once, to the batch step. On a loaded machine the job three times ran into its limit instead;
+    slurmctld's debug log then showed the cause: the batch script read the job's state while slurmctld was
+    still sending the warning, scontrol said SIGNALING, and the script took that for a job on its way out
+    (fixed: SIGNALING is a running job; tests/collect/test_collect_slurm.py pins it)."""
     data_dir = tmp_path / "shared"
     data_dir.mkdir()
     out = tmp_path / "job-%j.out"
@@ -171,11 +173,12 @@ def test_the_time_limit_warning_stops_the_run_with_the_reason(
     assert code == 130, output[-3000:] + cluster.logs()
     run = json.loads((_only_run(data_dir) / "run.json").read_text())
     why = f"{output[-3000:]}\nslurm_stop: {run.get('slurm_stop')}\n{cluster.logs(40)}"
-    assert "workbench.sbatch: stop signal passed to the job's steps (job RUNNING)" in output, why
+    passed_on = r"workbench.sbatch: stop signal passed to the job's steps \(job (RUNNING|SIGNALING)\)"
+    assert re.search(passed_on, output), why
     assert run["end_reason"] == "interrupted"
     stop = run["slurm_stop"]
     assert stop["reason"].startswith("time limit (--time): warned "), why
-    assert stop["job_state"] == "RUNNING", why
+    assert stop["job_state"] in ("RUNNING", "SIGNALING"), why
     assert 0 < stop["time_left_s"] <= 60 + 30, why  # Slurm sends it up to 30 s early
 
 

@@ -83,14 +83,41 @@ def _overlap(t0: np.ndarray, t1: np.ndarray, start: float, end: float) -> np.nda
     return np.clip(np.minimum(t1, end) - np.maximum(t0, start), 0.0, None)
 
 
+def spread_between_reads(t: np.ndarray, c: np.ndarray, max_gap: float) -> np.ndarray:
+    """The counter at each row (times t, ascending), the rows that repeat the previous value filled in
+    linearly between the reads either side of them.
+
+    A collector may read a costly counter less often than it writes rows and repeat its last value in
+    between (NVML's energy counter: collect/sources/nvml.py), and a counter moves in steps coarser than a
+    fast tick. Either way the energy accrued over the repeated rows, not at the row that shows the next
+    value: left as steps, a window shorter than a step (an inference cell of 2 s) would be charged the whole
+    step or none of it. Not across a gap or a reset, nor after the last read: those rows stay as they are."""
+    spread = c.astype(float)
+    reads = np.concatenate(([0], np.flatnonzero(np.diff(c) != 0) + 1))
+    if reads.size < 2:
+        return spread
+    segment = np.searchsorted(reads, np.arange(c.size), side="right") - 1  # each row's last read
+    steps = np.diff(t)
+    broken = np.bincount(segment[:-1], weights=(steps <= 0) | (steps > max_gap), minlength=reads.size) > 0
+    rows = np.flatnonzero(segment < reads.size - 1)  # rows with a read after them
+    first, last = reads[segment[rows]], reads[segment[rows] + 1]
+    ok = ~broken[segment[rows]] & (c[last] >= c[first])
+    rows, first, last = rows[ok], first[ok], last[ok]
+    share = (t[rows] - t[first]) / (t[last] - t[first])
+    spread[rows] = c[first] + (c[last] - c[first]) * share
+    return spread
+
+
 def counter_source(
     source: str, method: str, times: np.ndarray, counter: np.ndarray, window: tuple[float, float],
     max_gap: float,
 ) -> SourceEnergy | None:  # fmt: skip
-    """A cumulative counter over the window, piecewise across resets; None without two readings."""
+    """A cumulative counter over the window, piecewise across resets, spread between its reads; None
+    without two readings."""
     t, c = _pairs(times, counter, np.isfinite(counter) & (counter >= 0))
     if t.size < 2:
         return None
+    c = spread_between_reads(t, c, max_gap)
     start, end = window
     dt, dc = np.diff(t), np.diff(c)
     usable = (dt > 0) & (dt <= max_gap)

@@ -57,7 +57,12 @@ def _quick_steps(dataset: Path) -> list[str]:
 
 
 def _export(data_dir: Path, **variables: str) -> str:
-    settings = {"DATA_DIR": str(data_dir), "WORKBENCH_DIR": str(REPO), "FRAMEWORK": "torch", **variables}
+    """The job's environment; one torch thread: these jobs prove the stop paths, not the speed, and leave the
+    other core to the rest of the suite."""
+    settings = {
+        "DATA_DIR": str(data_dir), "WORKBENCH_DIR": str(REPO), "FRAMEWORK": "torch", "OMP_NUM_THREADS": "1",
+        **variables,
+    }  # fmt: skip
     return "--export=ALL," + ",".join(f"{name}={value}" for name, value in settings.items())
 
 

@@ -12,7 +12,7 @@ Usage: bench/gpu_evidence.sh start [WORKDIR]
 
 start   copy this checkout to WORKDIR/repo and run the plan there in the background:
           env      nvidia-smi -q, CPU, Python packages, the query fields this driver accepts
-          gpu      ./scripts/collect_gpu.sh $GPU_BUDGET --framework torch --interval 100ms, with
+          gpu      ./scripts/collect_gpu.sh $GPU_BUDGET --framework torch --interval $GPU_INTERVAL, with
                    nvidia-smi --query-gpu=... -lms 100 beside it (kept as the run's nvidia-smi.csv)
           cpu      ./scripts/collect_cpu.sh $CPU_BUDGET --framework torch on all cores, same preset/batch
           bench    bench/train_throughput.py --device gpu; bench/nvml_cost.py; bench/sampler_overhead.py
@@ -23,7 +23,9 @@ start   copy this checkout to WORKDIR/repo and run the plan there in the backgro
 follow  wait up to SECONDS for the plan to finish, copying WORKDIR/out/* to $OUT as they appear
 
 WORKDIR defaults to /root/gpu-evidence. Budgets: GPU_BUDGET=5m CPU_BUDGET=5m STANDARD_BUDGET=5m
-SWEEP_BUDGET=45s SWEEP_BATCHES="8 32" SWEEP_PRECISION=float32|mixed; STEPS="env gpu cpu bench sweep standard" (a subset runs those).
+SWEEP_BUDGET=45s SWEEP_BATCHES="8 32" SWEEP_PRECISION=float32|mixed; GPU_INTERVAL=100ms;
+GPU_ARGS="" (more options for the gpu run, e.g. --no-export);
+STEPS="env gpu cpu bench sweep standard" (a subset runs those).
 USAGE
 }
 
@@ -87,8 +89,9 @@ step_gpu() {
   nvidia-smi --query-gpu="$fields" --format=csv -lms 100 >"$smi" 2>"$WORK/logs/nvidia-smi.err" &
   smi_pid=$!
   touch "$WORK/.mark-gpu"
-  collect_run gpu collect_gpu.sh "$GPU_BUDGET" --framework torch --interval 100ms \
-    --label "H100, torch small, batch 2, float32, $GPU_BUDGET (nvidia-smi beside)"
+  # shellcheck disable=SC2086  # GPU_ARGS: extra options, split on spaces
+  collect_run gpu collect_gpu.sh "$GPU_BUDGET" --framework torch --interval "$GPU_INTERVAL" ${GPU_ARGS:-} \
+    --label "H100, torch small, batch 2, float32, $GPU_BUDGET, $GPU_INTERVAL interval (nvidia-smi beside)"
   kill "$smi_pid" 2>/dev/null || true
   wait "$smi_pid" 2>/dev/null || true
   run="$(newest_run "$WORK/.mark-gpu")"
@@ -155,9 +158,9 @@ follow() {
 
 main() {
   [[ $# -ge 1 ]] || { usage >&2; exit 2; }
-  : "${GPU_BUDGET:=5m}" "${CPU_BUDGET:=5m}" "${STANDARD_BUDGET:=5m}" "${SWEEP_BUDGET:=45s}"
+  : "${GPU_BUDGET:=5m}" "${GPU_INTERVAL:=100ms}" "${CPU_BUDGET:=5m}" "${STANDARD_BUDGET:=5m}" "${SWEEP_BUDGET:=45s}"
   : "${SWEEP_BATCHES:=8 32}" "${SWEEP_PRECISION:=float32}" "${STEPS:=env gpu cpu bench sweep standard}"
-  export GPU_BUDGET CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES SWEEP_PRECISION STEPS
+  export GPU_BUDGET GPU_INTERVAL CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES SWEEP_PRECISION STEPS
   case "$1" in
     -h | --help) usage ;;
     start)

@@ -84,14 +84,16 @@ def _overlap(t0: np.ndarray, t1: np.ndarray, start: float, end: float) -> np.nda
 
 
 def spread_between_reads(t: np.ndarray, c: np.ndarray, max_gap: float) -> np.ndarray:
-    """The counter at each row (times t, ascending), the rows that repeat the previous value filled in
-    linearly between the reads either side of them.
+    """The counter at each row (times t, ascending): a row that repeats the previous value is filled in
+    linearly between the reads either side of it, or NaN (unknown) where no later read bounds it.
 
     A collector may read a costly counter less often than it writes rows and repeat its last value in
-    between (NVML's energy counter: collect/sources/nvml.py), and a counter moves in steps coarser than a
-    fast tick. Either way the energy accrued over the repeated rows, not at the row that shows the next
-    value: left as steps, a window shorter than a step (an inference cell of 2 s) would be charged the whole
-    step or none of it. Not across a gap or a reset, nor after the last read: those rows stay as they are."""
+    between (NVML's energy counter: collect/sources/nvml.py); an importer repeats a scraped value until the
+    next scrape or its lookback ends; a counter moves in steps coarser than a fast tick. The energy accrued
+    over the repeated rows, not at the row that shows the next value: left as steps, a window shorter than a
+    step (an inference cell of 2 s) would be charged the whole step or none of it. Repeats followed by a
+    gap, a reset or nothing (after the last read) say nothing about the energy then: unknown, not zero. A
+    counter that never moves is left as it is (its mean power says it is stuck)."""
     spread = c.astype(float)
     reads = np.concatenate(([0], np.flatnonzero(np.diff(c) != 0) + 1))
     if reads.size < 2:
@@ -99,12 +101,15 @@ def spread_between_reads(t: np.ndarray, c: np.ndarray, max_gap: float) -> np.nda
     segment = np.searchsorted(reads, np.arange(c.size), side="right") - 1  # each row's last read
     steps = np.diff(t)
     broken = np.bincount(segment[:-1], weights=(steps <= 0) | (steps > max_gap), minlength=reads.size) > 0
-    rows = np.flatnonzero(segment < reads.size - 1)  # rows with a read after them
-    first, last = reads[segment[rows]], reads[segment[rows] + 1]
-    ok = ~broken[segment[rows]] & (c[last] >= c[first])
-    rows, first, last = rows[ok], first[ok], last[ok]
-    share = (t[rows] - t[first]) / (t[last] - t[first])
-    spread[rows] = c[first] + (c[last] - c[first]) * share
+    first = reads[segment]
+    last = reads[np.minimum(segment + 1, reads.size - 1)]  # the next read (the row's own after the last)
+    bounded = (segment < reads.size - 1) & ~broken[segment] & (c[last] >= c[first])
+    rows = np.flatnonzero(bounded)
+    share = (t[rows] - t[first[rows]]) / (t[last[rows]] - t[first[rows]])
+    spread[rows] = c[first[rows]] + (c[last[rows]] - c[first[rows]]) * share
+    unknown = ~bounded
+    unknown[reads] = False
+    spread[unknown] = np.nan
     return spread
 
 
@@ -114,15 +119,14 @@ def counter_source(
 ) -> SourceEnergy | None:  # fmt: skip
     """A cumulative counter over the window, piecewise across resets, spread between its reads; None
     without two readings."""
-    t, c = _pairs(times, counter, np.isfinite(counter) & (counter >= 0))
+    t, read = _pairs(times, counter, np.isfinite(counter) & (counter >= 0))
     if t.size < 2:
         return None
-    c = spread_between_reads(t, c, max_gap)
     start, end = window
-    dt, dc = np.diff(t), np.diff(c)
-    usable = (dt > 0) & (dt <= max_gap)
-    resets = usable & (dc < 0)
-    usable &= ~resets
+    dt, dc = np.diff(t), np.diff(spread_between_reads(t, read, max_gap))
+    in_reach = (dt > 0) & (dt <= max_gap)
+    resets = in_reach & (np.diff(read) < 0)
+    usable = in_reach & ~resets & np.isfinite(dc)
     overlap = _overlap(t[:-1], t[1:], start, end)
     fraction = np.divide(overlap, dt, out=np.zeros_like(dt), where=dt > 0)
     joules = float(np.sum(np.where(usable, dc * fraction, 0.0)))

@@ -35,14 +35,31 @@ def test_a_counter_read_every_row_is_left_as_it_is() -> None:
     assert np.array_equal(cov.spread_between_reads(times, counter, 3.0), counter)
 
 
-def test_no_spreading_across_a_reset_or_a_gap_or_after_the_last_read() -> None:
+def test_repeats_no_later_read_bounds_are_unknown_not_zero() -> None:
     times = np.array([0.0, 0.1, 0.2, 0.3, 0.4, 5.0, 5.1, 5.2, 5.3])
     counter = np.array([50.0, 50.0, 50.0, 2.0, 2.0, 9.0, 9.0, 12.0, 12.0])
     spread = cov.spread_between_reads(times, counter, 0.3)
-    # 50 → 2 is a reset, 2 → 9 spans the 4.6 s gap: both stay steps; 9 → 12 spreads; the tail stays.
-    assert spread.tolist() == pytest.approx([50, 50, 50, 2, 2, 9, 10.5, 12, 12])
+    # unknown: before the reset (50 → 2), before the 4.6 s gap (2 → 9), after the last read; 9 → 12 spreads
+    np.testing.assert_allclose(spread, [50, np.nan, np.nan, 2, np.nan, 9, 10.5, 12, np.nan])
     energy = cov.counter_source("gpu0", "counter", times, counter, (0.0, 5.3), 0.3)
     assert energy.resets == 1 and energy.joules == pytest.approx(3.0)
+    assert energy.covered_s == pytest.approx(0.2)  # 5.0 → 5.2 only
+
+
+def test_an_exporter_that_stopped_is_not_a_complete_figure() -> None:
+    """An import repeats a counter's last scrape until its lookback ends: when dcgm-exporter died halfway,
+    those minutes are not covered (not zero joules in a complete run)."""
+    times = np.arange(0.0, 601.0, 1.0)
+    scraped = np.floor(np.minimum(times, 300.0) / 15.0) * 15.0  # a scrape every 15 s until 300 s
+    energy = cov.counter_source("gpu0", "counter", times, 250.0 * scraped, (0.0, 600.0), 3.0)
+    assert energy.coverage == pytest.approx(0.5) and not energy.complete
+    assert energy.mean_w == pytest.approx(250.0)
+
+
+def test_a_counter_that_never_moves_stays_as_it_is_for_the_stuck_check() -> None:
+    times = np.arange(0.0, 10.0, 1.0)
+    energy = cov.counter_source("gpu0", "counter", times, np.full(10, 42.0), (0.0, 9.0), 3.0)
+    assert energy.coverage == 1.0 and energy.mean_w == 0.0  # sizing.energy calls it stuck, and ignores it
 
 
 def test_the_shipped_h100_runs_phases_agree_with_its_integrated_instant_power() -> None:

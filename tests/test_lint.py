@@ -26,7 +26,10 @@ def test_ruff_is_clean() -> None:
 def test_shell_scripts_are_shellcheck_clean() -> None:
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck is not installed (./scripts/test.sh installs it when run as root)")
-    found = [*(REPO / "scripts").glob("*.sh"), *(REPO / "scripts" / "slurm").glob("*.sbatch")]
+    found = [
+        *(REPO / "scripts").glob("*.sh"), *(REPO / "scripts" / "slurm").glob("*.sbatch"),
+        *(REPO / "bench").glob("*.sh"),
+    ]  # fmt: skip
     scripts = [*sorted(str(p.relative_to(REPO)) for p in found), ".ci/run"]
     result = subprocess.run(
         ["shellcheck", "-x", *scripts], cwd=REPO, capture_output=True, text=True, check=False

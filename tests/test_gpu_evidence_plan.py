@@ -1,0 +1,40 @@
+"""bench/gpu_evidence.sh, the real-GPU plan, as far as a machine without a GPU can run it: its usage, and
+`start` then `follow` running the `env` step in the background and bringing its files to $OUT."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PLAN = REPO / "bench" / "gpu_evidence.sh"
+
+
+def _plan(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(PLAN), *args], capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+def test_usage_and_a_wrong_call() -> None:
+    shown = _plan("--help")
+    assert shown.returncode == 0 and "bench/gpu_evidence.sh start" in shown.stdout
+    assert "GPU_INTERVAL=100ms" in shown.stdout and "SWEEP_PRECISION" in shown.stdout
+    for wrong in ((), ("follow",), ("sideways",)):
+        done = _plan(*wrong)
+        assert done.returncode == 2 and "Usage:" in done.stderr, wrong
+
+
+def test_start_then_follow_brings_the_env_step_back(tmp_path: Path) -> None:
+    work, out = tmp_path / "work", tmp_path / "out"
+    out.mkdir()
+    started = _plan("start", str(work), env={"STEPS": "env"})
+    assert started.returncode == 0 and f"started: {work}" in started.stdout, started.stderr
+    followed = _plan("follow", "90", str(work), env={"OUT": str(out)})
+    assert followed.returncode == 0
+    assert "env: done" in followed.stdout and "plan: done" in followed.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["env.txt", "plan.log"]
+    assert str(len(os.sched_getaffinity(0))) in (out / "env.txt").read_text().split()  # nproc's line
+    assert not (work / "repo" / ".venv").exists() and (work / "repo" / "scripts" / "collect_gpu.sh").is_file()

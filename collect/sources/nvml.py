@@ -289,10 +289,10 @@ class NvmlSource(Source):
         hold_s = _HELD_READS.get(what)
         if hold_s is None:
             return read(gpu)
-        kept = gpu.kept.pop(what, None)
+        kept = gpu.kept.get(what)
         if kept is not None and now < kept[0] + 0.9 * hold_s:
-            gpu.kept[what] = kept
             return kept[1]
+        gpu.kept.pop(what, None)  # a read that fails leaves nothing to repeat
         values = read(gpu)
         gpu.kept[what] = (now, values)
         return values

@@ -2,30 +2,38 @@
 
 On an H100 in a Firecracker VM (driver 580) the NVML source took 3.9 ms of CPU per sample, 97 % of a
 10 ms tick (docs/gpu-evidence.md). This times each call the source makes (collect.sources.nvml,
-NvmlSource.calls) with the thread's CPU clock, then reads each one every 10 ms for a few seconds and
-counts how often its value changed: a value that changes every 100 ms gains nothing from a 10 ms tick.
+NvmlSource.calls) with the thread's CPU clock, first back to back (caches warm), then as the collector
+makes them: every call once per 10 ms tick, sleeping in between (the total-energy counter every
+ENERGY_MIN_PERIOD_S, as the source reads it), with how often each call's value changed, and the source's
+whole sample() on the same ticks. A value that changes every 100 ms gains nothing from a 10 ms tick.
 
-    python bench/nvml_cost.py            # 200 calls each, 3 s at 10 ms
+    python bench/nvml_cost.py            # 200 calls each, 3 s of 10 ms ticks
     python bench/nvml_cost.py --quick    # 20 calls, 0.5 s (what the tests run; nan without a GPU)
 
-Last line: cpu_ms_per_sample=<ms> slowest_call_ms=<ms> energy_changes_per_s=<n> power_changes_per_s=<n>
-(nan without NVML; the changes per second of the first GPU's energy counter and instant power, else
-average power, read every 10 ms).
+Last line: cpu_ms_per_sample=<ms> tick_ms_per_sample=<ms> energy_changes_per_s=<n> power_changes_per_s=<n>
+(nan without NVML; cpu_ms_per_sample: every call once, back to back; tick_ms_per_sample: the source's
+sample() on 10 ms ticks, as the collector calls it; the changes per second of the first
+GPU's energy counter and instant power, else average power, read every 10 ms.)
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import sys
 import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from collect.sources.base import SourceUnavailable
-from collect.sources.nvml import NvmlSource
+from collect.sources.nvml import ENERGY_MIN_PERIOD_S, NvmlSource
+
+TICK_S = 0.01
+NOTHING = "(a Python call, no NVML)"  # what any call costs on a tick: the floor under the calls above
+Read = Callable[[], dict]
 
 
 def _load_pynvml():
@@ -34,7 +42,7 @@ def _load_pynvml():
     return pynvml
 
 
-def cpu_ms(read, calls: int) -> float:
+def cpu_ms(read: Read, calls: int) -> float:
     started = time.thread_time()
     for _ in range(calls):
         try:
@@ -44,16 +52,62 @@ def cpu_ms(read, calls: int) -> float:
     return (time.thread_time() - started) / calls * 1000
 
 
-def changes_per_s(read, seconds: float, key: str) -> float:
-    values, deadline, end = [], time.monotonic(), time.monotonic() + seconds
+def _ticks(seconds: float):
+    """Yield once per 10 ms deadline for `seconds`, sleeping in between, as the collector's loop does."""
+    deadline, end = time.monotonic(), time.monotonic() + seconds
     while deadline < end:
-        try:
-            values.append(read().get(key))
-        except Exception:
-            return math.nan
-        deadline += 0.01
+        yield deadline
+        deadline += TICK_S
         time.sleep(max(0.0, deadline - time.monotonic()))
-    return sum(a != b for a, b in itertools.pairwise(values)) / seconds
+
+
+def in_ticks(calls: list[tuple[str, Read]], seconds: float) -> tuple[dict[str, float], dict[str, float]]:
+    """Per call: µs of CPU per call and changes of its value per second, every call once per 10 ms tick
+    (a call whose name ends in 'total energy' only every ENERGY_MIN_PERIOD_S)."""
+    cpu_ns: Counter[str] = Counter()
+    made: Counter[str] = Counter()
+    changes: Counter[str] = Counter()
+    last: dict[str, object] = {}
+    read_at: dict[str, float] = {}
+    failed: set[str] = set()
+    for now in _ticks(seconds):
+        for what, read in calls:
+            if what in failed:
+                continue
+            if what.endswith("total energy") and now < read_at.get(what, -math.inf) + ENERGY_MIN_PERIOD_S:
+                continue
+            read_at[what] = now
+            started = time.thread_time_ns()
+            try:
+                value = read()
+            except Exception:
+                failed.add(what)
+                continue
+            cpu_ns[what] += time.thread_time_ns() - started
+            made[what] += 1
+            changes[what] += what in last and last[what] != value
+            last[what] = value
+    cost = {what: cpu_ns[what] / made[what] / 1000 if made[what] else math.nan for what, _ in calls}
+    rate = {what: changes[what] / seconds if made[what] else math.nan for what, _ in calls}
+    return cost, rate
+
+
+def sample_in_ticks(source: NvmlSource, seconds: float) -> float:
+    """ms of CPU per source.sample(now) on 10 ms ticks."""
+    cpu_ns, ticks = 0, 0
+    for now in _ticks(seconds):
+        started = time.thread_time_ns()
+        source.sample(now)
+        cpu_ns += time.thread_time_ns() - started
+        ticks += 1
+    return cpu_ns / max(1, ticks) / 1e6
+
+
+def _first(rates: dict[str, float], *names: str) -> float:
+    for name in names:
+        if math.isfinite(rates.get(name, math.nan)):
+            return rates[name]
+    return math.nan
 
 
 def main() -> int:
@@ -71,25 +125,27 @@ def main() -> int:
         source = NvmlSource(_load_pynvml)
     except SourceUnavailable as exc:
         print(f"no NVML here: {exc}")
-        print(f"cpu_ms_per_sample={nan} slowest_call_ms={nan} ", end="")
+        print(f"cpu_ms_per_sample={nan} tick_ms_per_sample={nan} ", end="")
         print(f"energy_changes_per_s={nan} power_changes_per_s={nan}")
         return 0
-    costs = {what: cpu_ms(read, args.calls) for what, read in source.calls()}
-    for what, ms in sorted(costs.items(), key=lambda item: -item[1] if math.isfinite(item[1]) else 0):
-        print(f"{what:28s} {1000 * ms:9.1f} µs CPU per call")
-    per_sample = sum(v for v in costs.values() if math.isfinite(v))
-    calls = dict(source.calls())
-    energy = changes_per_s(calls["gpu0 total energy"], args.seconds, "energy_j")
-    power = changes_per_s(calls["gpu0 instant power"], args.seconds, "power_instant_w")
-    if math.isnan(power):
-        power = changes_per_s(calls["gpu0 power"], args.seconds, "power_w")
+    calls = source.calls()
+    costs = {what: cpu_ms(read, args.calls) for what, read in calls}
+    tick_costs, rates = in_ticks([*calls, (NOTHING, dict)], args.seconds)
+    tick_sample_ms = sample_in_ticks(source, args.seconds)
     source.close()
+    print(f"{'call':28s} {'back to back':>13s} {'on 10 ms ticks':>15s} {'changes/s':>10s}  (µs CPU per call)")
+    for what, ms in sorted(costs.items(), key=lambda item: -item[1] if math.isfinite(item[1]) else 0):
+        print(f"{what:28s} {1000 * ms:13.1f} {tick_costs[what]:15.1f} {rates[what]:10.1f}")
+    per_sample = sum(v for v in costs.values() if math.isfinite(v))
+    print(f"{NOTHING:28s} {'':13s} {tick_costs[NOTHING]:15.1f}")
     print(
-        f"read every 10 ms for {args.seconds:g} s: energy counter changed {energy:.1f}/s, power {power:.1f}/s"
+        f"source.sample() on 10 ms ticks for {args.seconds:g} s: {tick_sample_ms * 1000:.1f} µs CPU each "
+        f"(the energy counter read every {ENERGY_MIN_PERIOD_S:g} s)"
     )
-    slowest = max((v for v in costs.values() if math.isfinite(v)), default=nan)
+    energy = _first(rates, "gpu0 total energy")
+    power = _first(rates, "gpu0 instant power", "gpu0 power")
     print(
-        f"cpu_ms_per_sample={per_sample:.3f} slowest_call_ms={slowest:.3f} "
+        f"cpu_ms_per_sample={per_sample:.3f} tick_ms_per_sample={tick_sample_ms:.3f} "
         f"energy_changes_per_s={energy:.1f} power_changes_per_s={power:.1f}"
     )
     return 0

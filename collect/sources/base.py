@@ -12,8 +12,8 @@ Reading = dict[str, float | int | None]
 # The kernel counts CPU time in USER_HZ (100 per second on Linux): a 10 ms tick of /proc/stat or of a
 # process's stat moves by one count or none, which says nothing finer than a 100 ms read would. Those sources,
 # and the slow-moving ones (memory, disk, network, temperatures), are read about this often (rounded to whole
-# ticks); rows in between repeat their last reading. GPU (NVML) and RAPL counters are read every tick, except
-# NVML's energy counter (collect/sources/nvml.py: ENERGY_MIN_PERIOD_S).
+# ticks); rows in between repeat their last reading. RAPL counters are read every tick, NVML twice as often
+# as its values change (collect/sources/nvml.py: GPU_HELD_PERIOD_S, ENERGY_MIN_PERIOD_S).
 HELD_PERIOD_S = 0.1
 
 

@@ -8,7 +8,8 @@ Power: `power_w` is nvmlDeviceGetPowerUsage, a 1-second running average on Amper
 A100 (instantaneous there and on older GPUs); `power_instant_w` is NVML_FI_DEV_POWER_INSTANT through the
 field-value API where the driver offers it; `power_limit_w` the enforced limit; `energy_j` the board's
 total-energy counter (Volta and newer), which sizing prefers for energy (docs/run-format.md), read every
-ENERGY_MIN_PERIOD_S (the rows in between repeat it) and on the run's last row.
+ENERGY_MIN_PERIOD_S (the rows in between repeat it) and on the run's last row. Below GPU_HELD_PERIOD_S the
+source is read on every few ticks only, its reading repeated in between.
 """
 
 from __future__ import annotations
@@ -39,10 +40,15 @@ GPU_COLUMN_SUFFIXES = (
 _NOT_SUPPORTED, _FUNCTION_NOT_FOUND, _GPU_IS_LOST = 3, 13, 15
 _NO_V2_CODES = (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND)
 FI_DEV_POWER_INSTANT = 186  # NVML_FI_DEV_POWER_INSTANT (nvml.h), for bindings that lack the name
-# The board's energy counter moves about every 100 ms (an H100: 10 changes a second), and one read cost 3.5 ms
-# of CPU there, a thousand times any other call (docs/gpu-evidence.md). It is read about this often and its
-# last value repeated in between: a counter loses nothing by that, the joules between two reads are exact.
-ENERGY_MIN_PERIOD_S = 0.5
+# NVML's values change at most about 10 times a second (an H100 in training: the energy counter 10, instant
+# power 9, average power 7-8; utilization is an average over 1/6 s or more), and each call cost 3-70 µs of CPU
+# on a 10 ms tick there (docs/gpu-evidence.md): the source is read twice that often, which sees every change,
+# and its last reading repeated on the ticks in between.
+GPU_HELD_PERIOD_S = 0.05
+# One read of the board's energy counter cost 3.5-4.8 ms of CPU on that H100, a hundred times any other call.
+# It is read about once a second and its last value repeated in between: a counter loses nothing by that, the
+# joules between two reads are exact (sizing spreads them over the rows between).
+ENERGY_MIN_PERIOD_S = 1.0
 _HELD_READS = {"total energy": ENERGY_MIN_PERIOD_S}  # what: seconds its reading is kept
 _VALUE_FIELDS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # by nvmlValueType_t
 
@@ -118,6 +124,7 @@ def _call(nvml: Any, name: str, *alternatives: str) -> Callable[..., Any]:
 
 class NvmlSource(Source):
     name = "nvml"
+    min_period_s = GPU_HELD_PERIOD_S
 
     def __init__(self, load_nvml: Callable[[], Any], environ: dict[str, str] | None = None) -> None:
         super().__init__()

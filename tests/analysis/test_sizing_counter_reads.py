@@ -1,4 +1,4 @@
-"""A counter read less often than rows are written (NVML's energy counter, every ~0.5 s at a 10 ms tick):
+"""A counter read less often than rows are written (NVML's energy counter, once a second at a 10 ms tick):
 its energy is spread between its reads, so a short window gets its share, not a whole step or none."""
 
 from __future__ import annotations

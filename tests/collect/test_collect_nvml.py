@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 import pytest
 from collectfakes import FakeGpu, FakeNvml
 
 from collect.sources.base import SourceUnavailable
-from collect.sources.nvml import GPU_COLUMN_SUFFIXES, NvmlSource, visible_gpu_indices
+from collect.sources.nvml import (
+    ENERGY_MIN_PERIOD_S,
+    GPU_COLUMN_SUFFIXES,
+    GPU_HELD_PERIOD_S,
+    NvmlSource,
+    visible_gpu_indices,
+)
 
+REPO = Path(__file__).resolve().parents[2]
 UUIDS = ["GPU-aaaa-1", "GPU-bbbb-2", "GPU-bbcc-3"]
 
 
@@ -191,19 +201,42 @@ def _energy_reads(gpu: FakeGpu, source: NvmlSource, times: list[float]) -> tuple
     return cells, gpu.calls - before - 10 * len(times)
 
 
-def test_the_energy_counter_is_read_every_half_second_and_repeated_between() -> None:
-    """Its read costs milliseconds on a real H100, it moves every 100 ms: at 10 ms, one read in 50 ticks."""
+def test_the_energy_counter_is_read_about_once_a_second_and_repeated_between() -> None:
+    """Its read costs milliseconds on a real H100, it moves every 100 ms: on the source's 50 ms reads (a 10 ms
+    tick), one in about 20."""
+    assert ENERGY_MIN_PERIOD_S == 1.0
     gpu = FakeGpu()
     source = _source(FakeNvml([gpu]))
-    ticks = [i * 0.01 for i in range(101)]
+    ticks = [i * GPU_HELD_PERIOD_S for i in range(41)]  # 2 s
     cells, energy_calls = _energy_reads(gpu, source, ticks)
-    assert energy_calls == 3  # at 0, about 0.45 and about 0.9 s
-    assert cells[0] == 0.0 and cells[1] == 0.0  # the first read is the base; the next tick repeats it
+    assert energy_calls == 3  # at 0, about 0.9 and about 1.8 s
+    assert cells[0] == 0.0 and cells[1] == 0.0  # the first read is the base; the next read repeats it
     changes = [i for i in range(1, len(cells)) if cells[i] != cells[i - 1]]
-    assert len(changes) == 2 and 0.44 <= ticks[changes[0]] <= 0.5
+    assert len(changes) == 2 and 0.88 <= ticks[changes[0]] <= 1.0
     assert cells[changes[0]] == round(100 * changes[0] / 1000, 3)  # every joule since the base, none lost
     slow = _source(FakeNvml([gpu := FakeGpu()]))
     assert _energy_reads(gpu, slow, [0.0, 1.0, 2.0, 3.0])[1] == 4  # at 1 s, every tick
+
+
+def test_below_its_period_the_gpu_is_read_every_few_ticks_and_held_between() -> None:
+    """NVML's values change about 10 times a second: at 10 ms, each call is made on one tick in five."""
+    from collect.sources import SourceSet
+
+    gpu = FakeGpu()
+    sources = SourceSet([_source(FakeNvml([gpu]))], {"nvml": {}}, process=None)  # type: ignore[arg-type]
+    sources.pace(0.01)
+    assert set(sources.held_columns()) == {f"gpu0_{suffix}" for suffix in GPU_COLUMN_SUFFIXES}
+    before, rows = gpu.calls, []
+    for tick in range(100):
+        gpu.util = tick
+        row: dict = {}
+        sources.sample_into(row, tick * 0.01)
+        rows.append(row["gpu0_util_pct"])
+    assert rows[:6] == [0.0] * 5 + [5.0] and rows[-1] == 95.0
+    reads = 100 // round(GPU_HELD_PERIOD_S / 0.01)
+    assert gpu.calls - before == reads * 10 + 2  # ten calls per read, the energy counter twice in the second
+    sources.pace(GPU_HELD_PERIOD_S)
+    assert sources.held_columns() == []  # at 50 ms and slower, every tick
 
 
 def test_the_runs_last_row_reads_the_energy_counter_anew() -> None:
@@ -227,7 +260,46 @@ def test_a_failed_energy_read_is_not_repeated_as_a_value() -> None:
     source = _source(FakeNvml([gpu]))
     assert source.sample(0.0)["gpu0_energy_j"] == 0.0
     gpu.failing["nvmlDeviceGetTotalEnergyConsumption"] = 999
-    assert source.sample(0.5)["gpu0_energy_j"] is None
+    assert source.sample(ENERGY_MIN_PERIOD_S)["gpu0_energy_j"] is None
     del gpu.failing["nvmlDeviceGetTotalEnergyConsumption"]
     gpu.energy_mj += 700
-    assert source.sample(0.51)["gpu0_energy_j"] == 0.7  # read again at once, not held back
+    assert source.sample(ENERGY_MIN_PERIOD_S + 0.05)["gpu0_energy_j"] == 0.7  # read again, not held back
+
+
+def test_nvml_cost_times_each_call_on_ticks_as_the_collector_makes_them() -> None:
+    """bench/nvml_cost.py's in-tick figures: every call once per 10 ms tick, the energy counter only every
+    ENERGY_MIN_PERIOD_S, and how often each value changed."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("nvml_cost", REPO / "bench" / "nvml_cost.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    made = {"moving": 0, "still": 0, "energy": 0}
+
+    def counting(name: str, moves: bool):
+        def read() -> dict:
+            made[name] += 1
+            return {"value": made[name] if moves else 1.0}
+
+        return read
+
+    def failing() -> dict:
+        raise RuntimeError("not supported")
+
+    calls = [
+        ("gpu0 utilization", counting("moving", True)),
+        ("gpu0 power limit", counting("still", False)),
+        ("gpu0 fan speed", failing),
+        ("gpu0 total energy", counting("energy", True)),
+    ]
+    seconds = ENERGY_MIN_PERIOD_S + 0.1
+    cost, rate = bench.in_ticks(calls, seconds)
+    ticks = round(seconds / 0.01)
+    assert ticks <= made["moving"] == made["still"] <= ticks + 1  # one per deadline, late ones too
+    assert made["energy"] == 2  # at 0 and after ENERGY_MIN_PERIOD_S
+    assert rate["gpu0 utilization"] == pytest.approx((made["moving"] - 1) / seconds)
+    assert rate["gpu0 power limit"] == 0.0 and rate["gpu0 total energy"] == pytest.approx(1 / seconds)
+    assert math.isnan(cost["gpu0 fan speed"]) and math.isnan(rate["gpu0 fan speed"])
+    assert all(math.isfinite(cost[what]) and cost[what] >= 0 for what, _ in calls[:2])
+    assert 0 < bench.sample_in_ticks(_source(FakeNvml([FakeGpu()])), 0.05) < 50  # ms of CPU per sample

@@ -2,7 +2,7 @@
 (docs/gpu-evidence.md). Real logs from a real GPU, so they also test the nvidia-smi importer.
 
 RUN was recorded before two collector changes, NOW after them: used memory from NVML v2, and the energy
-counter read every ENERGY_MIN_PERIOD_S instead of every tick."""
+counter read about every 0.5 s instead of every tick (ENERGY_MIN_PERIOD_S, since raised to 1 s)."""
 
 from __future__ import annotations
 

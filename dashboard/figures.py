@@ -1,8 +1,11 @@
 """Plotly figures of runs: pure functions from RunInfo (and the cached frames of dashboard.runs) to figures.
 
-Long runs stay light: x is float seconds (or % of runtime) since run.json's `start_unix`, traces are WebGL,
-and every trace is cut to the visible window and downsampled server-side with MinMaxLTTB (tsdownsample)
-to at most `max_points` points, so a 24 h × 10 Hz run costs the browser what a short one does.
+Long runs stay light: x is float seconds (or % of runtime) since run.json's `start_unix`, and every trace
+is cut to the visible window and downsampled server-side with MinMaxLTTB (tsdownsample) to at most
+`max_points` points, so a 24 h × 10 Hz run costs the browser what a short one does. Traces are SVG, not
+WebGL: at that size SVG draws as fast, and a browser without a GPU (a VM, a remote desktop, headless)
+renders WebGL in software (tests/dashboard/test_dash_browser.py's three tests took 125 s of CPU with WebGL
+traces, 74 s with SVG).
 """
 
 from __future__ import annotations
@@ -113,7 +116,7 @@ def metric_figure(
                 continue
             suffix = f" · {_short_column(column)}" if len(columns) > 1 or column.startswith("gpu") else ""
             figure.add_trace(
-                go.Scattergl(
+                go.Scatter(
                     x=x,
                     y=y,
                     mode="lines",
@@ -257,8 +260,8 @@ def empty_figure(message: str) -> go.Figure:
 # ------------------------------------------------------------------------------------------- helpers
 
 
-def line_trace(x: np.ndarray, y: np.ndarray, name: str, color: str, legend: bool, group: str) -> go.Scattergl:
-    return go.Scattergl(
+def line_trace(x: np.ndarray, y: np.ndarray, name: str, color: str, legend: bool, group: str) -> go.Scatter:
+    return go.Scatter(
         x=x,
         y=y,
         mode="lines",

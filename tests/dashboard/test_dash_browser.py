@@ -86,7 +86,7 @@ def walk_tabs(
             f"tab {label} to show data",
         )
         if screenshots is not None:
-            time.sleep(1.0)  # let WebGL finish drawing
+            time.sleep(1.0)  # let the graphs finish drawing
             save_screenshot(driver, screenshots / f"{name}.png")
 
 

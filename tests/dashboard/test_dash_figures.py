@@ -60,10 +60,10 @@ def test_series_is_aligned_on_run_start(tmp_path: Path) -> None:
     assert x[0] == pytest.approx(3.0 + 8.0)  # training starts 3 s after the collector; first step takes 8 s
 
 
-def test_metric_figure_has_webgl_trace_per_run_and_gpu(data_dir: Path, run_ids: dict[str, str]) -> None:
+def test_metric_figure_has_an_svg_trace_per_run_and_gpu(data_dir: Path, run_ids: dict[str, str]) -> None:
     selected = _runs(data_dir, run_ids, "cpu", "gpu")
     cpu_figure = figures.metric_figure(selected, figures.Metric("cpu_util_pct", "CPU", "%"))
-    assert [trace.type for trace in cpu_figure.data] == ["scattergl", "scattergl"]
+    assert [trace.type for trace in cpu_figure.data] == ["scatter", "scatter"]  # not WebGL (figures.py)
     assert [trace.name for trace in cpu_figure.data] == ["cpu baseline", "gpu h100"]
     assert cpu_figure.layout.yaxis.range == (0, 105)
     gpu_figure = figures.metric_figure(selected, figures.COMPONENT_METRICS["gpu"][2])

@@ -79,5 +79,5 @@ def test_regenerate_screenshots(browser: Any, data_dir: Path, tmp_path: Path, mo
         open_tab(browser, "Inference")
         plots = "the Inference plots"
         wait_for(browser, lambda: browser.execute_script(PLOTS_WITH_DATA, "#tab-inference"), plots)
-        time.sleep(1.0)  # let WebGL finish drawing
+        time.sleep(1.0)  # let the graphs finish drawing
         save_screenshot(browser, SCREENSHOT_DIR / "inference.png")

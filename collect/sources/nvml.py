@@ -40,10 +40,10 @@ GPU_COLUMN_SUFFIXES = (
 _NOT_SUPPORTED, _FUNCTION_NOT_FOUND, _GPU_IS_LOST = 3, 13, 15
 _NO_V2_CODES = (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND)
 FI_DEV_POWER_INSTANT = 186  # NVML_FI_DEV_POWER_INSTANT (nvml.h), for bindings that lack the name
-# NVML's values change at most about 10 times a second (an H100 in training: the energy counter 10, instant
-# power 9, average power 7-8; utilization is an average over 1/6 s or more), and each call cost 3-70 µs of CPU
-# on a 10 ms tick there (docs/gpu-evidence.md): the source is read twice that often, which sees every change,
-# and its last reading repeated on the ticks in between.
+# NVML's values change at most about 10 times a second (measured on an H100: power and instant power 9-10,
+# the energy counter 10, utilization under 5; it is an average over 1/6 s or more), and each call cost 3-70 µs
+# of CPU on a 10 ms tick there (docs/gpu-evidence.md): the source is read twice that often, which sees every
+# change, and its last reading repeated on the ticks in between.
 GPU_HELD_PERIOD_S = 0.05
 # One read of the board's energy counter cost 3.5-4.8 ms of CPU on that H100, a hundred times any other call.
 # It is read about once a second and its last value repeated in between: a counter loses nothing by that, the

@@ -23,6 +23,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from sparsefixtures import make_sparse_run
 
+from dashboard.sizing_view import RESULT_ID
+
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.slow,
@@ -117,7 +119,8 @@ def check_inference_tab(driver: Any) -> None:
     wait_for(driver, lambda: driver.execute_script(PLOTS_WITH_DATA, "#tab-inference"), "the Inference plots")
     names = driver.execute_script(TRACE_NAMES, "#tab-inference")
     assert "gpu h100 (gpu) · tf-savedmodel" in names and "cpu baseline (cpu) · onnxruntime" in names
-    assert "cannot take this model" in driver.find_element(By.ID, "tab-inference").text
+    text = wait_for(driver, lambda: driver.find_element(By.ID, "tab-inference").text, "the tab's text shown")
+    assert "cannot take this model" in text
 
 
 TRACE_LENGTH = """
@@ -356,7 +359,10 @@ def test_imported_gpu_logs_alone_and_merged_into_a_sysstat_run(browser: Any, tmp
         details = browser.find_element(By.ID, "tab-details").text
         assert "read as UTC+02:00 (--utc-offset)" in details and "training GPUs:" in details
         open_tab(browser, "Sizing")
-        wait_for(browser, lambda: browser.execute_script(SIZING_SHOWN), "the sizing report")
-        sizing = browser.find_element(By.ID, "sizing-result").text
+        sizing = wait_for(  # visible text: dcc.Loading hides the report while a refresh recomputes it
+            browser,
+            lambda: browser.execute_script(SIZING_SHOWN) and browser.find_element(By.ID, RESULT_ID).text,
+            "the sizing report",
+        )
         assert "straggler: gpu2" in sizing and "at its power limit" in sizing
         assert browser_errors(browser) == []

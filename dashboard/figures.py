@@ -3,7 +3,7 @@
 Long runs stay light: x is float seconds (or % of runtime) since run.json's `start_unix`, and every trace
 is cut to the visible window and downsampled server-side with MinMaxLTTB (tsdownsample) to at most
 `max_points` points, so a 24 h × 10 Hz run costs the browser what a short one does. Traces are SVG, not
-WebGL: at that size SVG draws as fast, and a browser without a GPU (a VM, a remote desktop, headless)
+WebGL: at that size SVG is light enough, and a browser without a GPU (a VM, a remote desktop, headless)
 renders WebGL in software (tests/dashboard/test_dash_browser.py's three tests took 125 s of CPU with WebGL
 traces, 74 s with SVG).
 """

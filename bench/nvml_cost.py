@@ -118,6 +118,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
+    if args.calls < 1 or not args.seconds > 0:
+        parser.error("--calls must be >= 1 and --seconds > 0")
     if args.quick:
         args.calls, args.seconds = 20, 0.5
     nan = float("nan")

@@ -235,8 +235,10 @@ def test_below_its_period_the_gpu_is_read_every_few_ticks_and_held_between() -> 
     assert rows[:6] == [0.0] * 5 + [5.0] and rows[-1] == 95.0
     reads = 100 // round(GPU_HELD_PERIOD_S / 0.01)
     assert gpu.calls - before == reads * 10 + 2  # ten calls per read, the energy counter twice in the second
-    sources.pace(GPU_HELD_PERIOD_S)
-    assert sources.held_columns() == []  # at 50 ms and slower, every tick
+    sources.pace(0.033)
+    assert sources.held_columns()  # every other tick
+    sources.pace(0.034)
+    assert sources.held_columns() == []  # from 34 ms, every tick (docs/run-format.md)
 
 
 def test_the_runs_last_row_reads_the_energy_counter_anew() -> None:
@@ -303,3 +305,16 @@ def test_nvml_cost_times_each_call_on_ticks_as_the_collector_makes_them() -> Non
     assert math.isnan(cost["gpu0 fan speed"]) and math.isnan(rate["gpu0 fan speed"])
     assert all(math.isfinite(cost[what]) and cost[what] >= 0 for what, _ in calls[:2])
     assert 0 < bench.sample_in_ticks(_source(FakeNvml([FakeGpu()])), 0.05) < 50  # ms of CPU per sample
+
+
+@pytest.mark.parametrize("wrong", [["--seconds", "0"], ["--calls", "0"]])
+def test_nvml_cost_refuses_what_it_cannot_measure_in_one_line(wrong: list[str]) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "nvml_cost.py"), *wrong],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith("--calls must be >= 1 and --seconds > 0")

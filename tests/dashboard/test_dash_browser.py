@@ -359,7 +359,7 @@ def test_imported_gpu_logs_alone_and_merged_into_a_sysstat_run(browser: Any, tmp
         details = browser.find_element(By.ID, "tab-details").text
         assert "read as UTC+02:00 (--utc-offset)" in details and "training GPUs:" in details
         open_tab(browser, "Sizing")
-        sizing = wait_for(  # visible text: dcc.Loading hides the report while a refresh recomputes it
+        sizing = wait_for(  # shown: a revisit recomputes it; dcc.Loading hides the last one meanwhile
             browser,
             lambda: browser.execute_script(SIZING_SHOWN) and browser.find_element(By.ID, RESULT_ID).text,
             "the sizing report",

@@ -1,9 +1,9 @@
 """`training train --framework torch --procs 2`: real torch DDP over gloo, two processes on this CPU.
 
-Two ranks under torchrun train a few steps; the checks are what the README promises: one training.csv
-(rank 0), global and per-device batch in training.json, identical weights on both ranks, a stop that
-reaches both ranks and leaves one final checkpoint, a resume from it, and a rank killed mid-run ending
-the job with a reason instead of a hang.
+Two ranks under torchrun train a few steps; the checks are what the README promises: a stop that
+reaches both ranks and leaves one final checkpoint, a resume from it with one training.csv (rank 0),
+global and per-device batch in training.json, identical weights on both ranks, the phases after training
+run once, and a rank killed mid-run ending the job with a reason instead of a hang.
 """
 
 from __future__ import annotations
@@ -64,61 +64,69 @@ def _read_until_first_step(process: subprocess.Popen, lines: list[str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def two_ranks(tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+def stopped_then_resumed(tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The module's one DDP run, in two launches: stopped with SIGINT after its first step, as Ctrl-C or the
+    collector's stop does it (the whole process group), then resumed for 2 more steps with every phase but
+    inference. What the stop left is read before the resume changes it."""
     run_dir = tmp_path_factory.mktemp("ddp") / "run"
-    done = subprocess.run(
-        _train_command(run_dir, tiny_dataset, "--duration", "5m", "--max-steps", "4", after="--no-infer"),
+    process = _start(_train_command(run_dir, tiny_dataset, "--duration", "5m", "--checkpoint-every", "1h"))
+    lines: list[str] = []
+    try:
+        _read_until_first_step(process, lines)
+        os.killpg(process.pid, signal.SIGINT)
+        rest, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    stopped = {
+        "returncode": process.returncode,
+        "output": "".join(lines) + rest,
+        "info": read_json(run_dir / "training.json"),
+        "steps": _steps(run_dir),
+    }
+    resumed = subprocess.run(
+        _train_command(run_dir, tiny_dataset, "--duration", "5m", "--max-steps", "2", after="--no-infer"),
         cwd=REPO, env=training_env(), capture_output=True, text=True, timeout=400,
     )  # fmt: skip
-    return {"run_dir": run_dir, "done": done}
+    return {"run_dir": run_dir, "stopped": stopped, "resumed": resumed}
 
 
-def test_two_ranks_train_in_step_with_one_log(two_ranks: dict) -> None:
-    done, run_dir = two_ranks["done"], two_ranks["run_dir"]
+def test_a_stop_reaches_both_ranks_and_leaves_one_checkpoint(stopped_then_resumed: dict) -> None:
+    stopped = stopped_then_resumed["stopped"]
+    output, info = stopped["output"], stopped["info"]
+    assert stopped["returncode"] == 130, output[-3000:]
+    assert output.count("SIGINT: finishing the current step") == 2, output  # each rank, once
+    assert "Traceback" not in output
+    stopped_at = info["global_step"]
+    assert info["status"] == "interrupted" and info["replicas_in_sync"] is True
+    assert info["last_checkpoint"] == f"checkpoints/ckpt-{stopped_at}.pt"
+    assert stopped["steps"] == list(range(1, stopped_at + 1))
+
+
+def test_the_resumed_ranks_train_in_step_with_one_log(stopped_then_resumed: dict) -> None:
+    done, run_dir = stopped_then_resumed["resumed"], stopped_then_resumed["run_dir"]
+    stopped_at = stopped_then_resumed["stopped"]["info"]["global_step"]
+    final = stopped_at + 2
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "launching 2 ranks" in done.stdout
-    assert done.stdout.count("training completed: 4 steps") == 1  # rank 0 alone reports
-    assert _steps(run_dir) == [1, 2, 3, 4]  # one row per global step, written once
+    assert f"resuming from checkpoints/ckpt-{stopped_at}.pt" in done.stdout
+    assert done.stdout.count("training completed: 2 steps") == 1  # rank 0 alone reports
+    assert _steps(run_dir) == list(range(1, final + 1))  # one row per global step, written once
     info = read_json(run_dir / "training.json")
+    assert info["initial_step"] == stopped_at and info["global_step"] == final
     assert info["world_size"] == 2 and info["per_device_batch_size"] == 2 and info["batch_size"] == 4
     assert info["distribution"] == "torch DDP (gloo, 2 processes)"
     digests = info["replica_weight_digests"]
     assert len(digests) == 2 and digests[0] == digests[1] and info["replicas_in_sync"] is True
     assert info["config"]["learning_rate"] == pytest.approx(0.01 * 4)  # scaled to the global batch
-    assert [p.name for p in (run_dir / "checkpoints").iterdir() if p.suffix == ".pt"] == ["ckpt-4.pt"]
+    saved = sorted(p.name for p in (run_dir / "checkpoints").iterdir() if p.suffix == ".pt")
+    assert saved == sorted([f"ckpt-{stopped_at}.pt", f"ckpt-{final}.pt"])  # each launch's last step
     with (run_dir / "phases.csv").open(newline="") as handle:  # the phases after training ran once
-        assert [row["phase"] for row in csv.DictReader(handle)] == ["train", "export", "evaluate", "detect"]
-    assert done.stdout.count("export: TorchScript of step 4 in model/") == 1
-    assert read_json(run_dir / "eval.json")["global_step"] == 4
-
-
-def test_a_stop_reaches_both_ranks_leaves_one_checkpoint_and_resumes(
-    tiny_dataset: Path, tmp_path: Path
-) -> None:
-    run_dir = tmp_path / "run"
-    process = _start(_train_command(run_dir, tiny_dataset, "--duration", "5m", "--checkpoint-every", "1h"))
-    lines: list[str] = []
-    _read_until_first_step(process, lines)
-    os.killpg(process.pid, signal.SIGINT)  # as Ctrl-C or the collector's stop: the whole process group
-    rest, _ = process.communicate(timeout=120)
-    output = "".join(lines) + rest
-    assert process.returncode == 130, output[-3000:]
-    assert output.count("SIGINT: finishing the current step") == 2, output  # each rank, once
-    assert "Traceback" not in output
-    info = read_json(run_dir / "training.json")
-    stopped_at = info["global_step"]
-    assert info["status"] == "interrupted" and info["replicas_in_sync"] is True
-    assert info["last_checkpoint"] == f"checkpoints/ckpt-{stopped_at}.pt"
-    assert _steps(run_dir) == list(range(1, stopped_at + 1))
-
-    resumed = subprocess.run(
-        _train_command(run_dir, tiny_dataset, "--duration", "5m", "--max-steps", "2"),
-        cwd=REPO, env=training_env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    assert f"resuming from checkpoints/ckpt-{stopped_at}.pt" in resumed.stdout
-    assert _steps(run_dir) == list(range(1, stopped_at + 3))
-    assert read_json(run_dir / "training.json")["initial_step"] == stopped_at
+        phases = [row["phase"] for row in csv.DictReader(handle)]
+    assert phases == ["train", "train", "export", "evaluate", "detect"]  # --no-infer: all but inference
+    assert not (run_dir / "inference.json").exists()
+    assert done.stdout.count(f"export: TorchScript of step {final} in model/") == 1
+    assert read_json(run_dir / "eval.json")["global_step"] == final
 
 
 def test_a_dying_rank_ends_the_job_with_a_reason(tiny_dataset: Path, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from trainfixtures import REPO, CompletedRun, cli_in, run_training_cli, training_env
+from trainfixtures import REPO, CompletedRun, run_training_cli, training_env
 
 from runformat import read_json
 from training.inference.measure import PHASE_DURATION_S
@@ -236,34 +236,6 @@ def test_torchscript_runtime_on_the_torch_runs_export(torch_run: dict, tmp_path:
     assert summary["model"]["measured_by"] == "torchscript"
     assert 5e6 < summary["model"]["parameters"] < 5e7  # ResNet-18-FPN Faster R-CNN, as the TF `small`
     assert summary["model"]["flops_per_image"] or summary["model"]["flops_note"].startswith("not measured")
-
-
-@pytest.mark.slow
-def test_train_with_no_infer_skips_only_the_inference_phase(torch_run: dict, tmp_path: Path) -> None:
-    """The phase sequence is the same for both frameworks: checked on the torch run, which starts fast."""
-    run_dir = tmp_path / "resumed"
-    shutil.copytree(torch_run["run_dir"], run_dir, ignore=shutil.ignore_patterns("inference.*", "model"))
-    done = cli_in(
-        torch_run["env"],
-        "train",
-        "--framework",
-        "torch",
-        "--run-dir",
-        str(run_dir),
-        "--dataset",
-        str(torch_run["dataset"]),
-        "--duration",
-        "60s",
-        "--max-steps",
-        "1",
-        "--no-infer",
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    phases = [row["phase"] for row in _rows(run_dir / "phases.csv")]
-    assert phases[-4:] == ["train", "export", "evaluate", "detect"]
-    assert phases.count("infer") == 1  # only the original run's
-    assert not (run_dir / "inference.json").exists() and not (run_dir / "inference.csv").exists()
 
 
 @pytest.mark.slow

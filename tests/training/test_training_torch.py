@@ -179,13 +179,18 @@ def test_sigterm_stops_with_a_checkpoint_and_the_run_resumes(torch_run: dict, tm
     kept = sorted(int(p.stem.removeprefix("ckpt-")) for p in (run_dir / "checkpoints").glob("ckpt-*.pt"))
     assert kept == [stopped_at - 2, stopped_at - 1, stopped_at]  # the last 3 of one a step
 
-    resumed = cli_in(torch_run["env"], *command[3:], "--max-steps", "2", "--no-export")
+    resumed = cli_in(torch_run["env"], *command[3:], "--max-steps", "2", "--no-infer")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     info = read_json(run_dir / "training.json")
     assert info["initial_step"] == stopped_at and info["resumed_from"] == f"checkpoints/ckpt-{stopped_at}.pt"
     assert info["global_step"] == stopped_at + 2
     steps = [int(row["step"]) for row in _rows(run_dir / "training.csv")]
     assert steps == list(range(1, stopped_at + 3))
+    # --no-infer skips the inference phase only (the sequence is the same for both frameworks)
+    phases = [row["phase"] for row in _rows(run_dir / "phases.csv")]
+    assert phases == ["train", "train", "export", "evaluate", "detect"]
+    assert not (run_dir / "inference.json").exists() and not (run_dir / "inference.csv").exists()
+    assert read_json(run_dir / "eval.json")["global_step"] == stopped_at + 2
 
 
 def test_evaluate_alone_on_a_torch_run(torch_run: dict, tmp_path: Path) -> None:

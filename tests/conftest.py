@@ -85,16 +85,27 @@ def cpu_script_run(tmp_path_factory: pytest.TempPathFactory, tiny_dataset: Path)
     return ScriptRun(result, data_dir, tiny_dataset, SCRIPT_BUDGET)
 
 
+@pytest.fixture(scope="session")
+def frameworks_in_process() -> None:
+    """Asked for by the tests that import torch or TensorFlow into the test process itself (the others start
+    the product's own processes): SAME_WORKER_AS puts them on the worker of the session's torch run, whose
+    tests import torch there anyway, so one worker pays those imports (each ~7 s of CPU, torchvision's
+    first) instead of all three."""
+
+
 # The fixtures that are too costly to make twice, most costly first. Under `pytest -n N --dist loadgroup`
 # (./scripts/test.sh) each xdist worker makes session fixtures for itself, so every test that needs one of
 # these runs on the same worker, and a module that shares a module-scoped fixture stays on one worker.
 SHARED_ON_ONE_WORKER = ("cpu_script_run", "torch_run", "no_tf_env", "chromium")
+# A test that asks for the key runs where the tests that ask for the value run.
+SAME_WORKER_AS = {"frameworks_in_process": "torch_run"}
 
 
 def worker_group(item: pytest.Item) -> str | None:
     """The xdist group of a test: the costliest shared fixture it needs, else its module when the module
     shares a fixture, else none (any worker)."""
     needed = set(getattr(item, "fixturenames", ()))
+    needed |= {SAME_WORKER_AS[name] for name in needed & SAME_WORKER_AS.keys()}
     for name in SHARED_ON_ONE_WORKER:
         if name in needed:
             return name

@@ -36,6 +36,7 @@ def test_costliest_shared_fixture_first_then_groups_then_slow_then_the_rest() ->
     assert conftest.worker_group(tf_and_torch) == "cpu_script_run"  # the costlier fixture names the group
     module_group = _item((), module_scoped="server")
     assert conftest.worker_group(module_group) == "tests/x/test_m.py"
+    assert conftest.worker_group(_item(("frameworks_in_process",))) == "torch_run"
     items = [_item(()), _item((), slow=True), module_group, _item(("chromium",)), tf_and_torch]
     ranks = [conftest.start_rank(item, conftest.worker_group(item)) for item in items]
     assert ranks == [len(conftest.SHARED_ON_ONE_WORKER) + 2, len(conftest.SHARED_ON_ONE_WORKER) + 1,

@@ -38,7 +38,7 @@ def torch_run(no_tf_env: dict[str, str], tmp_path_factory: pytest.TempPathFactor
     `./scripts/collect_cpu.sh 3m --framework torch`, stopped after 8 steps, on its own 12 + 3 images, then
     every phase (export, evaluation, detections, inference with its two ONNX conversions). `done` is the
     script's; `--verbose` shows the training's own output. Tests that change the run directory work on a
-    copy (test_evaluate_alone_… rewrites eval.json only)."""
+    copy."""
     root = tmp_path_factory.mktemp("torch")
     dataset, data_dir = root / "waldo", root / "data"
     made = cli_in(no_tf_env, "dataset", "--out", str(dataset), "--train", "12", "--val", "3", "--seed", "3")

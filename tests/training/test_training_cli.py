@@ -163,7 +163,9 @@ def test_convert_coco_needs_a_category_when_there_are_several(tmp_path: Path) ->
 
 @no_gpu_here
 @pytest.mark.slow
-def test_gpu_with_a_driver_but_no_gpu_in_tensorflow_is_refused(tmp_path: Path, monkeypatch) -> None:
+def test_gpu_with_a_driver_but_no_gpu_in_tensorflow_is_refused(
+    tmp_path: Path, monkeypatch, frameworks_in_process: None
+) -> None:
     """A driver is present (faked: the hardware boundary) but TensorFlow sees no GPU: refuse, no fallback."""
     from training import device
 

@@ -63,7 +63,7 @@ def test_harder_levels_have_smaller_targets_and_more_lookalikes() -> None:
 
 
 @pytest.mark.slow
-def test_model_garden_decoder_reads_our_records(tiny_dataset: Path) -> None:
+def test_model_garden_decoder_reads_our_records(tiny_dataset: Path, frameworks_in_process: None) -> None:
     import tensorflow as tf
     from official.vision.dataloaders.tf_example_decoder import TfExampleDecoder
 

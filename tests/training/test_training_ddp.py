@@ -201,7 +201,9 @@ def test_the_launch_command_is_torchrun_on_this_node() -> None:
     ]  # fmt: skip
 
 
-def test_tf_gpus_n_is_model_gardens_mirrored_strategy_over_the_global_batch(tiny_dataset: Path) -> None:
+def test_tf_gpus_n_is_model_gardens_mirrored_strategy_over_the_global_batch(
+    tiny_dataset: Path, frameworks_in_process: None
+) -> None:
     from training.experiment import build_config
 
     params = build_config(

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from trainfixtures import REPO, CompletedRun, run_training_cli, training_env
+from trainfixtures import REPO, CompletedRun, training_env
 
 from runformat import read_json
 from training.runlog import PHASE_COLUMNS, TRAINING_COLUMNS
@@ -118,18 +118,6 @@ def test_export_evaluate_detect_produce_their_files(trained_run: CompletedRun) -
         assert (run_dir / "detections" / image["file"]).is_file()
         assert len(image["ground_truth"]) == 1
         assert all(d["score"] >= summary["score_threshold"] for d in image["detections"])
-
-
-def test_evaluate_works_alone_on_an_existing_run(trained_run: CompletedRun, tmp_path: Path) -> None:
-    copy = tmp_path / "copy"
-    shutil.copytree(trained_run.run_dir, copy, ignore=shutil.ignore_patterns("checkpoints", "eval.json"))
-    done = run_training_cli("evaluate", "--run-dir", str(copy), "--score-threshold", "0.0")
-    assert done.returncode == 0, done.stderr[-2000:]
-    report = read_json(copy / "eval.json")
-    assert report["score_threshold"] == 0.0 and report["num_images"] == 4
-    original = read_json(trained_run.run_dir / "eval.json")
-    assert report["map_50"] == pytest.approx(original["map_50"], abs=1e-6)
-    assert report["recall_50"] >= original["recall_50"]
 
 
 def test_sigterm_resumes_then_stops_with_a_checkpoint(trained_run: CompletedRun, tmp_path: Path) -> None:

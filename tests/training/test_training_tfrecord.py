@@ -71,7 +71,7 @@ def test_records_round_trip_and_corruption_is_caught(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_tensorflow_reads_our_records_and_we_read_its(tmp_path: Path) -> None:
+def test_tensorflow_reads_our_records_and_we_read_its(tmp_path: Path, frameworks_in_process: None) -> None:
     import tensorflow as tf
 
     ours = tmp_path / "ours.tfrecord"
@@ -87,7 +87,7 @@ def test_tensorflow_reads_our_records_and_we_read_its(tmp_path: Path) -> None:
     assert decode_example(next(read_record_file(theirs, verify=True)))["f"] == [1.5]
 
 
-def test_scale_and_crop_moves_boxes_with_the_pixels() -> None:
+def test_scale_and_crop_moves_boxes_with_the_pixels(frameworks_in_process: None) -> None:
     import torch
 
     from training.torch_data import Augment, _scale_and_crop
@@ -111,7 +111,7 @@ def test_scale_and_crop_moves_boxes_with_the_pixels() -> None:
     assert gone.shape == (0, 4) and none.shape == (0,)
 
 
-def test_batches_are_a_function_of_seed_and_position(tiny_dataset: Path) -> None:
+def test_batches_are_a_function_of_seed_and_position(tiny_dataset: Path, frameworks_in_process: None) -> None:
     import torch
 
     from training.torch_data import TrainBatches

@@ -193,13 +193,19 @@ def test_sigterm_stops_with_a_checkpoint_and_the_run_resumes(torch_run: dict, tm
     assert read_json(run_dir / "eval.json")["global_step"] == stopped_at + 2
 
 
-def test_evaluate_alone_on_a_torch_run(torch_run: dict, tmp_path: Path) -> None:
-    done = cli_in(
-        torch_run["env"], "evaluate", "--run-dir", str(torch_run["run_dir"]), "--score-threshold", "0.0"
-    )
+def test_evaluate_works_alone_on_an_existing_run(torch_run: dict, tmp_path: Path) -> None:
+    """From the exported model alone (no checkpoints): the same code for both frameworks but the model's
+    loader, which the TensorFlow run's own evaluate phase and its `infer` alone check."""
+    copy = tmp_path / "copy"
+    shutil.copytree(torch_run["run_dir"], copy, ignore=shutil.ignore_patterns("checkpoints", "eval.json"))
+    done = cli_in(torch_run["env"], "evaluate", "--run-dir", str(copy), "--score-threshold", "0.0")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "mAP@0.5" in done.stdout
-    assert read_json(torch_run["run_dir"] / "eval.json")["score_threshold"] == 0.0
+    report = read_json(copy / "eval.json")
+    assert report["score_threshold"] == 0.0 and report["num_images"] == 3
+    original = read_json(torch_run["run_dir"] / "eval.json")
+    assert report["map_50"] == pytest.approx(original["map_50"], abs=1e-6)  # mAP ranks every score
+    assert report["recall_50"] >= original["recall_50"]
 
 
 def test_init_checkpoint_is_refused_for_torch(tmp_path: Path, no_tf_env: dict[str, str]) -> None:
@@ -212,7 +218,9 @@ def test_init_checkpoint_is_refused_for_torch(tmp_path: Path, no_tf_env: dict[st
     assert len(lines) == 1 and "--framework tf" in lines[0]
 
 
-def test_gpu_with_a_driver_but_no_cuda_in_torch_is_refused(tmp_path: Path, monkeypatch) -> None:
+def test_gpu_with_a_driver_but_no_cuda_in_torch_is_refused(
+    tmp_path: Path, monkeypatch, frameworks_in_process: None
+) -> None:
     """A driver is present (faked: the hardware boundary) but torch sees no GPU: refuse in one line."""
     from training import device
 

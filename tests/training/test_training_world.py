@@ -21,13 +21,13 @@ def _gpu_device() -> DeviceInfo:
     return DeviceInfo(kind="gpu", used="NVIDIA H100", gpu_names=["NVIDIA H100"], tensorflow_devices=[])
 
 
-def test_a_multi_node_gpu_rank_records_its_node_local_devices() -> None:
+def test_a_multi_node_gpu_rank_records_its_node_local_devices(frameworks_in_process: None) -> None:
     options = SimpleNamespace(framework="torch", replicas=8)
     world = World(rank=5, local_rank=1, size=8, backend="nccl", local_size=4)
     assert _framework_fields(options, _gpu_device(), world)["torch_device"] == "cuda:0,cuda:1,cuda:2,cuda:3"
 
 
-def test_a_one_node_gpu_run_records_every_device_it_used() -> None:
+def test_a_one_node_gpu_run_records_every_device_it_used(frameworks_in_process: None) -> None:
     options = SimpleNamespace(framework="torch", replicas=2)
     assert _framework_fields(options, _gpu_device(), World())["torch_device"] == "cuda:0,cuda:1"
     one_node = World(rank=0, local_rank=0, size=2, backend="nccl", local_size=2)

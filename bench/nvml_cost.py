@@ -4,16 +4,17 @@ On an H100 in a Firecracker VM (driver 580) the NVML source took 3.9 ms of CPU p
 10 ms tick (docs/gpu-evidence.md). This times each call the source makes (collect.sources.nvml,
 NvmlSource.calls) with the thread's CPU clock, first back to back (caches warm), then as the collector
 makes them: every call once per 10 ms tick, sleeping in between (the total-energy counter every
-ENERGY_MIN_PERIOD_S, as the source reads it), with how often each call's value changed, and the source's
-whole sample() on the same ticks. A value that changes every 100 ms gains nothing from a 10 ms tick.
+ENERGY_MIN_PERIOD_S, as the source reads it), with how often each call's value changed, and the cost of
+the source's whole sample() called on the same ticks. A value that changes every 100 ms gains nothing
+from a 10 ms tick.
 
     python bench/nvml_cost.py            # 200 calls each, 3 s of 10 ms ticks
     python bench/nvml_cost.py --quick    # 20 calls, 0.5 s (what the tests run; nan without a GPU)
 
 Last line: cpu_ms_per_sample=<ms> tick_ms_per_sample=<ms> energy_changes_per_s=<n> power_changes_per_s=<n>
-(nan without NVML; cpu_ms_per_sample: every call once, back to back; tick_ms_per_sample: the source's
-sample() on 10 ms ticks, as the collector calls it; the changes per second of the first
-GPU's energy counter and instant power, else average power, read every 10 ms.)
+(nan without NVML; cpu_ms_per_sample: every call once, back to back; tick_ms_per_sample: one sample() of
+the source, called on 10 ms ticks (the collector calls it every GPU_HELD_PERIOD_S there); the changes
+per second of the first GPU's energy counter and instant power, else average power, read every 10 ms.)
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from collect.sources.base import SourceUnavailable
-from collect.sources.nvml import ENERGY_MIN_PERIOD_S, NvmlSource
+from collect.sources.nvml import ENERGY_MIN_PERIOD_S, NvmlSource, read_due
 
 TICK_S = 0.01
 NOTHING = "(a Python call, no NVML)"  # what any call costs on a tick: the floor under the calls above
@@ -62,8 +63,9 @@ def _ticks(seconds: float):
 
 
 def in_ticks(calls: list[tuple[str, Read]], seconds: float) -> tuple[dict[str, float], dict[str, float]]:
-    """Per call: µs of CPU per call and changes of its value per second, every call once per 10 ms tick
-    (a call whose name ends in 'total energy' only every ENERGY_MIN_PERIOD_S)."""
+    """Per call ("gpu0 utilization"): µs of CPU per call and changes of its value per second, every call once
+    per 10 ms tick, or as often as the source reads it where it holds the call (nvml.read_due: the total
+    energy every ENERGY_MIN_PERIOD_S)."""
     cpu_ns: Counter[str] = Counter()
     made: Counter[str] = Counter()
     changes: Counter[str] = Counter()
@@ -74,7 +76,7 @@ def in_ticks(calls: list[tuple[str, Read]], seconds: float) -> tuple[dict[str, f
         for what, read in calls:
             if what in failed:
                 continue
-            if what.endswith("total energy") and now < read_at.get(what, -math.inf) + ENERGY_MIN_PERIOD_S:
+            if not read_due(what.partition(" ")[2], read_at.get(what), now):
                 continue
             read_at[what] = now
             started = time.thread_time_ns()
@@ -93,7 +95,8 @@ def in_ticks(calls: list[tuple[str, Read]], seconds: float) -> tuple[dict[str, f
 
 
 def sample_in_ticks(source: NvmlSource, seconds: float) -> float:
-    """ms of CPU per source.sample(now) on 10 ms ticks."""
+    """ms of CPU per source.sample(now), called on every 10 ms tick (the collector calls it on every
+    GPU_HELD_PERIOD_S below 34 ms: this is the cost of one sample, not of a tick)."""
     cpu_ns, ticks = 0, 0
     for now in _ticks(seconds):
         started = time.thread_time_ns()

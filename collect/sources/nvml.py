@@ -53,6 +53,14 @@ _HELD_READS = {"total energy": ENERGY_MIN_PERIOD_S}  # what: seconds its reading
 _VALUE_FIELDS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # by nvmlValueType_t
 
 
+def read_due(what: str, last_read_at: float | None, now: float) -> bool:
+    """Whether NVML call `what` (a reader's name: "total energy") is read anew at `now`: a held call once its
+    period is over (a tenth early still is, so that a tick a little early does not put the read off by a
+    whole tick), any other call always."""
+    hold_s = _HELD_READS.get(what)
+    return hold_s is None or last_read_at is None or now >= last_read_at + 0.9 * hold_s
+
+
 class FieldValueError(Exception):
     """One field of nvmlDeviceGetFieldValues came back with an NVML error code (`value`)."""
 
@@ -291,13 +299,11 @@ class NvmlSource(Source):
         return reading
 
     def _read(self, gpu: _Gpu, what: str, read: Callable[[_Gpu], Reading], now: float) -> Reading:
-        """One call's cells; a held call's last reading while it is fresh enough (a tenth early still is, so
-        that a tick a little early does not put the read off by a whole tick)."""
-        hold_s = _HELD_READS.get(what)
-        if hold_s is None:
+        """One call's cells; a held call's last reading until read_due says otherwise."""
+        if what not in _HELD_READS:
             return read(gpu)
         kept = gpu.kept.get(what)
-        if kept is not None and now < kept[0] + 0.9 * hold_s:
+        if kept is not None and not read_due(what, kept[0], now):
             return kept[1]
         gpu.kept.pop(what, None)  # a read that fails leaves nothing to repeat
         values = read(gpu)

@@ -99,7 +99,7 @@ def _without_keras_layer_traces() -> contextlib.AbstractContextManager:
     """The SavedModel keeps its serving signature, which evaluate, detect, infer, tf2onnx and TF Serving load,
     without tf_keras's traces of every layer's call (tf_keras's own `model.save(save_traces=False)`), which
     nothing reads: `tf_keras.models.load_model` refuses this SavedModel with or without them. Measured on
-    the `small` model: 39 -> 30 s of CPU to export, 6.6 -> 3.2 s to load, the same outputs bit for bit."""
+    the `small` model: 34 -> 25-27 s of CPU to export, 5.6 -> 3.0 s to load, the same outputs bit for bit."""
     try:
         from tf_keras.src.saving.legacy.saved_model import utils
     except ImportError:  # another tf_keras layout: the traces are saved, and nothing else changes

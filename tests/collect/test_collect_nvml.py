@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
+from benchscripts import load_bench
 from collectfakes import FakeGpu, FakeNvml
 
 from collect.sources.base import SourceUnavailable
@@ -271,12 +272,7 @@ def test_a_failed_energy_read_is_not_repeated_as_a_value() -> None:
 def test_nvml_cost_times_each_call_on_ticks_as_the_collector_makes_them() -> None:
     """bench/nvml_cost.py's in-tick figures: every call once per 10 ms tick, the energy counter only every
     ENERGY_MIN_PERIOD_S, and how often each value changed."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("nvml_cost", REPO / "bench" / "nvml_cost.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("nvml_cost")
     made = {"moving": 0, "still": 0, "energy": 0}
 
     def counting(name: str, moves: bool):

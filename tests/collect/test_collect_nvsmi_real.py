@@ -7,12 +7,12 @@ counter read about every 0.5 s instead of every tick (ENERGY_MIN_PERIOD_S, since
 from __future__ import annotations
 
 import functools
-import importlib.util
 import itertools
 import statistics
 from pathlib import Path
 
 import pytest
+from benchscripts import load_bench
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = REPO / "data" / "examples" / "20261124T110829Z-gpu-vm"
@@ -23,30 +23,20 @@ pytestmark = pytest.mark.skipif(not (RUN / "nvidia-smi.csv").is_file(), reason="
 
 
 @functools.cache
-def _agreement():
-    spec = importlib.util.spec_from_file_location(
-        "nvidia_smi_agreement", REPO / "bench" / "nvidia_smi_agreement.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@functools.cache
 def _records(run: Path = RUN) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
     """(the collector's rows, nvidia-smi's) of a shipped run, read once for every test."""
-    bench = _agreement()
+    bench = load_bench("nvidia_smi_agreement")
     return bench.collector_rows(run, 0), bench.smi_rows(run / "nvidia-smi.csv", "+00:00", 0)
 
 
 def _memory_differences_mib(run: Path) -> list[float]:
-    bench = _agreement()
+    bench = load_bench("nvidia_smi_agreement")
     ours, theirs = (bench.per_second(rows, "mem_used_bytes") for rows in _records(run))
     return [(ours[second] - theirs[second]) / MIB for second in set(ours) & set(theirs)]
 
 
 def test_every_nvml_column_agrees_with_nvidia_smi_second_by_second() -> None:
-    bench = _agreement()
+    bench = load_bench("nvidia_smi_agreement")
     ours, theirs = _records(RUN)
     assert len(theirs) == 3363 and len(ours) == 3339  # the importer read every line of the real log
     _, shares = bench.compare(ours, theirs)
@@ -62,7 +52,7 @@ def test_every_nvml_column_agrees_with_nvidia_smi_second_by_second() -> None:
 def test_used_memory_now_agrees_and_the_held_energy_counter_loses_no_joule() -> None:
     """NOW: the collector's v2 used memory is nvidia-smi's; its energy counter, read about every 0.5 s at a
     100 ms interval (a fifth of the rows), still matches the power integrated row by row."""
-    bench = _agreement()
+    bench = load_bench("nvidia_smi_agreement")
     ours, theirs = _records(NOW)
     assert len(theirs) == 1074 and len(ours) == 1004  # every line of the log but its header
     _, shares = bench.compare(ours, theirs)
@@ -82,7 +72,7 @@ def test_the_energy_counter_agrees_with_integrated_power() -> None:
 
 def _assert_the_counter_is_the_integrated_power(run: Path, min_s: float, min_j: float) -> None:
     """Over the span the counter covers: within 1 % of our instant power and of nvidia-smi's, integrated."""
-    bench = _agreement()
+    bench = load_bench("nvidia_smi_agreement")
     ours, theirs = _records(run)
     joules, first, last = bench.energy_counter(ours, ours[0]["time_unix"], ours[-1]["time_unix"])
     assert last - first > min_s and joules > min_j

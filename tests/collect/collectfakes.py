@@ -29,6 +29,43 @@ class FakeNVMLError(Exception):
         return MESSAGES.get(self.value, f"NVML error {self.value}")
 
 
+# A busy H100 training step, as GPM would read it (NVML_GPM_METRIC_* ids; % or MiB/s).
+GPM_DEFAULTS = {1: 95.0, 2: 62.0, 3: 28.0, 5: 31.0, 7: 30.0, 9: 0.0, 6: 0.0, 10: 44.0, 11: 0.0, 12: 12.0,
+                13: 3.0, 20: 850.0, 21: 1200.0, 60: 0.0, 61: 0.0}  # fmt: skip
+
+
+@dataclass
+class FakeProcess:
+    pid: int
+    used_memory: int | None = 2 * 1024**3
+    name: str = "python"
+
+
+@dataclass
+class FakeGpmSample:
+    gpu: FakeGpu | None = None
+    snapshot: int = 0
+    freed: bool = False
+
+
+@dataclass
+class FakeGpmMetric:
+    metricId: int = 0  # noqa: N815 (pynvml's names)
+    nvmlReturn: int = 0  # noqa: N815
+    value: float = 0.0
+
+
+class FakeGpmMetricsGet:
+    """c_nvmlGpmMetricsGet_t: version, numMetrics, sample1, sample2, metrics[NVML_GPM_METRIC_MAX]."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.numMetrics = 0  # noqa: N815
+        self.sample1: FakeGpmSample | None = None
+        self.sample2: FakeGpmSample | None = None
+        self.metrics = [FakeGpmMetric() for _ in range(477)]
+
+
 @dataclass
 class FakeGpu:
     name: str = "NVIDIA H100 80GB HBM3"
@@ -52,6 +89,29 @@ class FakeGpu:
     failing: dict[str, int] = field(default_factory=dict)  # NVML function -> error code it raises
     lost: bool = False
     calls: int = 0
+    # GPM (profiling counters): supported, and what each metric id reads (NVML's unit: % or MiB/s).
+    gpm_supported: bool = True
+    gpm_values: dict[int, float] = field(default_factory=lambda: dict(GPM_DEFAULTS))
+    gpm_metric_errors: dict[int, int] = field(default_factory=dict)  # metric id -> its nvmlReturn
+    gpm_snapshots: int = 0
+    # The board's state (settings a sysadmin can change; tests never change a real one).
+    power_limit_mw: int = 700_000
+    power_default_mw: int = 700_000
+    power_min_mw: int = 200_000
+    power_max_mw: int = 700_000
+    app_sm_clock: int = 1980
+    app_mem_clock: int = 2619
+    default_app_sm_clock: int = 1980
+    default_app_mem_clock: int = 2619
+    mig_mode: int = 0
+    persistence: int = 1
+    compute_mode: int = 0  # NVML_COMPUTEMODE_DEFAULT
+    ecc: int = 1
+    pcie_gen: int = 5
+    pcie_gen_max: int = 5
+    pcie_width: int = 16
+    pcie_width_max: int = 16
+    processes: list[FakeProcess] = field(default_factory=list)  # compute processes on this board
 
 
 class FakeNvml:
@@ -65,6 +125,12 @@ class FakeNvml:
     NVML_CLOCK_MEM = 2
     NVML_FI_DEV_POWER_INSTANT = 186
     nvmlMemory_v2 = 0x02000028
+    NVML_GPM_METRICS_GET_VERSION = 1
+    NVML_GPM_METRIC_MAX = 477
+    NVML_ERROR_INVALID_ARGUMENT = 2
+    NVML_ERROR_NO_PERMISSION = 4
+    NVML_ERROR_IN_USE = 19
+    c_nvmlGpmMetricsGet_t = FakeGpmMetricsGet
 
     def __init__(self, gpus: list[FakeGpu], init_error: int | None = None) -> None:
         self.gpus = gpus
@@ -120,8 +186,95 @@ class FakeNvml:
         )
 
     def nvmlDeviceGetEnforcedPowerLimit(self, h: FakeGpu) -> int:
-        self._gpu(h, "nvmlDeviceGetEnforcedPowerLimit")
-        return 700_000
+        return self._gpu(h, "nvmlDeviceGetEnforcedPowerLimit").power_limit_mw
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, h: FakeGpu) -> int:
+        return self._gpu(h, "nvmlDeviceGetPowerManagementDefaultLimit").power_default_mw
+
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, h: FakeGpu) -> list[int]:
+        gpu = self._gpu(h, "nvmlDeviceGetPowerManagementLimitConstraints")
+        return [gpu.power_min_mw, gpu.power_max_mw]
+
+    def nvmlDeviceGetApplicationsClock(self, h: FakeGpu, clock: int) -> int:
+        gpu = self._gpu(h, "nvmlDeviceGetApplicationsClock")
+        return gpu.app_sm_clock if clock == self.NVML_CLOCK_SM else gpu.app_mem_clock
+
+    def nvmlDeviceGetDefaultApplicationsClock(self, h: FakeGpu, clock: int) -> int:
+        gpu = self._gpu(h, "nvmlDeviceGetDefaultApplicationsClock")
+        return gpu.default_app_sm_clock if clock == self.NVML_CLOCK_SM else gpu.default_app_mem_clock
+
+    def nvmlDeviceGetMigMode(self, h: FakeGpu) -> list[int]:
+        gpu = self._gpu(h, "nvmlDeviceGetMigMode")
+        return [gpu.mig_mode, gpu.mig_mode]
+
+    def nvmlDeviceGetPersistenceMode(self, h: FakeGpu) -> int:
+        return self._gpu(h, "nvmlDeviceGetPersistenceMode").persistence
+
+    def nvmlDeviceGetComputeMode(self, h: FakeGpu) -> int:
+        return self._gpu(h, "nvmlDeviceGetComputeMode").compute_mode
+
+    def nvmlDeviceGetEccMode(self, h: FakeGpu) -> list[int]:
+        gpu = self._gpu(h, "nvmlDeviceGetEccMode")
+        return [gpu.ecc, gpu.ecc]
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: FakeGpu) -> int:
+        return self._gpu(h, "nvmlDeviceGetCurrPcieLinkGeneration").pcie_gen
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: FakeGpu) -> int:
+        return self._gpu(h, "nvmlDeviceGetMaxPcieLinkGeneration").pcie_gen_max
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h: FakeGpu) -> int:
+        return self._gpu(h, "nvmlDeviceGetCurrPcieLinkWidth").pcie_width
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h: FakeGpu) -> int:
+        return self._gpu(h, "nvmlDeviceGetMaxPcieLinkWidth").pcie_width_max
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: FakeGpu) -> list[SimpleNamespace]:
+        gpu = self._gpu(h, "nvmlDeviceGetComputeRunningProcesses")
+        return [
+            SimpleNamespace(pid=p.pid, usedGpuMemory=p.used_memory, gpuInstanceId=0xFFFFFFFF,
+                            computeInstanceId=0xFFFFFFFF)
+            for p in gpu.processes
+        ]  # fmt: skip
+
+    def nvmlSystemGetProcessName(self, pid: int) -> str:
+        for gpu in self.gpus:
+            for process in gpu.processes:
+                if process.pid == pid:
+                    return process.name
+        raise FakeNVMLError(999)
+
+    # ---- GPM ----------------------------------------------------------------------------------
+
+    def nvmlGpmQueryDeviceSupport(self, h: FakeGpu) -> SimpleNamespace:
+        gpu = self._gpu(h, "nvmlGpmQueryDeviceSupport")
+        return SimpleNamespace(version=1, isSupportedDevice=int(gpu.gpm_supported))
+
+    def nvmlGpmSampleAlloc(self) -> FakeGpmSample:
+        return FakeGpmSample()
+
+    def nvmlGpmSampleFree(self, sample: FakeGpmSample) -> None:
+        sample.freed = True
+
+    def nvmlGpmSampleGet(self, h: FakeGpu, sample: FakeGpmSample) -> FakeGpmSample:
+        gpu = self._gpu(h, "nvmlGpmSampleGet")
+        if not gpu.gpm_supported:
+            raise FakeNVMLError(3)
+        gpu.gpm_snapshots += 1
+        sample.gpu, sample.snapshot = gpu, gpu.gpm_snapshots
+        return sample
+
+    def nvmlGpmMetricsGet(self, request: FakeGpmMetricsGet) -> FakeGpmMetricsGet:
+        first, second = request.sample1, request.sample2
+        if request.version != self.NVML_GPM_METRICS_GET_VERSION or first is None or second is None:
+            raise FakeNVMLError(2)
+        if first.gpu is None or first.gpu is not second.gpu or first.snapshot >= second.snapshot:
+            raise FakeNVMLError(2)  # NVML_ERROR_INVALID_ARGUMENT: two snapshots of one GPU, in order
+        gpu = self._gpu(first.gpu, "nvmlGpmMetricsGet")
+        for metric in request.metrics[: request.numMetrics]:
+            metric.nvmlReturn = gpu.gpm_metric_errors.get(metric.metricId, 0)
+            metric.value = gpu.gpm_values.get(metric.metricId, 0.0) if metric.nvmlReturn == 0 else 0.0
+        return request
 
     def nvmlDeviceGetPciInfo(self, h: FakeGpu) -> SimpleNamespace:
         self._gpu(h, "nvmlDeviceGetPciInfo")

@@ -50,8 +50,8 @@ class FakeGpmSample:
 
 @dataclass
 class FakeGpmMetric:
-    metricId: int = 0  # noqa: N815 (pynvml's names)
-    nvmlReturn: int = 0  # noqa: N815
+    metricId: int = 0
+    nvmlReturn: int = 0
     value: float = 0.0
 
 
@@ -60,7 +60,7 @@ class FakeGpmMetricsGet:
 
     def __init__(self) -> None:
         self.version = 0
-        self.numMetrics = 0  # noqa: N815
+        self.numMetrics = 0
         self.sample1: FakeGpmSample | None = None
         self.sample2: FakeGpmSample | None = None
         self.metrics = [FakeGpmMetric() for _ in range(477)]

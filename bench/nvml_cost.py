@@ -6,15 +6,19 @@ NvmlSource.calls) with the thread's CPU clock, first back to back (caches warm),
 makes them: every call once per 10 ms tick, sleeping in between (the total-energy counter every
 ENERGY_MIN_PERIOD_S, as the source reads it), with how often each call's value changed, and the cost of
 the source's whole sample() called on the same ticks. A value that changes every 100 ms gains nothing
-from a 10 ms tick.
+from a 10 ms tick. Where the GPUs have GPM (collect.sources.gpm), it also times one read of the profiling
+counters (a snapshot and every metric since the last, per GPU), back to back and every GPM_PERIOD_S on the
+10 ms grid as the collector reads them.
 
     python bench/nvml_cost.py            # 200 calls each, 3 s of 10 ms ticks
     python bench/nvml_cost.py --quick    # 20 calls, 0.5 s (what the tests run; nan without a GPU)
 
 Last line: cpu_ms_per_sample=<ms> tick_ms_per_sample=<ms> energy_changes_per_s=<n> power_changes_per_s=<n>
-(nan without NVML; cpu_ms_per_sample: every call once, back to back; tick_ms_per_sample: one sample() of
-the source, called on 10 ms ticks (the collector calls it every GPU_HELD_PERIOD_S there); the changes
-per second of the first GPU's energy counter and instant power, else average power, read every 10 ms.)
+gpm_ms_per_read=<ms> (nan without NVML, the last without GPM; cpu_ms_per_sample: every call once, back to
+back; tick_ms_per_sample: one sample() of the source, called on 10 ms ticks (the collector calls it every
+GPU_HELD_PERIOD_S there); the changes per second of the first GPU's energy counter and instant power, else
+average power, read every 10 ms; gpm_ms_per_read: one read of every GPU's profiling counters, on the
+collector's grid.)
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from collect.sources.base import SourceUnavailable
+from collect.sources.gpm import GPM_PERIOD_S, GpmSource
 from collect.sources.nvml import ENERGY_MIN_PERIOD_S, NvmlSource, read_due
 
 TICK_S = 0.01
@@ -106,6 +111,29 @@ def sample_in_ticks(source: NvmlSource, seconds: float) -> float:
     return cpu_ns / max(1, ticks) / 1e6
 
 
+def gpm_read_ms(gpm: GpmSource, seconds: float) -> float:
+    """ms of CPU per gpm.sample(now) (every GPU: a snapshot and all its metrics since the last), read on the
+    10 ms grid once per GPM_PERIOD_S (whole ticks, as the collector's SourceSet holds it), at least once."""
+    cpu_ns, reads, read_at = 0, 0, -math.inf
+    for now in _ticks(seconds):
+        if now < read_at + GPM_PERIOD_S - TICK_S / 2:
+            continue
+        read_at = now
+        started = time.thread_time_ns()
+        gpm.sample(now)
+        cpu_ns += time.thread_time_ns() - started
+        reads += 1
+    return cpu_ns / max(1, reads) / 1e6
+
+
+def _gpm(load_nvml: Callable[[], object]) -> GpmSource | None:
+    try:
+        return GpmSource(load_nvml)
+    except SourceUnavailable as exc:
+        print(f"no GPM here: {exc}")
+        return None
+
+
 def _first(rates: dict[str, float], *names: str) -> float:
     for name in names:
         if math.isfinite(rates.get(name, math.nan)):
@@ -131,18 +159,29 @@ def main() -> int:
     except SourceUnavailable as exc:
         print(f"no NVML here: {exc}")
         print(f"cpu_ms_per_sample={nan} tick_ms_per_sample={nan} ", end="")
-        print(f"energy_changes_per_s={nan} power_changes_per_s={nan}")
+        print(f"energy_changes_per_s={nan} power_changes_per_s={nan} gpm_ms_per_read={nan}")
         return 0
     calls = source.calls()
     costs = {what: cpu_ms(read, args.calls) for what, read in calls}
     tick_costs, rates = in_ticks([*calls, (NOTHING, dict)], args.seconds)
     tick_sample_ms = sample_in_ticks(source, args.seconds)
     source.close()
+    gpm = _gpm(_load_pynvml)
+    gpm_costs = {what: cpu_ms(read, args.calls) for what, read in gpm.calls()} if gpm else {}
+    gpm_ms = gpm_read_ms(gpm, args.seconds) if gpm else math.nan
+    if gpm:
+        gpm.close()
     print(f"{'call':28s} {'back to back':>13s} {'on 10 ms ticks':>15s} {'changes/s':>10s}  (µs CPU per call)")
     for what, ms in sorted(costs.items(), key=lambda item: -item[1] if math.isfinite(item[1]) else 0):
         print(f"{what:28s} {1000 * ms:13.1f} {tick_costs[what]:15.1f} {rates[what]:10.1f}")
     per_sample = sum(v for v in costs.values() if math.isfinite(v))
     print(f"{NOTHING:28s} {'':13s} {tick_costs[NOTHING]:15.1f}")
+    for what, ms in gpm_costs.items():
+        print(f"{what:28s} {1000 * ms:13.1f}  (a snapshot and every GPM metric since the last)")
+    if gpm_costs:
+        print(
+            f"GPM, every GPU read every {GPM_PERIOD_S:g} s on 10 ms ticks: {gpm_ms * 1000:.1f} µs CPU a read"
+        )
     print(
         f"source.sample() on 10 ms ticks for {args.seconds:g} s: {tick_sample_ms * 1000:.1f} µs CPU each "
         f"(the energy counter read every {ENERGY_MIN_PERIOD_S:g} s)"
@@ -151,7 +190,7 @@ def main() -> int:
     power = _first(rates, "gpu0 instant power", "gpu0 power")
     print(
         f"cpu_ms_per_sample={per_sample:.3f} tick_ms_per_sample={tick_sample_ms:.3f} "
-        f"energy_changes_per_s={energy:.1f} power_changes_per_s={power:.1f}"
+        f"energy_changes_per_s={energy:.1f} power_changes_per_s={power:.1f} gpm_ms_per_read={gpm_ms:.3f}"
     )
     return 0
 

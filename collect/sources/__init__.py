@@ -13,6 +13,7 @@ from collect.sources.base import AbsentSource, Hardware, Reading, Source, Source
 from collect.sources.cpu import CpuSource
 from collect.sources.cpu_throttle import CpuThrottleSource
 from collect.sources.disk import DiskSource
+from collect.sources.gpm import GpmSource, GpmUnavailable
 from collect.sources.memory import MemorySource
 from collect.sources.network import NetworkSource
 from collect.sources.nvml import NvmlSource
@@ -21,7 +22,18 @@ from collect.sources.rapl import RaplSource
 from collect.sources.thermal import ThermalSource
 
 # Column order of telemetry.csv follows this order (docs/run-format.md).
-SOURCE_ORDER = ("cpu", "thermal", "cpu_throttle", "memory", "disk", "network", "process", "rapl", "nvml")
+SOURCE_ORDER = (
+    "cpu",
+    "thermal",
+    "cpu_throttle",
+    "memory",
+    "disk",
+    "network",
+    "process",
+    "rapl",
+    "nvml",
+    "gpm",
+)
 # Columns the contract keeps even without the hardware: `cpu_temp_c` is empty when there is no sensor.
 KEPT_WHEN_ABSENT = {"thermal": ["cpu_temp_c"]}
 
@@ -133,6 +145,7 @@ def _factories(hardware: Hardware) -> dict[str, Callable[[], Source]]:
         "process": lambda: ProcessTreeSource(hardware.proc_root),
         "rapl": lambda: RaplSource(hardware.sys_root),
         "nvml": lambda: NvmlSource(hardware.load_nvml, hardware.environ),
+        "gpm": lambda: GpmSource(hardware.load_nvml, hardware.environ),
     }
 
 
@@ -146,6 +159,8 @@ def build_sources(hardware: Hardware, follow_command: bool) -> SourceSet:
             source = factories[name]()
         except SourceUnavailable as exc:
             status[name] = {"available": False, "reason": str(exc)}
+            if isinstance(exc, GpmUnavailable):
+                status[name]["gpus"] = exc.gpus
             if name in KEPT_WHEN_ABSENT:
                 sources.append(AbsentSource(name, KEPT_WHEN_ABSENT[name]))
             continue
@@ -158,6 +173,9 @@ def build_sources(hardware: Hardware, follow_command: bool) -> SourceSet:
     thermal = next((s for s in sources if isinstance(s, ThermalSource)), None)  # None: absent or empty
     if thermal is not None:
         status["thermal"]["sensor"] = thermal.chosen
+    gpm = next((s for s in sources if isinstance(s, GpmSource)), None)
+    if gpm is not None:
+        status["gpm"].update(gpm.status())
     nvml = next((s for s in sources if isinstance(s, NvmlSource)), None)
     return SourceSet(sources, status, process, nvml)
 

@@ -14,6 +14,7 @@ source is read on every few ticks only, its reading repeated in between.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,6 +112,42 @@ def visible_gpu_indices(cuda_visible_devices: str | None, uuids: list[str]) -> l
     return chosen
 
 
+def open_visible_gpus(
+    load_nvml: Callable[[], Any], environ: dict[str, str] | None = None
+) -> tuple[Any, list[tuple[Any, str]]]:
+    """The binding, initialised, and (handle, UUID) of each GPU CUDA will use, in CUDA's order (the i of
+    gpu<i>_*); SourceUnavailable with a one-line reason where there is none (NVML then shut down again)."""
+    environ = os.environ if environ is None else environ
+    try:
+        nvml = load_nvml()
+    except ImportError as exc:
+        raise SourceUnavailable(f"nvidia-ml-py (pynvml) is not installed: {exc}") from exc
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:
+        raise SourceUnavailable(_text(exc) or type(exc).__name__) from exc
+    try:
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        uuids = [_text(nvml.nvmlDeviceGetUUID(h)) for h in handles]
+        visible = visible_gpu_indices(environ.get("CUDA_VISIBLE_DEVICES"), uuids)
+    except Exception as exc:
+        _shutdown(nvml)
+        raise SourceUnavailable(f"NVML could not list the GPUs: {_text(exc)}") from exc
+    if not visible:
+        _shutdown(nvml)
+        if not handles:
+            raise SourceUnavailable("NVML found no GPU")
+        raise SourceUnavailable(
+            f"CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES')!r} leaves no visible GPU"
+        )
+    return nvml, [(handles[i], uuids[i]) for i in visible]
+
+
+def _shutdown(nvml: Any) -> None:
+    with contextlib.suppress(Exception):  # a source that never started has nobody to tell
+        nvml.nvmlShutdown()
+
+
 @dataclass
 class _Gpu:
     position: int  # the i in gpu<i>_*
@@ -136,33 +173,10 @@ class NvmlSource(Source):
 
     def __init__(self, load_nvml: Callable[[], Any], environ: dict[str, str] | None = None) -> None:
         super().__init__()
-        environ = os.environ if environ is None else environ
-        try:
-            nvml = load_nvml()
-        except ImportError as exc:
-            raise SourceUnavailable(f"nvidia-ml-py (pynvml) is not installed: {exc}") from exc
-        try:
-            nvml.nvmlInit()
-        except Exception as exc:
-            raise SourceUnavailable(_text(exc) or type(exc).__name__) from exc
+        nvml, visible = open_visible_gpus(load_nvml, environ)
         self._nvml = nvml
-        try:
-            handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-            uuids = [_text(nvml.nvmlDeviceGetUUID(h)) for h in handles]
-        except Exception as exc:
-            self.close()
-            raise SourceUnavailable(f"NVML could not list the GPUs: {_text(exc)}") from exc
-        if not handles:
-            self.close()
-            raise SourceUnavailable("NVML found no GPU")
-        visible = visible_gpu_indices(environ.get("CUDA_VISIBLE_DEVICES"), uuids)
-        if not visible:
-            self.close()
-            raise SourceUnavailable(
-                f"CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES')!r} leaves no visible GPU"
-            )
-        self._gpus = [_Gpu(position, handles[index]) for position, index in enumerate(visible)]
-        self.gpu_info = [self._describe(position, handles[i], uuids[i]) for position, i in enumerate(visible)]
+        self._gpus = [_Gpu(position, handle) for position, (handle, _) in enumerate(visible)]
+        self.gpu_info = [self._describe(position, *gpu) for position, gpu in enumerate(visible)]
         self.driver_version = self._optional(lambda: _text(nvml.nvmlSystemGetDriverVersion()))
         self.cuda_version = self._optional(self._cuda_version)
         self._readers = self._build_readers()
@@ -276,6 +290,10 @@ class NvmlSource(Source):
         """Per GPU, the NVML total-energy counter (mJ since the driver loaded) at the first row: with
         gpu<i>_energy_j it gives back the counter itself (None until read, or where unsupported)."""
         return [gpu.energy_base_mj for gpu in self._gpus]
+
+    def board_handles(self) -> tuple[Any, list[Any]]:
+        """The binding and each visible GPU's handle (gpu<i> order), for collect/gpu_state.py."""
+        return self._nvml, [gpu.handle for gpu in self._gpus]
 
     def columns(self) -> list[str]:
         return [f"gpu{gpu.position}_{suffix}" for gpu in self._gpus for suffix in GPU_COLUMN_SUFFIXES]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from collect.command import RunningCommand
+from collect.gpu_state import GpuStateWatch, watch_gpu_state
 from collect.lateness import TickStats
 from collect.options import (
     EXIT_COLLECTOR_FAILED,
@@ -77,6 +78,7 @@ class _Session:
         self.command_ended = False
         self._may_have_exited = True  # check the command's state on the next pass through the loop
         self._wake_r = self._wake_w = -1
+        self.gpu_state: GpuStateWatch | None = None  # None: no NVML, no GPU state
 
     # ---- setup -------------------------------------------------------------------------------
 
@@ -88,10 +90,13 @@ class _Session:
         self.sources: SourceSet = build_sources(options.hardware, follow_command=options.command is not None)
         self.sources.pace(self.interval)
         try:
+            self.gpu_state = watch_gpu_state(self.sources, options.hardware.proc_root)  # before the command
             self.run_dir = create_run_dir(options.data_dir, options.device, start)
             columns = TIME_COLUMNS + self.sources.columns()
             self.writer = TelemetryWriter(self.run_dir / TELEMETRY_CSV, columns, self.sources.held_columns())
             self.record = initial_record(options, self.run_dir.name, self.sources, self.start_unix)
+            if self.gpu_state is not None:
+                self.record["gpu_state"] = self.gpu_state.record()
             write_json_atomic(self.run_dir / RUN_JSON, self.record)
             if options.tick_sink is not None:
                 options.tick_sink.start(self.run_dir, self.record, self.sources)
@@ -180,7 +185,9 @@ class _Session:
             except OSError as exc:  # the console is gone (hung-up terminal, closed pipe): drop the line
                 self.on_sample = None
                 self.progress_error = f"progress line dropped: {exc.strerror or exc}"
-        self.sources.maintain(time.monotonic())
+        self.sources.maintain(after := time.monotonic())
+        if self.gpu_state is not None:
+            self.gpu_state.maintain(after)
 
     def _fail(self, message: str, now: float) -> None:
         """The collector cannot go on recording: say so once, stop the command gracefully."""
@@ -266,6 +273,8 @@ class _Session:
             skipped_ticks=self.ticks.skipped_ticks,
             sources=self.sources.final_status(),
         )
+        if self.gpu_state is not None:
+            record["gpu_state"] = self.gpu_state.record()
         record["sampler"] = {
             "priority": self.priority.description,
             **self.ticks.sampler_record(),
@@ -340,6 +349,8 @@ class _Session:
             self.command.settle(self.stopper.reason is not None, self.options.stop_grace_s)
 
     def _close(self) -> None:
+        if self.gpu_state is not None:
+            self.gpu_state.read_end()  # after the command settled, before NVML shuts down
         self.sources.close()
         if self.writer is not None:
             self.writer.close()

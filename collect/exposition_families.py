@@ -17,6 +17,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
 from collect.sources.disk import SECTOR_BYTES
+from runformat.gpm import GPM_METRICS, GpmMetric
 
 # /proc/stat fields after the cpu name, in node_exporter's mode names.
 CPU_MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -234,6 +235,7 @@ def dcgm_families(
         "Total energy consumption since boot (in mJ).",
         labels=DCGM_LABELS,
     )
+    profiling = {metric.dcgm_field: _profiling_family(metric) for metric in GPM_METRICS}
     for gpu, base_mj in zip(gpus, energy_base_mj, strict=False):
         index = gpu["index"]
         labels = [
@@ -255,6 +257,17 @@ def dcgm_families(
         energy_j = row.get(prefix + "energy_j")
         if energy_j is not None and base_mj is not None:
             energy.add_metric(labels, base_mj + round(energy_j * 1000.0))
-    for family in (*families.values(), fb_free, energy):
+        for metric in GPM_METRICS:
+            value = row.get(prefix + metric.suffix)
+            if value is not None:
+                profiling[metric.dcgm_field].add_metric(labels, round(float(value) * metric.dcgm_scale, 6))
+    for family in (*families.values(), fb_free, energy, *profiling.values()):
         if family.samples:
             yield family
+
+
+def _profiling_family(metric: GpmMetric) -> GaugeMetricFamily:
+    """A GPM column under its DCGM twin's name, in dcgm-exporter's unit: a ratio 0-1, or bytes per second."""
+    unit = "ratio 0-1" if metric.is_pct else "in B/s"
+    text = f"{metric.meaning[:1].upper()}{metric.meaning[1:]} ({unit})."
+    return GaugeMetricFamily(metric.dcgm_field, text, labels=DCGM_LABELS)

@@ -77,6 +77,15 @@ COMPONENT_METRICS: dict[str, list[Metric]] = {
     ],
 }
 
+# The GPU tab's profiling counters (runformat/gpm.py) beside utilization, per GPU: (suffix, name, dash).
+GPU_ACTIVITY = (
+    ("util_pct", "utilization", "solid"),
+    ("sm_active_pct", "SM active", "dot"),
+    ("tensor_active_pct", "tensor active", "dash"),
+    ("dram_active_pct", "DRAM active", "dashdot"),
+)
+_GPM_ACTIVITY = re.compile(r"gpu(\d+)_(sm_active_pct|tensor_active_pct|dram_active_pct)")
+
 # -------------------------------------------------------------------------------------------- figures
 
 
@@ -130,6 +139,49 @@ def metric_figure(
         _add_note(figure, "no readings in the zoomed range (double-click to zoom out)")
     elif not figure.data:
         _say_instead(figure, f"{metric.title}: not recorded in the selected runs (no readings in any row)")
+    return figure
+
+
+def gpm_gpu_indices(run: RunInfo) -> list[int]:
+    """The GPUs of a run with a reading of SM, tensor or DRAM activity (GPM) in some row."""
+    frame = read_telemetry(run)
+    found = {
+        int(match.group(1))
+        for name in frame.columns
+        if (match := _GPM_ACTIVITY.fullmatch(str(name))) and frame[name].notna().any()
+    }
+    return sorted(found)
+
+
+def gpu_activity_figure(
+    runs: Sequence[RunInfo],
+    index: int,
+    x_mode: str = X_SECONDS,
+    window: tuple[float, float] = FULL_WINDOW,
+    x_range: tuple[float, float] | None = None,
+    max_points: int = MAX_POINTS,
+) -> go.Figure:
+    """GPU `index`'s utilization beside its SM, tensor and DRAM activity, for each run that read them."""
+    names, colors = display_names(runs), run_colors(runs)
+    title = f"GPU {index}: utilization beside SM, tensor and DRAM activity (profiling counters)"
+    figure = go.Figure()
+    for run in runs:
+        if index not in gpm_gpu_indices(run):
+            continue
+        frame = read_telemetry(run)
+        for suffix, label, dash in GPU_ACTIVITY:
+            x, y = series_xy(run, frame, f"gpu{index}_{suffix}", x_mode, window, x_range, max_points)
+            if len(x):
+                trace = line_trace(
+                    x, y, f"{names[run.run_id]} · {label}", colors[run.run_id], True, run.run_id
+                )
+                trace.line.dash = dash
+                figure.add_trace(trace)
+    _style_time_figure(figure, title, "%", x_mode, x_range)
+    if not figure.data and x_range is not None:
+        _add_note(figure, "no readings in the zoomed range (double-click to zoom out)")
+    elif not figure.data:
+        _say_instead(figure, f"{title}: not recorded in the selected runs")
     return figure
 
 

@@ -202,6 +202,8 @@ def component_view(
     not_anywhere: list[str] = []
     partly: list[Any] = []
     for index, metric in enumerate(figures.COMPONENT_METRICS[component]):
+        if component == "gpu" and index == 1:  # the profiling counters, right after utilization
+            graphs += _gpu_activity_graphs(runs, x_mode, span)
         figure = figures.metric_figure(runs, metric, x_mode, span)
         drawn = {trace.legendgroup for trace in figure.data}
         if not drawn:
@@ -222,6 +224,8 @@ def component_view(
         if lacking:
             partly.append(_hint(f"Per-core utilization: not recorded in {', '.join(lacking)}."))
     notes = _unavailable_sources(runs, COMPONENT_SOURCES[component])
+    if component == "gpu":
+        notes += _gpm_hints(runs)
     if not_anywhere:
         notes.append(_hint(f"Not recorded in the selected runs: {', '.join(not_anywhere)}."))
     return notes + partly + graphs
@@ -248,6 +252,9 @@ def zoomed_panel(
         index = int(panel.removeprefix("metric-")) if panel.removeprefix("metric-").isdigit() else -1
         if 0 <= index < len(metrics):
             figure = figures.metric_figure(runs, metrics[index], x_mode, span, x_range, max_points)
+    elif view == "gpu" and panel.startswith("gpm-") and panel.removeprefix("gpm-").isdigit():
+        index = int(panel.removeprefix("gpm-"))
+        figure = figures.gpu_activity_figure(runs, index, x_mode, span, x_range, max_points)
     elif panel.startswith("heatmap-"):
         run = next((r for r in runs if r.run_id == panel.removeprefix("heatmap-")), None)
         figure = figures.heatmap_figure(run, x_mode, span, x_range=x_range) if run else None
@@ -342,6 +349,35 @@ def _graph(figure: Any, name: str | dict[str, str]) -> Any:
 
 def _hint(text: str) -> Any:
     return html.P(text, className="hint")
+
+
+def _gpu_activity_graphs(runs: Sequence[RunInfo], x_mode: str, span: tuple[float, float]) -> list[Any]:
+    """One graph per GPU that some run read profiling counters of; nothing for runs without them."""
+    indices = sorted({index for run in runs for index in figures.gpm_gpu_indices(run)})
+    return [
+        _graph(figures.gpu_activity_figure(runs, index, x_mode, span), panel_id("gpu", f"gpm-{index}"))
+        for index in indices
+    ]
+
+
+def _gpm_hints(runs: Sequence[RunInfo]) -> list[Any]:
+    """Why a GPU run (or one of its GPUs) has no profiling counters, where run.json says (sources.gpm)."""
+    hints = []
+    for run in runs:
+        sources = _mapping(run.meta.get("sources"))
+        gpm = sources.get("gpm")
+        if not isinstance(gpm, dict) or not _mapping(sources.get("nvml")).get("available"):
+            continue
+        if not gpm.get("available"):
+            hints.append(_hint(f"{run.label}: no profiling counters ({gpm.get('reason') or 'unavailable'})."))
+            continue
+        for gpu in gpm.get("gpus") or []:
+            if isinstance(gpu, dict) and gpu.get("supported") is False:
+                reason = gpu.get("reason") or "not supported"
+                hints.append(
+                    _hint(f"{run.label}: no profiling counters on gpu{gpu.get('index')} ({reason}).")
+                )
+    return hints
 
 
 def _unavailable_sources(runs: Sequence[RunInfo], sources: Sequence[str]) -> list[Any]:

@@ -26,6 +26,7 @@ from collect.importers.rundir import RunDirError, imported_run_header, stage_and
 from collect.sources.nvml import GPU_COLUMN_SUFFIXES
 from runformat import RUN_JSON, TELEMETRY_CSV, new_run_id, write_json_atomic
 from runformat.cli import USAGE_ERROR, OneLineParser
+from runformat.gpm import GPM_SUFFIXES
 
 PROG = "python -m collect import-nvidia-smi"
 NOT_IN_LOG = "not in an nvidia-smi log (it records GPUs only)"
@@ -35,6 +36,8 @@ NOT_RECORDED = {
     "CPU side": "CPU, memory, disk and network are not in an nvidia-smi log",
     "training steps": "an nvidia-smi log has no training steps (no training.csv)",
 }
+NO_GPM = "not in the log: record with `nvidia-smi dmon --gpm-metrics 1,2,3,5,10,...` (Hopper and newer)"
+GPM_EMPTY = "the log's GPM columns are empty (`-`: GPM not supported, or a single sample)"
 HOST_SOURCES = ("cpu", "memory", "disk", "network", "thermal", "process", "rapl")
 _OFFSET = re.compile(r"^([+-])(\d{1,2}):?(\d{2})$")
 
@@ -130,7 +133,7 @@ def _format_offset(delta: timedelta | None) -> str:
 
 
 def gpu_columns(log: GpuLog) -> list[str]:
-    standard = [s for s in GPU_COLUMN_SUFFIXES if s in log.suffixes]
+    standard = [s for s in (*GPU_COLUMN_SUFFIXES, *GPM_SUFFIXES) if s in log.suffixes]
     ordered = standard + [s for s in log.suffixes if s not in standard]
     return [f"gpu{position}_{suffix}" for position in range(len(log.gpu_keys)) for suffix in ordered]
 
@@ -166,6 +169,24 @@ def describe_gpus(log: GpuLog, rows: list[dict[str, Value]]) -> list[dict[str, A
             }
         )
     return described
+
+
+def gpm_source(log: GpuLog, rows: list[dict[str, Value]], interval_s: float | None) -> dict[str, Any]:
+    """sources.gpm of the run format: which GPUs' profiling counters (`dmon --gpm-metrics`) the log has."""
+    logged = [suffix for suffix in GPM_SUFFIXES if suffix in log.suffixes]
+    gpus: list[dict[str, Any]] = []
+    for position in range(len(log.gpu_keys)):
+        read = any(row.get(f"gpu{position}_{suffix}") is not None for row in rows for suffix in logged)
+        entry: dict[str, Any] = {"index": position, "supported": read}
+        gpus.append(entry if read else {**entry, "reason": GPM_EMPTY})
+    if not logged or not any(gpu["supported"] for gpu in gpus):
+        return {"available": False, "reason": GPM_EMPTY if logged else NO_GPM}
+    return {
+        "available": True,
+        "period_s": interval_s,  # a dmon GPM figure spans the time between two of its samples
+        "gpus": gpus,
+        "notes": ["from nvidia-smi dmon --gpm-metrics, not NVML directly"],
+    }
 
 
 def _numbers(rows: list[dict[str, Value]], column: str) -> list[float]:
@@ -213,13 +234,14 @@ def import_log(args: argparse.Namespace) -> tuple[Path, GpuLog, int]:
     }
     notes = log_notes(log, rows, columns, args.file)
     gpus = describe_gpus(log, rows)
+    gpm = gpm_source(log, rows, imported["interval_s"])
     driver = next((d["driver_version"] for d in log.descriptions.values() if d.get("driver_version")), None)
     if args.into is not None:
         run_dir = merge_into(
-            Path(args.into), columns, rows, gpus, driver, imported, notes, NOT_RECORDED, args.label
+            Path(args.into), columns, rows, gpus, driver, imported, notes, NOT_RECORDED, args.label, gpm
         )
     else:
-        run_dir = _new_run(args, columns, rows, gpus, driver, imported, notes)
+        run_dir = _new_run(args, columns, rows, gpus, driver, imported, notes, gpm)
     return run_dir, log, len(rows)
 
 
@@ -231,6 +253,7 @@ def _new_run(
     driver: str | None,
     imported: dict[str, Any],
     notes: list[str],
+    gpm: dict[str, Any],
 ) -> Path:
     interval = imported["interval_s"] or 1.0
     start, end = float(rows[0]["time_unix"] or 0.0) - interval, float(rows[-1]["time_unix"] or 0.0)
@@ -244,6 +267,7 @@ def _new_run(
         "available": True,
         "notes": [f"from nvidia-smi ({imported['format']}), not NVML directly"],
     }
+    sources["gpm"] = gpm
 
     def write(run_dir: Path, run_id: str) -> None:
         write_csv(run_dir / TELEMETRY_CSV, ["time_unix", "elapsed_s", *columns], rows)

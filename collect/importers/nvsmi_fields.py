@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from runformat.gpm import BY_NVML_ID
+
 MIB = 1024 * 1024
 # Which GPU a line is about.
 ID_FIELDS = {
@@ -88,6 +90,28 @@ DMON_FIELDS: dict[str, Field] = {
     "pclk": Field("sm_clock_mhz"),  # the processor (graphics/SM) clock
     "fb": Field("mem_used_bytes", MIB),
 }
+# `nvidia-smi dmon --gpm-metrics ID,...` columns (units line `GPM:%`, `GPM:MiB/s`) by NVML GPM metric id, as
+# nvidia-smi prints them (seen in its output for ids 1-5, 10-13, 20, 21, 60, 61). The tensor-op columns
+# (ids 6, 7, 9) and `intutil` (4, no column in the run format) are kept under their own names.
+DMON_GPM_IDS = {
+    "gract": 1,
+    "smutil": 2,
+    "smocc": 3,
+    "mmaact": 5,
+    "dram": 10,
+    "fp64": 11,
+    "fp32": 12,
+    "fp16": 13,
+    "pcitx": 20,
+    "pcirx": 21,
+    "nvlrx": 60,
+    "nvltx": 61,
+}
+DMON_GPM_FIELDS: dict[str, Field] = {
+    name: Field(BY_NVML_ID[nvml_id].suffix, BY_NVML_ID[nvml_id].nvml_scale)
+    for name, nvml_id in DMON_GPM_IDS.items()
+}
+DMON_GPM_UNIT = "GPM:"
 UNAVAILABLE = re.compile(r"^\[.*\]$|^(N/A|-)$")
 _NUMBER = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%]*)$")
 _PSTATE = re.compile(r"^P(\d+)$")

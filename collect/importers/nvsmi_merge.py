@@ -40,6 +40,7 @@ def merge_into(
     notes: list[str],
     not_recorded: dict[str, str],
     label: str = "",
+    gpm: dict[str, Any] | None = None,
 ) -> Path:
     meta_path, telemetry_path = run_dir / RUN_JSON, run_dir / TELEMETRY_CSV
     if not meta_path.is_file() or not telemetry_path.is_file():
@@ -81,6 +82,8 @@ def merge_into(
     before = sum(1 for row in rows if float(row["time_unix"] or 0.0) < run_start)
     after = sum(1 for row in rows if float(row["time_unix"] or 0.0) > run_end)
     _update_meta(meta, gpus, driver, imported, notes, not_recorded, run_dir)
+    if gpm is not None:
+        meta["sources"]["gpm"] = gpm  # the GPU columns, GPM's included, are now the log's
     outside = [f"{n} {where}" for n, where in ((before, "before its start"), (after, "after its end")) if n]
     if outside:
         meta["notes"].append(

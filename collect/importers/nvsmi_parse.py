@@ -13,6 +13,8 @@ from datetime import datetime
 from collect.importers.nvsmi_fields import (
     DESCRIPTION_FIELDS,
     DMON_FIELDS,
+    DMON_GPM_FIELDS,
+    DMON_GPM_UNIT,
     ID_FIELDS,
     PREFERRED,
     QUERY_FIELDS,
@@ -227,16 +229,27 @@ def _parse_dmon(lines: list[tuple[int, str]], ends_cleanly: bool) -> tuple[GpuLo
         )
     log = GpuLog("dmon", header, identified_by="gpu column (dmon)")
     date_at, time_at, gpu_at = header.index("date"), header.index("time"), header.index("gpu")
+    units = _dmon_units(lines, len(header))
     readers: list[tuple[int, str, Field | None]] = []
     for position, name in enumerate(header):
         if position in (date_at, time_at, gpu_at):
             continue
-        spec = DMON_FIELDS.get(name)
+        spec = _dmon_field(name, units[position] if units else None)
         suffix = spec.suffix if spec else kept_column_suffix(f"dmon_{name}")
         if spec is None:
             log.kept[name] = suffix
         readers.append((position, suffix, spec))
         log.suffixes.append(suffix)
+    unknown = [
+        name
+        for name, unit in zip(header, units or [], strict=False)
+        if unit.startswith(DMON_GPM_UNIT) and name not in DMON_GPM_FIELDS
+    ]
+    if unknown:
+        log.notes.append(
+            f"GPM metric columns without a run-format column, kept as logged: {', '.join(unknown)} "
+            "(gpu<N>_dmon_<name>, nvidia-smi's unit)"
+        )
     parsed: list[Line] = []
     body = lines[1:]
     for position, (number, raw) in enumerate(body):
@@ -266,6 +279,21 @@ def _parse_dmon(lines: list[tuple[int, str]], ends_cleanly: bool) -> tuple[GpuLo
         values = {suffix: parse_value(cells[at], spec) for at, suffix, spec in readers}
         parsed.append(Line(number, moment, cells[gpu_at], values, {"index": cells[gpu_at]}))
     return log, parsed
+
+
+def _dmon_units(lines: list[tuple[int, str]], columns: int) -> list[str] | None:
+    """dmon's units line (`#YYYYMMDD HH:MM:SS Idx W C ... GPM:% GPM:MiB/s`) right under the header."""
+    if len(lines) < 2 or not lines[1][1].strip().startswith("#"):
+        return None
+    units = lines[1][1].strip().lstrip("#").split()
+    return units if len(units) == columns and "gpu" not in [unit.lower() for unit in units] else None
+
+
+def _dmon_field(name: str, unit: str | None) -> Field | None:
+    """A dmon column's run-format field; a GPM metric's only where the units line, if any, says GPM."""
+    if name in DMON_GPM_FIELDS:
+        return DMON_GPM_FIELDS[name] if unit is None or unit.startswith(DMON_GPM_UNIT) else None
+    return DMON_FIELDS.get(name)
 
 
 def _dmon_moment(cells: list[str], date_at: int, time_at: int) -> datetime | None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from collect.importers.promapi import Series
 from collect.sources.base import ratio_pct
+from runformat.gpm import GPM_METRICS
 
 MIB = 1024 * 1024
 IDLE_MODES = ("idle", "iowait")  # the collector counts iowait as idle (docs/run-format.md)
@@ -219,4 +220,21 @@ def gpu_columns(position: int, families: dict[str, list[Series]], grid: Grid) ->
         else:
             columns[prefix + suffix] = [None if v is None else round(v * factor, 3) for v in values]
     columns[prefix + "energy_j"] = increase_since_first(families.get(ENERGY_FIELD, [])[:1], grid, 1e-3)
+    return columns
+
+
+def gpm_columns(position: int, families: dict[str, list[Series]], grid: Grid) -> dict[str, Column]:
+    """gpu<position>_<GPM suffix> from dcgm-exporter's DCGM_FI_PROF_* of one GPU (ratios 0-1 to percent;
+    bytes/s as they are); only the fields it exported: a column nothing scraped is absent, not empty.
+    A MIG slice's series (label GPU_I_ID) is one instance's share, not the board's: left out."""
+    prefix = f"gpu{position}_"
+    columns: dict[str, Column] = {}
+    for metric in GPM_METRICS:
+        series = [s for s in families.get(metric.dcgm_field, []) if not s.labels.get("GPU_I_ID")]
+        if not series:
+            continue
+        values = gauge(series[:1], grid, lambda found: found[0])
+        columns[prefix + metric.suffix] = [
+            None if v is None else round(v / metric.dcgm_scale, 3) for v in values
+        ]
     return columns

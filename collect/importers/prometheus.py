@@ -27,6 +27,7 @@ from collect.importers.promcolumns import (
     cpu_frequency_columns,
     cpu_temperature_sensors,
     gauge,
+    gpm_columns,
     gpu_columns,
     group,
     increase_since_first,
@@ -47,6 +48,7 @@ from runformat import (
     write_json_atomic,
 )
 from runformat.cli import USAGE_ERROR
+from runformat.gpm import GPM_COLUMN
 
 FAILED = 1
 MAX_ROWS = 5_000_000
@@ -58,7 +60,7 @@ NODE_FAMILIES = (
     "node_hwmon_(temp_celsius|chip_names|sensor_label)|node_thermal_zone_temp|node_rapl_package_joules_total|"
     "workbench_late_ms"
 )
-DCGM_FAMILIES = "DCGM_FI_DEV_.*"
+DCGM_FAMILIES = "DCGM_FI_DEV_.*|DCGM_FI_PROF_.*"
 PROCESS_COLUMNS = ["proc_cpu_pct", "proc_rss_bytes", "proc_threads"]
 
 
@@ -186,6 +188,7 @@ def _gpus(gpu: dict[str, list[Series]], grid: Grid) -> tuple[dict[str, Column], 
     for position, index in enumerate(indices):
         mine = {name: [s for s in series if s.labels.get("gpu") == index] for name, series in gpu.items()}
         columns.update(gpu_columns(position, mine, grid))
+        columns.update(gpm_columns(position, mine, grid))
         labels = next(series[0].labels for series in mine.values() if series)
         used, free = ((mine.get(f"DCGM_FI_DEV_FB_{kind}") or [None])[0] for kind in ("USED", "FREE"))
         total = None
@@ -203,6 +206,27 @@ def _gpus(gpu: dict[str, list[Series]], grid: Grid) -> tuple[dict[str, Column], 
             }
         )
     return columns, described
+
+
+def _gpm_source(columns: dict[str, Column], gpu_count: int, where: str) -> dict[str, Any]:
+    """sources.gpm of the run format: which GPUs have profiling counters (dcgm-exporter's DCGM_FI_PROF_*)."""
+    read = {
+        int(match.group(1))
+        for name, column in columns.items()
+        if (match := GPM_COLUMN.match(name)) and any(value is not None for value in column)
+    }
+    if not read:
+        return _missing(where, "DCGM_FI_PROF_* (profiling)")
+    gpus: list[dict[str, Any]] = []
+    for index in range(gpu_count):
+        reason = {} if index in read else {"reason": f"no DCGM_FI_PROF_* readings of this GPU {where}"}
+        gpus.append({"index": index, "supported": index in read, **reason})
+    return {
+        "available": True,
+        "period_s": None,  # DCGM's own sampling period: Prometheus does not have it
+        "gpus": gpus,
+        "notes": ["from dcgm-exporter's DCGM_FI_PROF_* fields (ratios 0-1, here percent), as scraped"],
+    }
 
 
 def _label(node: dict[str, list[Series]], family: str, label: str) -> str | None:
@@ -226,6 +250,7 @@ def _write_run(
     columns.update(gpu_cols)
     gpu_where = f"for instance {args.gpu_instance or args.instance.split(':')[0]} in Prometheus"
     sources["nvml"] = {"available": True} if gpus else _missing(gpu_where, "DCGM_FI_DEV_*")
+    sources["gpm"] = _gpm_source(columns, len(gpus), gpu_where)
     device = "gpu" if gpus else "cpu"
     host = _label(node, "node_uname_info", "nodename") or args.instance.split(":")[0]
     start, end = grid.times[0], grid.times[-1]

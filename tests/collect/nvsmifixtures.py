@@ -287,3 +287,50 @@ def sysstat_run_with_gpu_log(data_dir: Path, scratch: Path, samples: int = 6) ->
     done = collect("import-nvidia-smi", str(log), "--into", str(run_dir), "--utc-offset", "+02:00")
     assert done.returncode == 0, done.stderr
     return run_dir, log
+
+
+# `nvidia-smi dmon --gpm-metrics ID,...` columns as nvidia-smi names them, by GPM metric id, with the value a
+# synthetic busy GPU reads (% or MiB/s). nvidia-smi prints `-` in a GPM column at the first sample (a GPM
+# value spans two snapshots) and wherever the GPU has no GPM.
+DMON_GPM = {1: ("gract", 95), 2: ("smutil", 62), 3: ("smocc", 28), 4: ("intutil", 7), 5: ("mmaact", 31),
+            10: ("dram", 44), 11: ("fp64", 0), 12: ("fp32", 12), 13: ("fp16", 3), 20: ("pcitx", 850),
+            21: ("pcirx", 1200), 60: ("nvlrx", 0), 61: ("nvltx", 0)}  # fmt: skip
+
+
+def dmon_gpm_log(
+    gpus: Sequence[Gpu],
+    metric_ids: Sequence[int] = (1, 2, 3, 4, 5, 10, 11, 12, 13, 20, 21, 60, 61),
+    start: datetime = datetime(2026, 11, 23, 14, 2, 1),
+    samples: int = 6,
+    without_gpm: Sequence[int] = (),
+) -> str:
+    """`nvidia-smi dmon -s pu -o DT --gpm-metrics IDS`: the default columns, then one per GPM metric with
+    its `GPM:%` or `GPM:MiB/s` unit; GPUs whose index is in `without_gpm` print `-` there."""
+    names = ["pwr", "gtemp", "mtemp", "sm", "mem", "enc", "dec", "jpg", "ofa"]
+    units = ["W", "C", "C", "%", "%", "%", "%", "%", "%"]
+    names += [DMON_GPM[i][0] for i in metric_ids]
+    units += ["GPM:MiB/s" if i in (20, 21, 60, 61) else "GPM:%" for i in metric_ids]
+    lines = [
+        "#Date       Time        gpu " + " ".join(f"{n:>9}" for n in names),
+        "#YYYYMMDD   HH:MM:SS    Idx " + " ".join(f"{u:>9}" for u in units),
+    ]
+    for k in range(samples):
+        moment = start + timedelta(seconds=k)
+        for gpu in gpus:
+            cells = [
+                f"{gpu.power(k):.0f}",
+                f"{gpu.temp_c:.0f}",
+                "-",
+                f"{gpu.util(k):.0f}",
+                "12",
+                "0",
+                "0",
+                "0",
+                "0",
+            ]
+            gpm = k > 0 and gpu.index not in without_gpm
+            cells += [str(DMON_GPM[i][1]) if gpm else "-" for i in metric_ids]
+            lines.append(
+                f" {moment:%Y%m%d}   {moment:%H:%M:%S}   {gpu.index:>3} " + " ".join(f"{c:>9}" for c in cells)
+            )
+    return "\n".join(lines) + "\n"

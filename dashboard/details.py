@@ -17,10 +17,12 @@ import numpy as np
 import pandas as pd
 from dash import html
 
+from dashboard.cells import NA, gib, hint, mapping, text
+from dashboard.gpu_state_view import gpu_state_parts
 from dashboard.runs import RunInfo, read_phases, read_telemetry, run_warnings
 from runformat import format_duration
+from runformat.gpm import GPM_COLUMN
 
-NA = "n/a"
 PHASES = ("train", "export", "evaluate", "detect", "infer")
 # Which source writes a telemetry column (docs/run-format.md); anything else is listed under "other".
 _SOURCE_OF = [
@@ -32,6 +34,7 @@ _SOURCE_OF = [
     ("disk", re.compile(r"disk_\w+")),
     ("network", re.compile(r"net_\w+")),
     ("process", re.compile(r"proc_\w+")),
+    ("gpm", GPM_COLUMN),
     ("nvml", re.compile(r"gpu\d+_\w+")),
 ]
 _TIME_COLUMNS = {"time_unix", "elapsed_s"}
@@ -67,15 +70,6 @@ def recorded_columns(run: RunInfo) -> dict[str, tuple[list[str], list[str]]]:
         with_data, empty = found.setdefault(source_of(column), ([], []))
         (with_data if np.isfinite(values).any() else empty).append(column)
     return found
-
-
-def text(value: Any, unit: str = "") -> str:
-    """A value for display: "n/a" for unknown (None, empty), never `None`."""
-    if value is None or value == "" or value == []:
-        return NA
-    if isinstance(value, float):
-        value = f"{value:.4g}"
-    return f"{value} {unit}".rstrip()
 
 
 def details_view(runs: Sequence[RunInfo]) -> list[Any]:
@@ -141,7 +135,7 @@ def _slurm(slurm: dict) -> str:
 
 
 def details_card(run: RunInfo) -> Any:
-    meta, system, training = run.meta, _mapping(run.meta.get("system")), run.training
+    meta, system, training = run.meta, mapping(run.meta.get("system")), run.training
     command = meta.get("command")
     interval = meta.get("interval_s")
     rows = {
@@ -157,7 +151,7 @@ def details_card(run: RunInfo) -> Any:
         "late / skipped ticks": f"{_measured(meta.get('late_ticks'))} / "
         f"{_measured(meta.get('skipped_ticks'))}",
     }
-    imported = _mapping(meta.get("imported_from"))
+    imported = mapping(meta.get("imported_from"))
     if imported:
         version = f" {imported['sysstat_version']}" if imported.get("sysstat_version") else ""
         rows["imported from"] = f"{text(imported.get('file'))} ({text(imported.get('tool'))}{version})"
@@ -173,33 +167,33 @@ def details_card(run: RunInfo) -> Any:
         rows["merged from"] = "; ".join(
             f"{text(m.get('file'))} ({text(m.get('tool'))}, {text(m.get('format'))})" for m in merged
         )
-    not_recorded = _mapping(meta.get("not_recorded"))
+    not_recorded = mapping(meta.get("not_recorded"))
     if not_recorded:
         rows["not recorded"] = "; ".join(f"{key}: {why}" for key, why in not_recorded.items())
     system_rows = {
         "CPU": f"{text(system.get('cpu_model'))} ({text(system.get('cpu_cores_physical'))} cores, "
         f"{text(system.get('cpu_cores_logical'))} threads, {text(system.get('cpu_sockets'))} socket(s))",
-        "memory": _gib(system.get("mem_total_bytes")),
+        "memory": gib(system.get("mem_total_bytes")),
         "GPUs": _gpus(system),
         "driver / CUDA": f"{text(system.get('gpu_driver_version'))} / {text(system.get('cuda_version'))}",
         "OS / kernel": f"{text(system.get('os'))} / {text(system.get('kernel'))}",
         "Python / packages": f"{text(system.get('python'))} / "
         + (
             ", ".join(
-                f"{k} {v if v else 'not installed'}" for k, v in _mapping(system.get("packages")).items()
+                f"{k} {v if v else 'not installed'}" for k, v in mapping(system.get("packages")).items()
             )
             or NA
         ),
     }
-    if _mapping(system.get("slurm")):
-        system_rows["Slurm job"] = _slurm(_mapping(system.get("slurm")))
+    if mapping(system.get("slurm")):
+        system_rows["Slurm job"] = _slurm(mapping(system.get("slurm")))
     body = [
         html.H4(run.label),
         _kv_table(rows),
         _notes(meta.get("notes")),
         html.H5("System"),
-        _kv_table(system_rows) if system else _hint("no system info (run.json missing or unreadable)"),
-        *_gpu_state(meta),
+        _kv_table(system_rows) if system else hint("no system info (run.json missing or unreadable)"),
+        *gpu_state_parts(meta),
         html.H5("Sources and the columns they recorded"),
         _sources_table(run),
         html.H5("Command"),
@@ -220,7 +214,7 @@ def details_card(run: RunInfo) -> Any:
         if training_rows
         else [
             html.H5("Training"),
-            _hint("not recorded: no training.json in this run"),
+            hint("not recorded: no training.json in this run"),
         ]
     )
     if eval_rows:
@@ -240,117 +234,14 @@ def details_card(run: RunInfo) -> Any:
     return html.Div([part for part in body if part is not None], className="card")
 
 
-_STATE_ROWS = (
-    "power limit",
-    "application clocks",
-    "MIG mode",
-    "persistence / compute mode",
-    "ECC",
-    "PCIe link",
-)
-
-
-def _state_cells(s: dict[str, Any]) -> list[str]:
-    """One GPU's state (run.json's gpu_state.start[i] or end[i]) as the cells of _STATE_ROWS."""
-
-    def t(key: str, unit: str = "") -> str:
-        return text(s.get(key), unit)
-
-    limit, default = s.get("power_limit_w"), s.get("power_limit_default_w")
-    below = isinstance(limit, int | float) and isinstance(default, int | float) and limit < default
-    return [
-        f"{t('power_limit_w', 'W')} (default {t('power_limit_default_w', 'W')}, range "
-        f"{t('power_limit_min_w')}–{t('power_limit_max_w', 'W')})" + (": below the default" if below else ""),
-        f"SM {t('applications_clock_sm_mhz', 'MHz')}, memory {t('applications_clock_mem_mhz', 'MHz')} "
-        f"(default {t('default_applications_clock_sm_mhz')} / "
-        f"{t('default_applications_clock_mem_mhz', 'MHz')})",
-        t("mig_mode"),
-        f"{t('persistence_mode')} / {t('compute_mode').replace('_', ' ')}",
-        t("ecc_mode"),
-        f"gen {t('pcie_link_gen')} of {t('pcie_link_gen_max')}, "
-        f"width {t('pcie_link_width')} of {t('pcie_link_width_max')}",
-    ]
-
-
-def _gpu_state(meta: dict[str, Any]) -> list[Any]:
-    """run.json's `gpu_state`: each GPU's settings at start (and at end where they differ), the board before
-    the training, the changes seen during the run and the other compute processes; nothing without it."""
-    state, t0 = _mapping(meta.get("gpu_state")), meta.get("start_unix")
-    if not state:
-        return []
-    start, end, before = (_by_index(state.get(key)) for key in ("start", "end", "before_training"))
-    indices = sorted({*start, *end, *before})
-    first = {i: _state_cells(start[i]) if i in start else [NA] * len(_STATE_ROWS) for i in indices}
-    last = {i: _state_cells(end[i]) for i in end}
-    rows = [
-        [f"{first[i][row]} at start, {last[i][row]} at end" if last.get(i, first[i])[row] != first[i][row]
-         else first[i][row] for i in indices]
-        for row in range(len(_STATE_ROWS))
-    ]  # fmt: skip
-    rows.append(
-        [
-            f"{text(b.get('util_pct'), '%')} busy, {_gib(b.get('mem_used_bytes'))} used, "
-            f"{text(b.get('power_w'), 'W')}, {text(b.get('compute_processes'))} compute process(es)"
-            if (b := before.get(i))
-            else NA
-            for i in indices
-        ]
-    )
-    labels = [*_STATE_ROWS, "board before the training"]
-    body = [
-        html.Tr([html.Th(label), *[html.Td(cell) for cell in cells]])
-        for label, cells in zip(labels, rows, strict=True)
-    ]
-    header = html.Thead(html.Tr([html.Th("GPU"), *[html.Th(f"gpu{i}") for i in indices]]))
-    changes = [
-        f"{_since(c.get('time_unix'), t0)} gpu{text(c.get('index'))} {text(c.get('field'))}: "
-        f"{text(c.get('from'))} → {text(c.get('to'))}"
-        for c in state.get("changes") or []
-        if isinstance(c, dict)
-    ]
-    if state.get("changes_dropped"):
-        changes.append(f"{state['changes_dropped']} more changes not kept")
-    others = [
-        f"gpu{text(o.get('index'))}: pid {text(o.get('pid'))} ({text(o.get('name'))}), "
-        f"{_gib(o.get('used_memory_bytes'))} of GPU memory at most, "
-        f"seen {_since(o.get('first_seen_unix'), t0)} to {_since(o.get('last_seen_unix'), t0)}"
-        for o in state.get("other_processes") or []
-        if isinstance(o, dict)
-    ]
-    parts = [html.H5("GPU state"), html.Table([header, html.Tbody(body)], className="kv gpu-state")]
-    if changes:
-        parts += [html.P("Changes during the run:"), html.Ul([html.Li(c) for c in changes])]
-    else:
-        parts.append(_hint("no change seen during the run"))
-    if others:
-        parts += [html.P("Other compute processes on these GPUs:"), html.Ul([html.Li(o) for o in others])]
-    if state.get("processes_checked") is False:
-        parts.append(_hint(f"other compute processes not checked: {text(state.get('processes_reason'))}"))
-    elif not others:
-        parts.append(_hint("no other compute process seen on these GPUs"))
-    return parts
-
-
-def _by_index(value: Any) -> dict[int, dict[str, Any]]:
-    entries = value if isinstance(value, list) else []
-    return {e["index"]: e for e in entries if isinstance(e, dict) and isinstance(e.get("index"), int)}
-
-
-def _since(time_unix: Any, start_unix: Any) -> str:
-    """A moment of the run as seconds after its start (the time itself where the start is unknown)."""
-    if isinstance(time_unix, int | float) and isinstance(start_unix, int | float):
-        return f"+{time_unix - start_unix:.0f} s"
-    return text(time_unix)
-
-
 def _sources_table(run: RunInfo) -> Any:
     """One row per source: available or why not, its notes, and the columns it actually filled."""
-    sources = _mapping(run.meta.get("sources"))
+    sources = mapping(run.meta.get("sources"))
     recorded = recorded_columns(run)
     names = list(dict.fromkeys([*sources, *recorded]))
     rows = []
     for name in names:
-        info = _mapping(sources.get(name))
+        info = mapping(sources.get(name))
         with_data, empty = recorded.get(name, ([], []))
         if info:
             state = "yes" if info.get("available") else f"no — {text(info.get('reason'))}"
@@ -366,7 +257,7 @@ def _sources_table(run: RunInfo) -> Any:
             html.Tr([html.Th(name), html.Td(state), html.Td(columns), html.Td("; ".join(notes) or "none")])
         )
     if not rows:
-        return _hint("no sources listed and no telemetry.csv")
+        return hint("no sources listed and no telemetry.csv")
     header = html.Thead(
         html.Tr([html.Th("source"), html.Th("available"), html.Th("columns"), html.Th("notes")])
     )
@@ -413,15 +304,3 @@ def _kv_table(rows: dict[str, Any]) -> Any:
     return html.Table(
         html.Tbody([html.Tr([html.Th(k), html.Td(str(v))]) for k, v in rows.items()]), className="kv"
     )
-
-
-def _hint(message: str) -> Any:
-    return html.P(message, className="hint")
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _gib(value: Any) -> str:
-    return f"{value / 2**30:.1f} GiB" if isinstance(value, int | float) else NA

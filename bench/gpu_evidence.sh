@@ -11,7 +11,11 @@ Usage: bench/gpu_evidence.sh start [WORKDIR]
        bench/gpu_evidence.sh follow SECONDS [WORKDIR]
 
 start   copy this checkout to WORKDIR/repo and run the plan there in the background:
-          env      nvidia-smi -q, CPU, Python packages, the query fields this driver accepts
+          env      nvidia-smi -q, CPU, Python packages, the query fields this driver accepts, and
+                   whether nvidia-smi dmon --gpm-metrics reads the profiling counters (3 s)
+          calibrate bench/gpu_calibrate.py --seconds $CALIBRATE_SECONDS: the collector at 100 ms beside an
+                   idle spell, a bf16 GEMM, a 2 GiB copy and tiny kernels; what each counter read against
+                   what the load should give (calibrate.txt, calibration.json, the run as calibrate.tgz)
           gpu      ./scripts/collect_gpu.sh $GPU_BUDGET --framework torch --interval $GPU_INTERVAL, with
                    nvidia-smi --query-gpu=... -lms 100 beside it (kept as the run's nvidia-smi.csv)
           cpu      ./scripts/collect_cpu.sh $CPU_BUDGET --framework torch on all cores, same preset/batch
@@ -22,10 +26,11 @@ start   copy this checkout to WORKDIR/repo and run the plan there in the backgro
         each finished step leaves a trimmed run (no checkpoints/, no model/) as WORKDIR/out/STEP.tgz
 follow  wait up to SECONDS for the plan to finish, copying WORKDIR/out/* to $OUT as they appear
 
-WORKDIR defaults to /root/gpu-evidence. Budgets: GPU_BUDGET=5m CPU_BUDGET=5m STANDARD_BUDGET=5m
+WORKDIR defaults to /root/gpu-evidence. Budgets: GPU_BUDGET=2m CPU_BUDGET=5m STANDARD_BUDGET=5m
 SWEEP_BUDGET=45s SWEEP_BATCHES="8 32" SWEEP_PRECISION=float32|mixed; GPU_INTERVAL=100ms;
-GPU_ARGS="" (more options for the gpu run, e.g. --no-export);
-STEPS="env gpu cpu bench sweep standard" (a subset runs those).
+CALIBRATE_SECONDS=15 (per load, 4 loads); GPU_ARGS="" (more options for the gpu run, e.g. --no-export);
+STEPS="env calibrate gpu" (about 5 minutes; the whole plan: STEPS="env calibrate gpu cpu bench sweep
+standard" with GPU_BUDGET=5m; any subset runs those).
 USAGE
 }
 
@@ -75,13 +80,15 @@ step_env() {
     nvidia-smi
     nvidia-smi -q | head -120
     nvidia-smi --query-gpu="$NVSMI_FIELDS" --format=csv -c 1 || echo "query fields refused"
+    timeout 20 nvidia-smi dmon --gpm-metrics 1,2,3,5,10 -c 3 || echo "nvidia-smi dmon --gpm-metrics: exit $?"
     python3 -c 'import torch, torchvision, sys; print(sys.version); print(torch.__version__, torchvision.__version__, torch.version.cuda, torch.backends.cudnn.version(), torch.cuda.get_device_name(0)); print("cudnn.allow_tf32", torch.backends.cudnn.allow_tf32, "matmul.allow_tf32", torch.backends.cuda.matmul.allow_tf32)'
     python3 -m pip list 2>/dev/null | grep -iE '^(torch|torchvision|onnx|onnxruntime|onnxscript|psutil|nvidia-ml-py|pandas|numpy|pillow|prometheus)' || true
   } >"$WORK/out/env.txt" 2>&1
 }
 
 step_gpu() {
-  local smi="$WORK/nvidia-smi-gpu.csv" smi_pid run fields="$NVSMI_FIELDS"
+  local smi="$WORK/nvidia-smi-gpu.csv" smi_pid run fields="$NVSMI_FIELDS" name
+  name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | sed 's/^NVIDIA //')"
   if ! nvidia-smi --query-gpu="$fields" --format=csv -c 1 >/dev/null 2>&1; then
     fields="${fields/,power.draw.instant/}"
     log "gpu: this driver refused the field list; without power.draw.instant"
@@ -91,13 +98,30 @@ step_gpu() {
   touch "$WORK/.mark-gpu"
   # shellcheck disable=SC2086  # GPU_ARGS: extra options, split on spaces
   collect_run gpu collect_gpu.sh "$GPU_BUDGET" --framework torch --interval "$GPU_INTERVAL" ${GPU_ARGS:-} \
-    --label "H100, torch small, batch 2, float32, $GPU_BUDGET, $GPU_INTERVAL interval (nvidia-smi beside)"
+    --label "${name:-GPU}, torch small, batch 2, float32, $GPU_BUDGET, $GPU_INTERVAL interval (nvidia-smi beside)"
   kill "$smi_pid" 2>/dev/null || true
   wait "$smi_pid" 2>/dev/null || true
   run="$(newest_run "$WORK/.mark-gpu")"
   if [[ -n "$run" ]]; then
     cp "$smi" "$run/nvidia-smi.csv"
     pack gpu "$WORK/.mark-gpu"  # again, now with the log in it
+  fi
+}
+
+step_calibrate() {
+  local cal="$WORK/calibration" rc=0
+  rm -rf "$cal"
+  log "calibrate: bench/gpu_calibrate.py --seconds $CALIBRATE_SECONDS"
+  (cd "$WORK/repo" && PYTHONPATH="$WORK/repo" timeout -s INT -k 30 $((CALIBRATE_SECONDS * 4 + 180)) \
+    python3 bench/gpu_calibrate.py --seconds "$CALIBRATE_SECONDS" --out "$cal") >"$WORK/out/calibrate.txt" 2>&1 \
+    || rc=$?
+  log "calibrate: exit $rc"
+  tail -n 1 "$WORK/out/calibrate.txt" | sed 's/^/  calibrate| /' >>"$WORK/out/plan.log"
+  if [[ -f "$cal/calibration.json" ]]; then cp "$cal/calibration.json" "$WORK/out/"; fi
+  if [[ -d "$cal/data/runs" ]]; then
+    tar -czf "$WORK/out/calibrate.tgz" -C "$WORK" calibration
+    log "calibrate: packed $(find "$cal/data/runs" -mindepth 1 -maxdepth 1 -printf '%f ')" \
+      "($(du -h "$WORK/out/calibrate.tgz" | cut -f1))"
   fi
 }
 
@@ -126,6 +150,7 @@ wanted() { [[ " $STEPS " == *" $1 "* ]]; }
 plan() {
   log "plan: start (steps $STEPS; GPU $GPU_BUDGET, CPU $CPU_BUDGET, standard $STANDARD_BUDGET)"
   wanted env && { step_env || log "env: exit $?"; log "env: done"; }
+  wanted calibrate && { step_calibrate || log "calibrate: exit $?"; }
   wanted gpu && { step_gpu || log "gpu: exit $?"; }
   if wanted cpu; then
     collect_run cpu collect_cpu.sh "$CPU_BUDGET" --framework torch \
@@ -158,9 +183,10 @@ follow() {
 
 main() {
   [[ $# -ge 1 ]] || { usage >&2; exit 2; }
-  : "${GPU_BUDGET:=5m}" "${GPU_INTERVAL:=100ms}" "${CPU_BUDGET:=5m}" "${STANDARD_BUDGET:=5m}" "${SWEEP_BUDGET:=45s}"
-  : "${SWEEP_BATCHES:=8 32}" "${SWEEP_PRECISION:=float32}" "${STEPS:=env gpu cpu bench sweep standard}"
+  : "${GPU_BUDGET:=2m}" "${GPU_INTERVAL:=100ms}" "${CPU_BUDGET:=5m}" "${STANDARD_BUDGET:=5m}" "${SWEEP_BUDGET:=45s}"
+  : "${SWEEP_BATCHES:=8 32}" "${SWEEP_PRECISION:=float32}" "${STEPS:=env calibrate gpu}" "${CALIBRATE_SECONDS:=15}"
   export GPU_BUDGET GPU_INTERVAL CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES SWEEP_PRECISION STEPS
+  export CALIBRATE_SECONDS
   case "$1" in
     -h | --help) usage ;;
     start)

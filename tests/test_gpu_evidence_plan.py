@@ -1,11 +1,16 @@
 """bench/gpu_evidence.sh, the real-GPU plan, as far as a machine without a GPU can run it: its usage, and
-`start` then `follow` running the `env` step in the background and bringing its files to $OUT."""
+`start` then `follow` running the `env` step in the background and bringing its files to $OUT, and the
+`calibrate` step's refusal without a CUDA device."""
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PLAN = REPO / "bench" / "gpu_evidence.sh"
@@ -22,6 +27,9 @@ def test_usage_and_a_wrong_call() -> None:
     shown = _plan("--help")
     assert shown.returncode == 0 and "bench/gpu_evidence.sh start" in shown.stdout
     assert "GPU_INTERVAL=100ms" in shown.stdout and "SWEEP_PRECISION" in shown.stdout
+    step = r"^ +calibrate +bench/gpu_calibrate\.py --seconds \$CALIBRATE_SECONDS"
+    assert re.search(step, shown.stdout, re.M) and "CALIBRATE_SECONDS=15" in shown.stdout
+    assert 'STEPS="env calibrate gpu"' in shown.stdout and "GPU_BUDGET=2m" in shown.stdout  # the default
     for wrong in ((), ("follow",), ("sideways",)):
         done = _plan(*wrong)
         assert done.returncode == 2 and "Usage:" in done.stderr, wrong
@@ -38,3 +46,23 @@ def test_start_then_follow_brings_the_env_step_back(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == ["env.txt", "plan.log"]
     assert str(len(os.sched_getaffinity(0))) in (out / "env.txt").read_text().split()  # nproc's line
     assert not (work / "repo" / ".venv").exists() and (work / "repo" / "scripts" / "collect_gpu.sh").is_file()
+
+
+def _python3_has_cuda() -> bool:
+    code = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
+    python3 = shutil.which("python3")
+    return python3 is not None and subprocess.run([python3, "-c", code], capture_output=True).returncode == 0
+
+
+def test_the_calibrate_step_without_a_gpu_says_so_and_packs_nothing(tmp_path: Path) -> None:
+    if _python3_has_cuda():
+        pytest.skip("python3 sees a CUDA device: the step would run its loads")
+    work, out = tmp_path / "work", tmp_path / "out"
+    out.mkdir()
+    started = _plan("start", str(work), env={"STEPS": "calibrate"})
+    assert started.returncode == 0, started.stderr
+    followed = _plan("follow", "90", str(work), env={"OUT": str(out)})
+    assert "calibrate: bench/gpu_calibrate.py --seconds 15" in followed.stdout
+    assert "calibrate: exit 2" in followed.stdout and "plan: done" in followed.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["calibrate.txt", "plan.log"]  # no run, nothing packed
+    assert (out / "calibrate.txt").read_text().startswith("no CUDA device: ")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
+import re
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,44 @@ def virtual_machine(proc_root: Path) -> bool | None:
     return "hypervisor" in flags[0]
 
 
+SIMD_FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "avx2", "fma", "neon", "asimd")
+MODEL_CLOCK = re.compile(r"@\s*(\d+(?:\.\d+)?)\s*GHz", re.IGNORECASE)
+
+
+def cpu_simd(proc_root: Path) -> list[str] | None:
+    """The vector-math flags of the first CPU in /proc/cpuinfo (x86 `flags`, ARM `Features`) among
+    SIMD_FLAGS, in that order; None when cpuinfo lists neither (unknown, not none)."""
+    try:
+        text = (proc_root / "cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            present = set(value.split())
+            return [flag for flag in SIMD_FLAGS if flag in present]
+    return None
+
+
+def cpu_max_mhz(sys_root: Path, model: str | None) -> tuple[float | None, str | None]:
+    """The CPU's highest clock and where it came from: cpufreq's cpuinfo_max_freq (the most of any CPU),
+    else the model name's "@ 2.10GHz" (a base clock), else (None, None)."""
+    found = []
+    for path in sorted((sys_root / "devices/system/cpu").glob("cpu[0-9]*/cpufreq/cpuinfo_max_freq")):
+        try:
+            khz = float(path.read_text(encoding="utf-8").strip())
+        except (OSError, ValueError):
+            continue
+        if khz > 0:
+            found.append(khz / 1000.0)
+    if found:
+        return max(found), "cpufreq cpuinfo_max_freq"
+    match = MODEL_CLOCK.search(model or "")
+    if match and float(match.group(1)) > 0:
+        return float(match.group(1)) * 1000.0, "model name"
+    return None, None
+
+
 def os_name(etc_root: Path = Path("/etc")) -> str:
     try:
         for line in (etc_root / "os-release").read_text(encoding="utf-8").splitlines():
@@ -86,12 +125,16 @@ def system_info(
     if psutil_module is None:
         import psutil as psutil_module
     model, sockets = cpu_model_and_sockets(proc_root)
+    max_mhz, max_mhz_source = cpu_max_mhz(sys_root, model)
     gpus = gpus or []
     return {
         "cpu_model": model,
         "cpu_cores_physical": psutil_module.cpu_count(logical=False),
         "cpu_cores_logical": psutil_module.cpu_count(logical=True) or os.cpu_count(),
         "cpu_sockets": sockets,
+        "cpu_max_mhz": max_mhz,
+        "cpu_max_mhz_source": max_mhz_source,
+        "cpu_simd": cpu_simd(proc_root),
         "virtual_machine": virtual_machine(proc_root),
         **cpu_quota(proc_root, sys_root),
         "mem_total_bytes": int(psutil_module.virtual_memory().total),

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
 from sizing import energy as en
-from sizing import money, runchecks, signature, thermal
+from sizing import gpu_state, money, runchecks, signature, thermal
 from sizing.bottleneck import Verdict, verdict
 from sizing.gpu_verdicts import gpu_findings
+from sizing.headroom import Headroom, headroom
 from sizing.model import (
     Prices,
     RunData,
@@ -53,6 +54,8 @@ class RunAnalysis:
     warnings: tuple[str, ...]
     incomplete: str | None = None  # why the run is not a complete measurement; None when it is
     steady_rate_mismatch: float | None = None  # vs training.json's steady_steps_per_s, a fraction
+    headroom: Headroom | None = None  # MFU and why the GPU is not at its limit (sizing.headroom)
+    gpu_state: gpu_state.GpuState = field(default_factory=gpu_state.GpuState)  # shared, MIG, caps, clocks
 
     @property
     def energy_is_estimate(self) -> bool:
@@ -118,7 +121,9 @@ def energy_warnings(run_id: str, kind: str, energy: en.Energy | None) -> list[st
     if energy is None:
         return []
     found = [f"{run_id}: {check}" for check in energy.checks]
-    if energy.total_j is None:
+    if energy.total_j is None and energy.not_attributable:
+        pass  # said with its evidence (gpu_state.state_warnings)
+    elif energy.total_j is None:
         found.append(f"{run_id}: energy not measured ({energy.missing})")
     elif energy.is_partial:
         found.append(
@@ -146,6 +151,12 @@ def one_node_warnings(run_id: str, meta: dict) -> list[str]:
             f"{slurm.get('job_id')}: sized as this node alone (the other nodes' work and energy not counted)"
         ]
     return []
+
+
+def attributed(energy: en.Energy | None, state: gpu_state.GpuState) -> en.Energy | None:
+    """The energy with the GPU board's marked not attributable where the GPU was shared or a MIG slice."""
+    reason = state.not_attributable
+    return replace(energy, not_attributable=reason) if energy is not None and reason else energy
 
 
 def run_windows(
@@ -210,14 +221,18 @@ def analyse_run(
         warnings.append(
             f"{run.run_id}: energy charged for {attribution}; record gpu_uuids to charge only the used GPU"
         )
-    hw = signature.hardware(meta, info, kind)
+    state = gpu_state.read_gpu_state(
+        run, kind, gpus, samples_in(telemetry, training_window), training_window, thresholds
+    )
+    hw = signature.hardware(meta, info, kind, state.signature)
     tdp = prices.tdp_for(str(hw.get("host") or ""), str(hw.get("cpu_model") or ""))
     interval = number(meta.get("interval_s"))
-    steady_energy = en.energy_in(telemetry, steady, gpus, tdp, prices.idle_fraction, kind == "gpu", interval)
-    training_energy = en.energy_in(
-        telemetry, training_window, gpus, tdp, prices.idle_fraction, kind == "gpu", interval
-    )
-    warnings += energy_warnings(run.run_id, kind, steady_energy)
+    steady_energy, training_energy = (
+        attributed(en.energy_in(telemetry, window, gpus, tdp, prices.idle_fraction, kind == "gpu", interval),
+                   state)
+        for window in (steady, training_window)
+    )  # fmt: skip
+    warnings += gpu_state.state_warnings(run.run_id, state) + energy_warnings(run.run_id, kind, steady_energy)
     price = money.hardware_price(kind, hw, prices)
     in_training = samples_in(telemetry, training_window)
     baseline_mhz = thermal.cpu_frequency_baseline(in_training, thresholds)
@@ -230,7 +245,7 @@ def analyse_run(
         thermal.cpu_frequency_drops(in_training, thresholds, interval, baseline_mhz),
     ]
     working = working_gpus(measured, gpus, attribution_known)
-    return RunAnalysis(
+    analysis = RunAnalysis(
         run_id=run.run_id,
         label=str(meta.get("label") or run.run_id),
         kind=kind,
@@ -251,11 +266,18 @@ def analyse_run(
             working,
             measured_throttles,
             thresholds,
-            gpu_findings(measured, working, listed_gpus(run.meta), thresholds),
+            gpu_findings(measured, working, listed_gpus(run.meta), thresholds, state.held_low),
+            state.utilization_note,
         ),
         evaluation=dict(run.evaluation),
         min_smoothed_loss=min_smoothed_loss(run.training),
         warnings=tuple(warnings),
         incomplete=incomplete,
         steady_rate_mismatch=runchecks.rate_mismatch(rate, info),
+        gpu_state=state,
     )
+    system = meta.get("system") if isinstance(meta.get("system"), dict) else {}
+    gpu_names = analysis.hardware.get("gpus") or []
+    room = headroom(info, system, kind, gpu_names, rate, measured, working, analysis.verdict, thresholds,
+                    mig_slice=state.mig, board_not_attributable=state.not_attributable)  # fmt: skip
+    return replace(analysis, headroom=room)

@@ -101,8 +101,14 @@ def verdict(
     throttles: Sequence[ThrottleSummary],
     t: Thresholds,
     gpu_findings: Sequence[GpuFinding] = (),
+    gpu_not_attributable: str | None = None,
 ) -> Verdict:
+    """`gpu_not_attributable`: why the board's utilization is not the run's (a shared GPU, a MIG slice;
+    sizing.gpu_state): then no verdict is drawn from board figures."""
     n = utilization_numbers(samples, gpus, t)
+    board_only = kind == "gpu" and bool(gpu_not_attributable)
+    if board_only:
+        n["gpu board util pct"], n["gpu_util_pct"] = n["gpu_util_pct"], None
     gpu, cpu = n["gpu_util_pct"], n["cpu_util_pct"]
     io, some_cores = _io_bound(n, t), _some_cores_saturated(n, t)
     main, why = UNDETERMINED, ""
@@ -126,12 +132,17 @@ def verdict(
     evidence = [why] if why else []
     if main == UNDETERMINED:
         evidence.append(
-            f"GPU {_fmt(gpu)}, CPU {_fmt(cpu)}, iowait {_fmt(n['cpu_iowait_pct'])}, "
+            f"GPU {'not attributable' if board_only else _fmt(gpu)}, CPU {_fmt(cpu)}, "
+            f"iowait {_fmt(n['cpu_iowait_pct'])}, "
             f"disk {_fmt(n['disk_util_pct'])}: no bottleneck rule matched"
             if samples is not None and not samples.empty
             else "no telemetry samples in the measurement window"
         )
     labels = [main] if main != UNDETERMINED else []
+    if board_only:
+        labels.append(str(gpu_not_attributable))
+        evidence.append(_not_attributable_evidence(str(gpu_not_attributable), n["gpu board util pct"]))
+        gpu_findings = [f for f in gpu_findings if not f.primary]
     labels, evidence = _with_gpu_findings(kind, labels, evidence, n, gpu_findings)
     for s in throttles:
         fraction = s.fraction
@@ -164,6 +175,12 @@ def verdict(
             )
     labels = labels or [UNDETERMINED]
     return Verdict(labels[0], tuple(labels), tuple(evidence), n)
+
+
+def _not_attributable_evidence(note: str, board_util_pct: float | None) -> str:
+    board = f" (the board's mean util {_fmt(board_util_pct)} counts work that is not the run's)"
+    return (f"{note}{board if board_util_pct is not None else ''}: no GPU-bound, GPU underused, busy but "
+            "not computing or straggler verdict from board figures")  # fmt: skip
 
 
 def _with_gpu_findings(

@@ -60,10 +60,15 @@ class Energy:
     idle_gpus_w: tuple[tuple[int | str, float | None], ...] = ()
     checks: tuple[str, ...] = ()  # cross-check disagreements and resets, one phrase each
     considered: tuple[SourceEnergy, ...] = ()  # every source read, chosen or not (JSON)
+    not_attributable: str = ""  # why the board's energy is not the run's (sizing.gpu_state): then unknown
 
     @property
     def gpu_j(self) -> float | None:
-        if not self.gpus or any(s is None or s.window_j is None for _, s in self.gpus):
+        if (
+            self.not_attributable
+            or not self.gpus
+            or any(s is None or s.window_j is None for _, s in self.gpus)
+        ):
             return None
         return sum(s.window_j for _, s in self.gpus if s is not None and s.window_j is not None)
 
@@ -78,6 +83,8 @@ class Energy:
         """Why the GPU board energy is not known ("GPU board not reported", "gpu1 covers 40 % ...")."""
         if not self.is_gpu_run or self.gpu_j is not None:
             return None
+        if self.not_attributable:
+            return self.not_attributable
         if not self.gpus or all(s is None for _, s in self.gpus):
             return GPU_NOT_REPORTED
         parts = [
@@ -130,6 +137,8 @@ class Energy:
 
     @property
     def covers(self) -> str:
+        if self.total_j is None and self.is_gpu_run and self.not_attributable:
+            return not_attributable_text(self.not_attributable)
         if self.total_j is None:
             return f"not measured ({self.missing})"
         parts = [c for c in (self.gpu_covers, self.cpu_covers) if c]
@@ -155,6 +164,11 @@ class Energy:
             "sources": [s.as_json() for s in self.considered],
             "checks": list(self.checks),
         }
+
+
+def not_attributable_text(reason: str) -> str:
+    """'energy not attributable: the GPU was shared', 'board energy not attributable to the slice'."""
+    return reason if reason.startswith("board energy") else f"energy {reason}"
 
 
 def reading_spacing_s(times: np.ndarray, values: np.ndarray, window: tuple[float, float]) -> float | None:

@@ -7,7 +7,7 @@ at the power limit (a state, not a fault), busy but not computing, and the strag
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,6 +17,7 @@ from sizing.model import Thresholds, number, values_of
 
 POWER_LIMITED = "at its power limit (a state, not a fault)"
 BUSY_NOT_COMPUTING = "busy but not computing"
+HELD_BY_SETTING = "clocks or power held by a setting"
 STRAGGLER = "straggler"
 POWER_LIMIT_MARGIN = (
     0.05  # power within 5 % of the limit counts as at the limit (with the SM clock below max)
@@ -159,10 +160,23 @@ def straggler(samples: pd.DataFrame, gpus: Sequence[int], t: Thresholds) -> GpuF
     return GpuFinding(gpu, f"{STRAGGLER}: {gpu}", evidence, numbers, primary=True)
 
 
+def held_by_setting(busy: GpuFinding | None, gpu: str, why: str) -> GpuFinding:
+    """Clocks or power held low by a setting (sizing.gpu_state): what busy but not computing would have
+    said is a setting's doing, not a stall."""
+    if busy is None:
+        return GpuFinding(gpu, HELD_BY_SETTING, f"{gpu} {why}", {})
+    low = busy.evidence.split(": kernels resident")[0]
+    evidence = f"{low}: {why}, not {BUSY_NOT_COMPUTING}"
+    return GpuFinding(gpu, HELD_BY_SETTING, evidence, busy.numbers)
+
+
 def gpu_findings(
-    samples: pd.DataFrame, gpus: Sequence[int], gpu_info: Sequence[dict], t: Thresholds
-) -> list[GpuFinding]:
-    """Every rule's findings for the GPUs charged to the run (straggler first: it explains the rest)."""
+    samples: pd.DataFrame, gpus: Sequence[int], gpu_info: Sequence[dict], t: Thresholds,
+    held: Mapping[int, str] | None = None,
+) -> list[GpuFinding]:  # fmt: skip
+    """Every rule's findings for the GPUs charged to the run (straggler first: it explains the rest).
+    `held`: per GPU index, why its clocks or power were held low by a setting: busy but not computing
+    never fires for it."""
     if samples.empty:
         return []
     found: list[GpuFinding] = []
@@ -170,9 +184,10 @@ def gpu_findings(
         found.append(late)
     for index in gpus:
         info = gpu_info[index] if index < len(gpu_info) and isinstance(gpu_info[index], dict) else {}
-        found += [
-            f for f in (busy_not_computing(samples, index, info), power_limited(samples, index, info, t)) if f
-        ]
+        busy = busy_not_computing(samples, index, info)
+        if held and held.get(index):
+            busy = held_by_setting(busy, f"gpu{index}", held[index])
+        found += [f for f in (busy, power_limited(samples, index, info, t)) if f]
     return found
 
 

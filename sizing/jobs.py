@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from sizing import money, runchecks
 from sizing.analysis import RunAnalysis, analyse_run, cost_figures, energy_warnings, run_windows
 from sizing.bottleneck import Verdict
+from sizing.gpu_state import state_warnings
 from sizing.model import Prices, RunData, Thresholds, number
 from sizing.node_energy import job_energy, node_name
 
@@ -149,7 +150,7 @@ def analyse_job(job: Job, prices: Prices, thresholds: Thresholds) -> RunAnalysis
         *energy_warnings(head.run_id, head.kind, steady),
     ]
     for rank, (run, part) in enumerate(zip(job.nodes[1:], parts[1:], strict=True), start=1):
-        warnings += _node_warnings(rank, run, part)
+        warnings += _node_warnings(rank, run, part) + state_warnings(run.run_id, part.gpu_state)
     stopped = [f"{node_name(k)} {why}" for k, run in enumerate(job.nodes[1:], start=1)
                if (why := runchecks.incomplete_reason(run.meta, {}))]  # fmt: skip
     return replace(

@@ -9,6 +9,8 @@ from sizing import validity
 from sizing.analysis import RunAnalysis
 from sizing.compare import Comparison
 from sizing.context import ReportContext
+from sizing.gpu_state import state_json
+from sizing.headroom import headroom_json
 from sizing.stats import Spread
 
 SCHEMA_VERSION = 2
@@ -55,6 +57,8 @@ def run_json(a: RunAnalysis) -> dict:
         "total_usd_per_1k_examples": a.total_usd_per_1k_examples,
         "verdict": a.verdict.primary,
         "verdict_labels": list(a.verdict.labels),
+        "gpu_state": state_json(a.gpu_state),
+        "headroom": headroom_json(a.headroom),
     }
 
 

@@ -7,6 +7,7 @@ import re
 
 from sizing.compare import Comparison, Group
 from sizing.context import ReportContext
+from sizing.energy import not_attributable_text
 from sizing.model import Prices
 from sizing.text import ESTIMATE, NO_PRICE, NOT_MEASURED, fmt, fmt_usd, marked
 
@@ -34,7 +35,10 @@ def energy_phrase(g: Group) -> str:
     """'17,500 J', '17,500 J (GPU board only: CPU not measured)', 'energy not measured (GPU board not
     reported)'; repeats with energy in only some runs say in how many."""
     if g.j_per_1k_examples.mean is None:
-        return f"energy {NOT_MEASURED} ({energy_unknown_reason(g)})"
+        reason = energy_unknown_reason(g)
+        if "not attributable" in reason:  # measured, but not the run's: a shared GPU, a MIG slice
+            return not_attributable_text(reason)
+        return f"energy {NOT_MEASURED} ({reason})"
     text = fmt(g.j_per_1k_examples.mean, 0, " J")
     notes = []
     if any(a.steady_energy is not None and a.steady_energy.is_partial for a in g.analyses):
@@ -72,10 +76,11 @@ def cost_phrase(g: Group, prices: Prices) -> str:
         )
     if prices.tariff_per_kwh is None and hardware_usd is None:
         return f"cost n/a ({NO_PRICE})"
+    unknown = "not attributable" if "not attributable" in energy_unknown_reason(g) else NOT_MEASURED
     if hardware_usd is not None:
-        return f"{fmt_usd(hardware_usd)}, hardware only (energy {NOT_MEASURED})"
+        return f"{fmt_usd(hardware_usd)}, hardware only (energy {unknown})"
     if g.j_per_1k_examples.mean is None:
-        return f"cost n/a (energy {NOT_MEASURED})"
+        return f"cost n/a (energy {unknown})"
     return f"cost n/a ({NO_PRICE})"
 
 

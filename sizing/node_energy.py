@@ -78,6 +78,7 @@ def job_energy(
         checks += [f"{node_name(rank)}: {check}" for check in energy.checks]
         considered += [_on_job_window(s, rank, window_s) for s in energy.considered]
     cpu, cpu_reason = _job_cpu(nodes, window_s)
+    unattributed = dict.fromkeys(e.not_attributable for _, e in nodes if e is not None and e.not_attributable)
     return Energy(
         window_s=window_s,
         is_gpu_run=is_gpu_run,
@@ -87,4 +88,5 @@ def job_energy(
         idle_gpus_w=tuple(idle),
         checks=tuple(checks),
         considered=tuple(considered),
+        not_attributable="; ".join(unattributed),  # a node's shared GPU or MIG slice: the job's is unknown
     )

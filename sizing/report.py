@@ -12,6 +12,7 @@ from sizing import validity
 from sizing.analysis import RunAnalysis, analyse_run
 from sizing.context import ReportContext, ReportSettings
 from sizing.definitions import definitions
+from sizing.headroom import group_phrase
 from sizing.jobs import Job, analyse_job, gather_jobs
 from sizing.json_out import report_json
 from sizing.model import RunData, Section, UsageError
@@ -160,9 +161,11 @@ def headline(ctx: ReportContext) -> list[str]:
         g = c.group
         ci = f" (95 % CI {c.speedup_ci95[0]:.2f}–{c.speedup_ci95[1]:.2f}×)" if c.speedup_ci95 else ""
         speed = fmt(c.speedup, 2, "×", unknown="speedup n/a")
+        room = group_phrase([a.headroom for a in g.analyses]) if g.kind == "gpu" else ""
         line = (
             f"{g.name}: {speed}{ci} the baseline's examples/s{validity.within_run_text(c)}; "
-            f"{mt.money_phrase(g, ctx.settings.prices)}"
+            + (f"{room}; " if room else "")
+            + mt.money_phrase(g, ctx.settings.prices)
         )
         if g.kind == "gpu":
             line += "; " + mt.break_even_text(c, ctx)

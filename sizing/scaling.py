@@ -68,7 +68,8 @@ def series_key(run: RunData, analysis: RunAnalysis) -> tuple:
     unit = tuple(analysis.workload.get(f) for f in UNIT_FIELDS)
     host = (hw.get("host"), hw.get("cpu_model"), hw.get("cpu_cores_logical"), hw.get("mem_gib"))
     nodes = len(hw.get("node_hardware") or [None])  # a multi-node job (sizing.jobs) scales apart
-    return (*unit, per_device_batch(run, analysis), analysis.kind, *host, gpu_models, nodes)
+    settings = hw.get("gpu_settings")  # a power cap, held clocks, MIG, sharing (sizing.gpu_state)
+    return (*unit, per_device_batch(run, analysis), analysis.kind, *host, gpu_models, settings, nodes)
 
 
 def scaling_series(

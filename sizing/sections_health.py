@@ -6,6 +6,7 @@ These render for any run with telemetry, whatever wrote it, with or without a st
 from __future__ import annotations
 
 from sizing.context import ReportContext
+from sizing.headroom import headroom_json, limit_text, mfu_text
 from sizing.model import Section, Table, number
 from sizing.text import fmt, fmt_seconds
 
@@ -64,10 +65,15 @@ def bottleneck_section(ctx: ReportContext) -> Section:
             for k, n in v.numbers.items()
             if n is not None and " " not in k
         )
-        rows.append((a.run_id, " + ".join(v.labels), "; ".join(v.evidence), means))
+        room = a.headroom
+        limit = f"{limit_text(room)} ({room.limit_evidence})" if room and room.limit else "n/a (CPU run)"
+        rows.append((a.run_id, " + ".join(v.labels), "; ".join(v.evidence), means,
+                     mfu_text(room) if room else "n/a", limit))  # fmt: skip
         data.append({"run_id": a.run_id, "verdict": v.primary, "labels": list(v.labels),
-                     "evidence": list(v.evidence), "numbers": v.numbers})  # fmt: skip
-    table = Table("Bottleneck verdict", ("Run", "Verdict", "Why", "Means (measurement window)"), tuple(rows))
+                     "evidence": list(v.evidence), "numbers": v.numbers,
+                     "headroom": headroom_json(room)})  # fmt: skip
+    headers = ("Run", "Verdict", "Why", "Means (measurement window)", "MFU", "Why not at the GPU's limit")
+    table = Table("Bottleneck verdict", headers, tuple(rows))
     return Section("bottleneck", "Bottleneck verdict", data, (table,))
 
 

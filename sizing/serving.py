@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sizing import money, signature
 from sizing.analysis import charged_gpu_columns
 from sizing.energy import energy_in, energy_usd
+from sizing.gpu_state import gpu_state_of
 from sizing.model import Prices, RunData, number, samples_in
 from sizing.text import NO_PRICE, NOT_MEASURED
 
@@ -104,6 +105,8 @@ def _row(run: RunData, device: str, runtime: str, cell: dict, prices: Prices) ->
     tdp = prices.tdp_for(str(hardware.get("host") or ""), str(hardware.get("cpu_model") or ""))
     energy = energy_in(run.telemetry, (start, end), gpus, tdp, prices.idle_fraction, device == "gpu",
                        number(run.meta.get("interval_s")))  # fmt: skip
+    if energy is not None and (unattributed := gpu_state_of(run, device, gpus).not_attributable):
+        energy = replace(energy, not_attributable=unattributed)  # a shared GPU or a MIG slice
     images = number(cell.get("images"))
     joules = energy.total_j if energy is not None else None
     j_per_1000 = joules / images * 1000.0 if joules is not None and images else None

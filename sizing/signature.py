@@ -20,7 +20,9 @@ POLICY_DTYPES = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 CPU_EMULATED_DTYPES = {"float16"}
 EMULATED_ON_CPU = "emulated on a CPU"
 WORKLOAD_FIELDS = ("framework", "preset", "backbone", "image_size", "batch_size", "precision", "dataset")
-HARDWARE_FIELDS = ("cpu_model", "cpu_cores_logical", "mem_gib", "gpus", "gpu_driver", "node_hardware")
+HARDWARE_FIELDS = (
+    "cpu_model", "cpu_cores_logical", "mem_gib", "gpus", "gpu_driver", "gpu_settings", "node_hardware",
+)  # fmt: skip
 
 
 def device_kind(meta: dict, training_info: dict, telemetry: pd.DataFrame | None = None) -> str:
@@ -93,7 +95,9 @@ def used_gpus(meta: dict, training_info: dict) -> tuple[list[dict], str]:
     return gpus, f"all {len(gpus)} GPUs (training.json names none)"
 
 
-def hardware(meta: dict, training_info: dict, kind: str) -> dict:
+def hardware(meta: dict, training_info: dict, kind: str, gpu_settings: str | None = None) -> dict:
+    """`gpu_settings`: the GPU's state that changes what it can do (sizing.gpu_state: 'power cap 200 W',
+    'MIG', 'clocks held by a setting', 'shared'); None for a GPU at its defaults, alone on its board."""
     system = meta.get("system") or {}
     mem = number(system.get("mem_total_bytes"))
     gpus, _ = used_gpus(meta, training_info) if kind == "gpu" else ([], "")
@@ -109,6 +113,7 @@ def hardware(meta: dict, training_info: dict, kind: str) -> dict:
         "gpus": names,
         "gpu_uuids": [g.get("uuid") for g in gpus if g.get("uuid")],
         "gpu_driver": system.get("gpu_driver_version") if kind == "gpu" else None,
+        "gpu_settings": gpu_settings if kind == "gpu" else None,
         "virtual_machine": system.get("virtual_machine"),
         "cgroup_cpu_limit_cpus": number(system.get("cgroup_cpu_limit_cpus")),
     }
@@ -122,7 +127,8 @@ def hardware_name(hw: dict, kind: str) -> str:
             return f"{len(per_node)} nodes × {per_node[0]}"
         return f"{len(per_node)} nodes: " + "; ".join(str(n) for n in per_node)
     if kind == "gpu":
-        return " + ".join(hw["gpus"]) or "GPU"
+        settings = f" ({hw['gpu_settings']})" if hw.get("gpu_settings") else ""
+        return (" + ".join(hw["gpus"]) or "GPU") + settings
     cores = f", {hw['cpu_cores_logical']} logical CPUs" if hw.get("cpu_cores_logical") else ""
     return f"{hw.get('cpu_model') or 'CPU'}{cores}"
 

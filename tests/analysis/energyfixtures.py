@@ -32,7 +32,8 @@ def fine_gpu(run_id: str = "fine-gpu", gpu_w: float = 300.0, cpu_w: float = 50.0
     elapsed = np.arange(samples) * FINE_INTERVAL_S
     telemetry = telemetry_frame(
         GPU_TRAIN_START - 5, samples, FINE_INTERVAL_S, cpu_util_pct=30.0, cpu_freq_mhz=3000.0,
-        cpu_energy_j=cpu_w * elapsed, gpu0_util_pct=95.0, gpu0_power_w=gpu_w, gpu0_energy_j=gpu_w * elapsed,
+        cpu_energy_j=cpu_w * elapsed, gpu0_util_pct=np.where(elapsed < 5, 0.0, 95.0), gpu0_power_w=gpu_w,
+        gpu0_energy_j=gpu_w * elapsed,
         gpu0_temp_c=70.0,
     )  # fmt: skip
     return replace(run, telemetry=telemetry, meta={**run.meta, "run_id": run_id})
@@ -44,7 +45,7 @@ def multi_gpu(run_id: str, utils: list[float], watts: list[float], uuids: list[s
     samples = len(run.telemetry)
     telemetry = run.telemetry.drop(columns=[c for c in run.telemetry if c.startswith("gpu0_")])
     for index, (util, w) in enumerate(zip(utils, watts, strict=True)):
-        telemetry[f"gpu{index}_util_pct"] = util
+        telemetry[f"gpu{index}_util_pct"] = np.where(np.arange(samples) < 5, 0.0, util)  # idle before S
         telemetry[f"gpu{index}_power_w"] = w
         telemetry[f"gpu{index}_energy_j"] = w * np.arange(samples)
     run = replace(run, telemetry=telemetry, meta=meta(run_id, "gpu", GPU_TRAIN_START - 5, gpus=len(utils)))
@@ -61,7 +62,8 @@ def gpu_run(run_id: str, gpu_name: str, step_s: float, watts: float, batch_size:
     samples = int(end) + 11
     telemetry = telemetry_frame(
         start - 5, samples, cpu_util_pct=30.0, cpu_freq_mhz=3000.0, cpu_energy_j=50.0 * np.arange(samples),
-        gpu0_util_pct=95.0, gpu0_power_w=watts, gpu0_energy_j=watts * np.arange(samples),
+        gpu0_util_pct=np.where(np.arange(samples) < 5, 0.0, 95.0), gpu0_power_w=watts,
+        gpu0_energy_j=watts * np.arange(samples),
     )  # fmt: skip
     base = reference_gpu(run_id)
     run_meta = meta(run_id, "gpu", start - 5, gpus=1)

@@ -177,9 +177,10 @@ def reference_gpu(run_id: str = "ref-gpu") -> RunData:
     """200 steps: the first takes 20 s, then 199 × 0.1 s; warm-up 20 steps.
 
     Steady: rows 20..200, S+21.9 to S+39.9: 180 steps / 18 s = 10 steps/s = 20 examples/s (20× the CPU).
-    NVML counter 300 W, RAPL 50 W → 30,000 + 5,000 = 35,000 J per 1,000 steps. GPU util 95 % → GPU-bound.
-    gpu0_temp_c 85 °C for samples 20–29 (10 s ≥ 80 °C, peak 85). Throttle reasons: 0x20 (SW thermal) in
-    samples 30–32 and 40–41 (2 events, 5 samples), 0x1 idle and 0x2 app clocks elsewhere (not throttling).
+    NVML counter 300 W, RAPL 50 W → 30,000 + 5,000 = 35,000 J per 1,000 steps. GPU util 95 % → GPU-bound
+    (0 % before the train phase: a board alone, not shared). gpu0_temp_c 85 °C for samples 20–29 (10 s ≥
+    80 °C, peak 85). Throttle reasons: 0x20 (SW thermal) in samples 30–32 and 40–41 (2 events, 5 samples),
+    0x1 idle before the training, none elsewhere (clocks as high as they go; 0x2 would be a clocks setting).
     Loss 4 − 0.02·k: trailing mean 4 − 0.02·(k − 9.5).
     """
     start = GPU_TRAIN_START
@@ -187,7 +188,7 @@ def reference_gpu(run_id: str = "ref-gpu") -> RunData:
     samples = 51  # S−5 … S+45
     temps = np.full(samples, 70.0)
     temps[20:30] = 85.0
-    reasons = np.full(samples, 0x2, dtype=float)
+    reasons = np.zeros(samples)
     reasons[:5] = 0x1
     reasons[30:33] = 0x20
     reasons[40:42] = 0x20
@@ -198,7 +199,7 @@ def reference_gpu(run_id: str = "ref-gpu") -> RunData:
         cpu_freq_mhz=3000.0,
         disk_util_pct=2.0,
         cpu_energy_j=50.0 * np.arange(samples),
-        gpu0_util_pct=95.0,
+        gpu0_util_pct=np.where(np.arange(samples) < 5, 0.0, 95.0),
         gpu0_power_w=300.0,
         gpu0_energy_j=300.0 * np.arange(samples),
         gpu0_temp_c=temps,

@@ -23,7 +23,8 @@ def four_gpu_host(busy_index: int, uuids: list[str] | None) -> RunData:
     telemetry = run.telemetry.drop(columns=[c for c in run.telemetry if c.startswith("gpu0_")])
     for index in range(4):
         watts = 300.0 if index == busy_index else 60.0
-        telemetry[f"gpu{index}_util_pct"] = 95.0 if index == busy_index else 0.0
+        busy = np.where(np.arange(samples) < 5, 0.0, 95.0)  # idle before the train phase (S−5 … S−1)
+        telemetry[f"gpu{index}_util_pct"] = busy if index == busy_index else 0.0
         telemetry[f"gpu{index}_power_w"] = watts
         telemetry[f"gpu{index}_energy_j"] = watts * np.arange(samples)
     run = replace(run, telemetry=telemetry, meta=meta("multi", "gpu", GPU_TRAIN_START - 5, gpus=4))

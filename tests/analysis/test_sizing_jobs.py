@@ -192,7 +192,8 @@ def test_a_node_with_only_energy_counters_counts_its_mean_power() -> None:
     """Node 1 records counters only (no power columns): its mean power over the job's window counts."""
     node0, node1 = gpu_job()
     samples = len(node1.telemetry)
-    telemetry = telemetry_frame(GPU_TRAIN_START - 5, samples, FINE_INTERVAL_S, gpu0_util_pct=90.0,
+    busy = np.where(np.arange(samples) * FINE_INTERVAL_S < 5, 0.0, 90.0)  # idle before S: not shared
+    telemetry = telemetry_frame(GPU_TRAIN_START - 5, samples, FINE_INTERVAL_S, gpu0_util_pct=busy,
                                 gpu0_energy_j=100.0 * np.arange(samples) * FINE_INTERVAL_S,
                                 cpu_energy_j=10.0 * np.arange(samples) * FINE_INTERVAL_S)  # fmt: skip
     (job,) = report(node0, replace(node1, telemetry=telemetry)).analyses
@@ -224,7 +225,10 @@ def load_and_report(data_dir: Path, specs: list[str]):
 
 def test_the_other_nodes_add_their_labels_and_stand_in_the_evidence() -> None:
     node0, node1 = gpu_job()
-    idle_hot = node1.telemetry.assign(gpu0_util_pct=30.0, gpu0_throttle_reasons=float(0x20))
+    before = node1.telemetry["time_unix"] < GPU_TRAIN_START  # idle before the training: not shared
+    idle_hot = node1.telemetry.assign(
+        gpu0_util_pct=np.where(before, 0.0, 30.0), gpu0_throttle_reasons=float(0x20)
+    )
     (job,) = report(node0, replace(node1, telemetry=idle_hot)).analyses
     assert job.verdict.primary == "GPU-bound" and "thermally throttled" in job.verdict.labels
     assert "GPU underused" not in job.verdict.labels  # node 1's own verdict is evidence, not a label

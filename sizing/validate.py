@@ -57,15 +57,17 @@ CHECKS: dict[str, Check] = {
 RUN_FIELDS: dict[str, str] = {
     "label": TEXT, "device": TEXT, "host": TEXT, "start_unix": NUMBER, "end_unix": NUMBER,
     "interval_s": NUMBER, "end_reason": TEXT, "exit_code": NUMBER, "error": TEXT, "system": OBJECT,
-    "imported_from": OBJECT,
+    "imported_from": OBJECT, "gpu_state": OBJECT,
 }  # fmt: skip
 SYSTEM_FIELDS: dict[str, str] = {
     "cpu_model": TEXT, "cpu_cores_logical": COUNT, "cpu_cores_physical": COUNT, "mem_total_bytes": NUMBER,
     "gpu_driver_version": TEXT, "gpu_count": COUNT, "virtual_machine": BOOL,
     "cgroup_cpu_quota_us": NUMBER, "cgroup_cpu_period_us": NUMBER, "cgroup_cpu_limit_cpus": NUMBER,
-    "cgroup_cpu_quota_file": TEXT,
+    "cgroup_cpu_quota_file": TEXT, "cpu_max_mhz": NUMBER, "cpu_max_mhz_source": TEXT, "cpu_simd": TEXT_LIST,
 }  # fmt: skip
-GPU_FIELDS: dict[str, str] = {"name": TEXT, "uuid": TEXT, "index": NUMBER, "power_limit_w": NUMBER}
+GPU_FIELDS: dict[str, str] = {
+    "name": TEXT, "uuid": TEXT, "index": NUMBER, "power_limit_w": NUMBER, "sm_clock_max_mhz": NUMBER,
+}  # fmt: skip
 TRAINING_FIELDS: dict[str, str] = {
     "status": TEXT, "error": TEXT, "device_used": TEXT, "device_requested": TEXT, "framework": TEXT,
     "preset": TEXT, "backbone": TEXT, "image_size": COUNT, "batch_size": COUNT, "precision": TEXT,
@@ -73,7 +75,11 @@ TRAINING_FIELDS: dict[str, str] = {
     "start_unix": NUMBER, "end_unix": NUMBER, "first_step_s": NUMBER, "steps": COUNT,
     "global_step": COUNT, "initial_step": COUNT, "warmup_steps_excluded": COUNT,
     "steady_steps_per_s": NUMBER, "steady_examples_per_s": NUMBER, "duration_budget_s": NUMBER,
-    "host": TEXT, "pid": NUMBER, "loss_read_every_steps": COUNT,
+    "host": TEXT, "pid": NUMBER, "loss_read_every_steps": COUNT, "world_size": COUNT, "flops": OBJECT,
+}  # fmt: skip
+FLOPS_FIELDS: dict[str, str] = {
+    "per_example": NUMBER, "method": TEXT, "counted_batch": COUNT, "uncounted": TEXT_LIST, "math_dtype": TEXT,
+    "reason": TEXT,
 }  # fmt: skip
 TEXT_COLUMNS = {PHASES_CSV: ("phase", "status")}
 
@@ -121,7 +127,11 @@ def checked_meta(meta: dict) -> tuple[dict, list[str]]:
 
 
 def checked_training_info(info: dict) -> tuple[dict, list[str]]:
-    return checked_fields(info, TRAINING_FIELDS, TRAINING_JSON)
+    kept, problems = checked_fields(info, TRAINING_FIELDS, TRAINING_JSON)
+    if isinstance(kept.get("flops"), dict):
+        kept["flops"], more = checked_fields(kept["flops"], FLOPS_FIELDS, TRAINING_JSON, "flops.")
+        problems += more
+    return kept, problems
 
 
 def checked_frame(frame: pd.DataFrame, file: str) -> tuple[pd.DataFrame, list[str]]:

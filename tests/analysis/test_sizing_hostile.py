@@ -81,6 +81,13 @@ HOSTILE: dict[str, tuple[str, Callable[[Path], None], str]] = {
                  "training.json field steady_steps_per_s is nan, not a number"),
     "uuids text": ("training.json", lambda p: edit_json(p, set_field("gpu_uuids", value="GPU-0")),
                    "training.json field gpu_uuids is text, not a list of text"),
+    "flops a number": ("training.json", lambda p: edit_json(p, set_field("flops", value=3e10)),
+                       "training.json field flops is a number, not an object"),
+    "flops per example as text": (
+        "training.json", lambda p: edit_json(p, set_field("flops", value={"per_example": "many"})),
+        "training.json field flops.per_example is text, not a number"),
+    "gpu_state a list": ("run.json", lambda p: edit_json(p, set_field("gpu_state", value=[])),
+                         "run.json field gpu_state is a list, not an object"),
     "training.json a string": ("training.json", lambda p: p.write_text('"done"'),
                                "training.json is not a JSON object"),
     "cut rows": ("training.csv", cut_rows, "training.csv: truncated last line ignored"),

@@ -1,4 +1,4 @@
-"""`python -m training dataset|convert-coco|train|export|evaluate|detect|infer|devices`."""
+"""`python -m training dataset|convert-coco|train|export|evaluate|detect|infer|flops|devices`."""
 
 from __future__ import annotations
 
@@ -107,6 +107,16 @@ def _parser() -> argparse.ArgumentParser:
     from training.inference.command import add_parser as add_infer
 
     add_infer(commands)
+    flops = commands.add_parser(
+        "flops",
+        help="count a recorded torch run's FLOPs per training example into its training.json",
+        description="rebuild a recorded torch run's model, count one training step's FLOPs on this CPU "
+        "with synthetic inputs of the recorded shape, and write `flops` into RUN_DIR/training.json",
+    )
+    flops.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    flops.add_argument("--device", choices=["cpu"], default="cpu", help="where to count (cpu)")
+    flops.add_argument("--dry-run", action="store_true", help="print the count, write nothing")
+    flops.set_defaults(handler=_cmd_flops)
     devices = commands.add_parser("devices", help="list the devices TensorFlow (or torch) sees")
     devices.add_argument("--require", choices=["gpu"], help="exit 1 unless the framework sees a GPU")
     devices.add_argument("--framework", choices=FRAMEWORKS, default="tf")
@@ -230,6 +240,36 @@ def _cmd_detect(args: argparse.Namespace, _start: float) -> int:
         "detect",
         lambda run_dir: draw_detections(run_dir, args.dataset, args.score_threshold, args.limit, args.device),
     )
+
+
+def _cmd_flops(args: argparse.Namespace, _start: float) -> int:
+    import json
+    import socket
+
+    from runformat import TRAINING_JSON, read_json, write_json_atomic
+
+    path = args.run_dir / TRAINING_JSON
+    if not args.run_dir.is_dir():
+        raise UsageError(f"{args.run_dir}: no such run directory")
+    if not path.is_file():
+        raise UsageError(f"{args.run_dir}: no {TRAINING_JSON} (not a training's run directory)")
+    try:
+        training = read_json(path)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    framework = training.get("framework") or ("tensorflow" if "tensorflow_version" in training else None)
+    if framework == "tensorflow":
+        raise UsageError(f"{path}: a TensorFlow run; counting after the run is for torch runs only")
+    if framework != "torch":
+        raise UsageError(f"{path}: unknown framework {framework!r}")
+    from training.flops import count_recorded_torch_run
+
+    flops = count_recorded_torch_run(training, socket.gethostname())
+    print(json.dumps(flops, indent=2))
+    if not args.dry_run:
+        write_json_atomic(path, {**training, "flops": flops})
+        print(f"flops: written into {path}")
+    return EXIT_OK
 
 
 def _cmd_devices(args: argparse.Namespace, _start: float) -> int:

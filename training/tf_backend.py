@@ -72,6 +72,8 @@ class TrainingSession:
         self.manager: tf.train.CheckpointManager | None = None
         self.restored_from: str | None = None
         self._step_fn = self._build_step_fn()
+        self.device_kind = device.kind
+        self._traced_step = None  # the step's concrete function, once its first call traced it
 
     def restore_or_initialize(self, checkpoint_dir: Path) -> int:
         tf = self.tf
@@ -107,7 +109,30 @@ class TrainingSession:
 
     def step(self) -> dict[str, Any]:
         """The step's losses and learning rate as tensors (read later by resolve)."""
-        return self._step_fn(self.iterator)
+        outputs = self._step_fn(self.iterator)
+        if self._traced_step is None:  # the first call traced it: this only looks it up
+            try:
+                self._traced_step = self._step_fn.get_concrete_function(self.iterator)
+            except Exception as exc:  # counting never stops a training: count_flops reports it
+                self._traced_step = exc
+        return outputs
+
+    # Counted from the graph the first step traced, after the loop: counting at the start would trace the
+    # step there, taking the tracing out of the budget, which counts from the first step's call.
+    flops_at_start = False
+
+    def count_flops(self) -> dict[str, Any]:
+        """training.json's `flops`, from the traced step's graph (traced here if no step ran yet)."""
+        from training.flops import count_tf_step, guarded, tf_math_dtype
+
+        def count() -> dict[str, Any]:
+            if isinstance(self._traced_step, Exception):
+                raise self._traced_step
+            traced = self._traced_step or self._step_fn.get_concrete_function(self.iterator)
+            batch = int(self.params.task.train_data.global_batch_size)
+            return count_tf_step(traced, batch, tf_math_dtype(self.tf, self.device_kind))
+
+        return guarded("TensorFlow", count)
 
     def resolve(self, pending: list[dict[str, Any]]) -> list[dict[str, float]]:
         return [{name: float(value) for name, value in outputs.items()} for outputs in pending]

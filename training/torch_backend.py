@@ -142,6 +142,24 @@ class TorchSession:
     def global_step(self) -> int:
         return self.step_count
 
+    flops_at_start = True  # counted before the first step: the training's own first batch, one step
+
+    def count_flops(self) -> dict[str, Any]:
+        """training.json's `flops`: one step on a copy of the model, on the batch the first step will take
+        (the training itself gets the same batch, weights and random numbers as without the count)."""
+        from training.flops import count_torch_training, guarded
+
+        def count() -> dict[str, Any]:
+            assert self.batches is not None, "restore_or_initialize() first"
+            position = self.batches.position
+            try:
+                images, targets = self.batches.next()
+            finally:
+                self.batches.position = position
+            return count_torch_training(self.bare_model, images, targets, self.autocast_dtype, self.device)
+
+        return guarded("torch", count)
+
     def close(self) -> None:
         """Done training: nothing to let go of early (the TensorFlow session parks its input iterator)."""
 

@@ -168,6 +168,8 @@ def _train(
     main = world.is_main
     session = _open_session(options, device, state, world)
     initial_step = session.restore_or_initialize(run_dir / CHECKPOINTS_DIR)
+    if main:
+        _record_flops(session, state, at_start=True)
     state.update(
         initial_step=initial_step,
         global_step=initial_step,
@@ -194,6 +196,8 @@ def _train(
         if log is not None:
             log.close()
     update_figures(state, clock, session, options)  # in case the final checkpoint fails
+    if main and clock.ends:
+        _record_flops(session, state, at_start=False)
     if world.distributed and hasattr(session, "weights_digest"):
         digests = gather_from_all(world, session.weights_digest())
         state.update(replica_weight_digests=digests, replicas_in_sync=len(set(digests)) == 1)
@@ -225,6 +229,13 @@ def _open_session(options: TrainOptions, device: DeviceInfo, state: dict[str, An
     from training.tf_backend import open_tf_session
 
     return open_tf_session(options, device, state)
+
+
+def _record_flops(session, state: dict[str, Any], at_start: bool) -> None:
+    """FLOPs per training example, counted once (training.flops), before the first step or after the
+    last as the session says; a count that fails is recorded as such and the training goes on."""
+    if getattr(session, "flops_at_start", None) is at_start:
+        state["flops"] = session.count_flops()
 
 
 def _stop_wish(options: TrainOptions, clock: StepClock, stop: StopRequest, deadline: float) -> int:

@@ -14,7 +14,8 @@ counters (a snapshot and every metric since the last, per GPU), back to back and
     python bench/nvml_cost.py --quick    # 20 calls, 0.5 s (what the tests run; nan without a GPU)
 
 Last line: cpu_ms_per_sample=<ms> tick_ms_per_sample=<ms> energy_changes_per_s=<n> power_changes_per_s=<n>
-gpm_ms_per_read=<ms> (nan without NVML, the last without GPM; cpu_ms_per_sample: every call once, back to
+           gpm_ms_per_read=<ms>
+(nan without NVML, the last without GPM; cpu_ms_per_sample: every call once, back to
 back; tick_ms_per_sample: one sample() of the source, called on 10 ms ticks (the collector calls it every
 GPU_HELD_PERIOD_S there); the changes per second of the first GPU's energy counter and instant power, else
 average power, read every 10 ms; gpm_ms_per_read: one read of every GPU's profiling counters, on the

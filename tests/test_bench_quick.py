@@ -19,10 +19,15 @@ BENCHES = sorted((REPO / "bench").glob("*.py"))
 
 def documented_names(script: Path) -> list[str]:
     """The names of the `name=<...>` pairs on the docstring's `Last line:` line."""
-    doc = ast.get_docstring(ast.parse(script.read_text())) or ""
-    lines = [line for line in doc.splitlines() if line.strip().startswith("Last line:")]
-    assert len(lines) == 1, f"{script.name}: its docstring must document one 'Last line:'"
-    names = re.findall(r"(\w+)=<", lines[0])
+    doc = (ast.get_docstring(ast.parse(script.read_text())) or "").splitlines()
+    starts = [i for i, line in enumerate(doc) if line.strip().startswith("Last line:")]
+    assert len(starts) == 1, f"{script.name}: its docstring must document one 'Last line:'"
+    lines = [doc[starts[0]]]
+    for line in doc[starts[0] + 1 :]:  # indented lines of name=<...> pairs continue it
+        if not (line.startswith(" ") and re.fullmatch(r"(\s+\w+=<[^>]*>)+", line)):
+            break
+        lines.append(line)
+    names = re.findall(r"(\w+)=<", " ".join(lines))
     assert names, f"{script.name}: no name=<...> pairs on its 'Last line:'"
     return names
 

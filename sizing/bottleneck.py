@@ -52,6 +52,49 @@ def core_counts(samples: pd.DataFrame, thresholds: Thresholds) -> tuple[float | 
     return float(saturated.mean()), float(idle.mean()), len(cores)
 
 
+@dataclass(frozen=True)
+class HostThread:
+    """How often one host thread of the training was saturated: from the training's busiest thread
+    (`proc_busiest_thread_pct`) where recorded, else from per-CPU utilization, which misses a thread the
+    kernel moves between CPUs."""
+
+    fraction: float | None  # share of the samples with a saturated thread (None: not recorded)
+    source: str  # BUSIEST_THREAD, PER_CPU or "" when neither is recorded
+
+    def saturated(self) -> bool:
+        return self.fraction is not None and self.fraction >= HOST_THREAD_SAMPLE_FRACTION
+
+    def text(self, t: Thresholds) -> str:
+        what = "the training's busiest thread" if self.source == BUSIEST_THREAD else "a logical CPU"
+        return f"{what} ≥ {t.core_saturated_pct:g} % busy in {self.fraction:.0%} of samples"
+
+
+BUSIEST_THREAD = "proc_busiest_thread_pct"
+PER_CPU = "cpu<i>_util_pct"
+HOST_THREAD_SAMPLE_FRACTION = 0.5  # a host thread saturated in at least this share of samples
+HOST_THREAD_TREE_CORES = 0.8  # per-CPU evidence: the training's processes use at least this many cores
+
+
+def host_thread(samples: pd.DataFrame, thresholds: Thresholds) -> HostThread:
+    """Share of the samples in which one host thread was ≥ Thresholds.core_saturated_pct busy."""
+    if BUSIEST_THREAD in samples:
+        busiest = pd.to_numeric(samples[BUSIEST_THREAD], errors="coerce").to_numpy(dtype=float)
+        busiest = busiest[np.isfinite(busiest)]
+        if busiest.size:
+            return HostThread(float((busiest >= thresholds.core_saturated_pct).mean()), BUSIEST_THREAD)
+    cores = core_indices(samples)
+    if not cores or samples.empty:
+        return HostThread(None, "")
+    util = np.column_stack(
+        [pd.to_numeric(samples[f"cpu{i}_util_pct"], errors="coerce").to_numpy(dtype=float) for i in cores]
+    )
+    rows = np.isfinite(util).any(axis=1)
+    if not rows.any():
+        return HostThread(None, "")
+    saturated = (np.nan_to_num(util[rows], nan=0.0) >= thresholds.core_saturated_pct).any(axis=1)
+    return HostThread(float(saturated.mean()), PER_CPU)
+
+
 def utilization_numbers(samples: pd.DataFrame, gpus: Sequence[int], thresholds: Thresholds) -> dict:
     """Means over the samples: the least busy charged GPU (it limits data-parallel training), CPU,
     iowait, steal, disk, the training's tree."""
@@ -60,6 +103,7 @@ def utilization_numbers(samples: pd.DataFrame, gpus: Sequence[int], thresholds: 
     ]
     saturated, idle, cores = core_counts(samples, thresholds)
     return {
+        "host_thread_saturated_fraction": host_thread(samples, thresholds).fraction,
         "gpu_util_pct": min(per_gpu) if per_gpu else None,
         "cpu_util_pct": mean_of(samples, "cpu_util_pct"),
         "cpu_iowait_pct": mean_of(samples, "cpu_iowait_pct"),
@@ -81,17 +125,34 @@ def _io_bound(n: dict, t: Thresholds) -> str | None:
     return " and ".join(found) or None
 
 
-def _some_cores_saturated(n: dict, t: Thresholds) -> str | None:
+def _some_cores_saturated(n: dict, t: Thresholds, thread: HostThread, kind: str) -> str | None:
+    """Several CPUs saturated while others idle, or (a GPU run) one host thread saturated most of the time."""
     saturated, idle, proc = n["saturated_cores"], n["idle_cores"], n["proc_cpu_pct"]
-    if saturated is None or idle is None or saturated < 1 or idle < 1:
-        return None
-    if proc is not None and proc < 0.8 * 100 * saturated:
-        return None  # the saturated cores are not the training's
     tree = f", the training's processes use {proc / 100:.1f} cores (proc_cpu_pct)" if proc is not None else ""
-    return (
-        f"{saturated:.1f} of {n['logical_cpus']:.0f} logical CPUs ≥ {t.core_saturated_pct:g} % busy while "
-        f"{idle:.1f} are < {t.core_idle_pct:g} %{tree}"
-    )
+    several = saturated is not None and idle is not None and saturated >= 1 and idle >= 1
+    if several and (proc is None or proc >= 0.8 * 100 * saturated):  # else they are not the training's
+        return (
+            f"{saturated:.1f} of {n['logical_cpus']:.0f} logical CPUs ≥ {t.core_saturated_pct:g} % busy "
+            f"while {idle:.1f} are < {t.core_idle_pct:g} %{tree}"
+        )
+    if kind != "gpu" or not thread.saturated() or (idle is not None and idle < 1):
+        return None
+    if thread.source == PER_CPU and (proc is None or proc < HOST_THREAD_TREE_CORES * 100):
+        return None  # a saturated CPU that may not be the training's
+    spare = f" while {idle:.1f} logical CPUs are < {t.core_idle_pct:g} %" if idle is not None else ""
+    return f"{thread.text(t)} (≥ {HOST_THREAD_SAMPLE_FRACTION:.0%}){spare}{tree}: one thread holds the rest"
+
+
+def _no_host_cause(n: dict, thread: HostThread) -> str:
+    """What 'no host or I/O cause' rests on."""
+    if n["cpu_util_pct"] is None and thread.fraction is None:
+        return "the host was not recorded (no CPU columns): its part is unknown"
+    if thread.fraction is None:
+        return "no host or I/O cause in the mean CPU utilization (per-CPU utilization not recorded)"
+    if thread.source == PER_CPU:
+        return ("no host or I/O cause in per-CPU utilization (one saturated thread the kernel moves between "
+                "CPUs would not show there)")  # fmt: skip
+    return "with no host or I/O cause"
 
 
 def verdict(
@@ -110,7 +171,8 @@ def verdict(
     if board_only:
         n["gpu board util pct"], n["gpu_util_pct"] = n["gpu_util_pct"], None
     gpu, cpu = n["gpu_util_pct"], n["cpu_util_pct"]
-    io, some_cores = _io_bound(n, t), _some_cores_saturated(n, t)
+    thread = host_thread(samples, t)
+    io, some_cores = _io_bound(n, t), _some_cores_saturated(n, t, thread, kind)
     main, why = UNDETERMINED, ""
     if kind == "gpu" and gpu is not None and gpu >= t.gpu_bound_util_pct:
         main, why = GPU_BOUND, f"mean GPU util {_fmt(gpu)} ≥ {t.gpu_bound_util_pct:g} %"
@@ -125,7 +187,7 @@ def verdict(
     elif kind == "gpu" and gpu is not None and gpu < t.gpu_underused_util_pct:
         main, why = (
             GPU_UNDERUSED,
-            f"mean GPU util {_fmt(gpu)} < {t.gpu_underused_util_pct:g} % with no host or I/O cause",
+            f"mean GPU util {_fmt(gpu)} < {t.gpu_underused_util_pct:g} % {_no_host_cause(n, thread)}",
         )
     if main not in (GPU_BOUND, GPU_UNDERUSED) and kind == "gpu" and gpu is not None:
         why = f"mean GPU util {_fmt(gpu)}; " + why if why else ""

@@ -3,6 +3,7 @@ into docs/sizing.md (a test checks they agree). Numbers come from the Thresholds
 
 from __future__ import annotations
 
+from sizing import bottleneck as b
 from sizing import gpu_state as gs
 from sizing import headroom as hr
 from sizing import sessions as ss
@@ -238,8 +239,15 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"I/O-bound (iowait ≥ {t.iowait_pct:g} % or disk busy ≥ {t.disk_saturated_pct:g} %); "
             f"host-bound (GPU run with CPU ≥ {t.cpu_saturated_pct:g} %, or on average ≥ 1 logical CPU "
             f"≥ {t.core_saturated_pct:g} % busy while ≥ 1 is < {t.core_idle_pct:g} % and the "
-            "training's processes use ≥ 0.8 core per saturated CPU); GPU underused (GPU < "
-            f"{t.gpu_underused_util_pct:g} %, no other cause). Thermally throttled (thermal bits, or "
+            "training's processes use ≥ 0.8 core per saturated CPU, or, a GPU run, one host thread ≥ "
+            f"{t.core_saturated_pct:g} % busy in ≥ {b.HOST_THREAD_SAMPLE_FRACTION:.0%} of the samples "
+            f"while ≥ 1 logical CPU is < {t.core_idle_pct:g} %: the training's busiest thread "
+            "(`proc_busiest_thread_pct`) where recorded, else a logical CPU, the training's processes "
+            f"then using ≥ {b.HOST_THREAD_TREE_CORES:g} core); GPU underused (GPU < "
+            f"{t.gpu_underused_util_pct:g} %, no other cause; where the busiest thread is not recorded it "
+            "says that a thread the kernel moves between CPUs would not show in per-CPU utilization, and "
+            "where no CPU column is recorded, that the host's part is unknown). Thermally throttled "
+            "(thermal bits, or "
             "CPU frequency drops with thermal evidence), HW slowdown (0x8, 0x80) and CPU clock below "
             f"peak (cause unknown) are added in ≥ {t.throttled_sample_fraction:.0%} of samples.",
         ),
@@ -318,10 +326,11 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"with tensor active < {hr.MEMORY_BOUND_TENSOR_BELOW_PCT:g} %); launch-bound (NVML util ≥ "
             f"{hr.LAUNCH_BOUND_UTIL_PCT:g} % with SM active < {hr.LAUNCH_BOUND_SM_BELOW_PCT:g} %: busy, "
             "but many small kernels: SMs idle); waiting on the host (NVML util, else graphics engine "
-            f"active, < {hr.HOST_WAIT_UTIL_BELOW_PCT:g} % while some logical CPU is ≥ "
-            f"{t.core_saturated_pct:g} % busy in ≥ {hr.HOST_THREAD_SAMPLE_FRACTION:.0%} of the samples, "
-            f"the training's processes using ≥ {hr.HOST_THREAD_TREE_CORES:g} core where `proc_cpu_pct` "
-            "is recorded); else no single limit in the counters. Each with its numbers, in the bottleneck "
+            f"active, < {hr.HOST_WAIT_UTIL_BELOW_PCT:g} % while one host thread is ≥ "
+            f"{t.core_saturated_pct:g} % busy in ≥ {hr.HOST_THREAD_SAMPLE_FRACTION:.0%} of the samples: "
+            "the training's busiest thread where recorded, else a logical CPU with the training's "
+            f"processes using ≥ {hr.HOST_THREAD_TREE_CORES:g} core where `proc_cpu_pct` is recorded); "
+            "else no single limit in the counters. Each with its numbers, in the bottleneck "
             "section and, as a label beside the MFU, in every GPU comparison's headline line. A run "
             "without the counters keeps its utilization verdict (Verdicts), said from utilization only.",
         ),

@@ -13,8 +13,15 @@ import numpy as np
 import pandas as pd
 
 from sizing import peaks
-from sizing.bottleneck import Verdict
-from sizing.model import Thresholds, core_indices, mean_of, number
+from sizing.bottleneck import (
+    HOST_THREAD_SAMPLE_FRACTION,
+    HOST_THREAD_TREE_CORES,
+    PER_CPU,
+    HostThread,
+    Verdict,
+    host_thread,
+)
+from sizing.model import Thresholds, mean_of, number
 from sizing.signature import precision_class
 from sizing.throughput import Throughput
 
@@ -34,8 +41,6 @@ MEMORY_BOUND_TENSOR_BELOW_PCT = 25.0  # … while tensor pipes are active less t
 LAUNCH_BOUND_UTIL_PCT = 80.0  # NVML util at least this …
 LAUNCH_BOUND_SM_BELOW_PCT = 50.0  # … while SMs are active less than this
 HOST_WAIT_UTIL_BELOW_PCT = 80.0  # NVML util (else graphics engine active) below this …
-HOST_THREAD_SAMPLE_FRACTION = 0.5  # … while a logical CPU is saturated in at least this share of samples
-HOST_THREAD_TREE_CORES = 0.8  # the training's processes use at least this many cores (when recorded)
 
 COMPUTE_BOUND = "compute-bound"
 MEMORY_BOUND = "memory-bound"
@@ -178,21 +183,6 @@ def _counter_means(samples: pd.DataFrame, gpus: Sequence[int]) -> dict[str, floa
     return found
 
 
-def host_thread_fraction(samples: pd.DataFrame, thresholds: Thresholds) -> float | None:
-    """Share of the samples (with a per-CPU reading) in which some logical CPU was ≥ the saturation
-    threshold (Thresholds.core_saturated_pct) busy; None without per-CPU columns."""
-    cores = core_indices(samples)
-    if not cores or samples.empty:
-        return None
-    util = np.column_stack(
-        [pd.to_numeric(samples[f"cpu{i}_util_pct"], errors="coerce").to_numpy(dtype=float) for i in cores]
-    )
-    rows = np.isfinite(util).any(axis=1)
-    if not rows.any():
-        return None
-    return float((np.nan_to_num(util[rows], nan=0.0) >= thresholds.core_saturated_pct).any(axis=1).mean())
-
-
 def _f(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f} %"
 
@@ -205,7 +195,7 @@ def _below(value: float | None, bound: float) -> bool:
     return value is not None and value < bound
 
 
-def _compute_bound(n: dict, t: Thresholds) -> str | None:
+def _compute_bound(n: dict, t: Thresholds, thread: HostThread) -> str | None:
     if _at_least(n["tensor_active_pct"], COMPUTE_BOUND_PIPE_PCT):
         return f"tensor active {_f(n['tensor_active_pct'])} ≥ {COMPUTE_BOUND_PIPE_PCT:g} %"
     pipes = [(n[k], k) for k in NON_TENSOR_PIPES if _at_least(n[k], COMPUTE_BOUND_PIPE_PCT)]
@@ -215,7 +205,7 @@ def _compute_bound(n: dict, t: Thresholds) -> str | None:
     return None
 
 
-def _memory_bound(n: dict, t: Thresholds) -> str | None:
+def _memory_bound(n: dict, t: Thresholds, thread: HostThread) -> str | None:
     dram, tensor = n["dram_active_pct"], n["tensor_active_pct"]
     if _at_least(dram, MEMORY_BOUND_DRAM_PCT) and _below(tensor, MEMORY_BOUND_TENSOR_BELOW_PCT):
         return (f"DRAM active {_f(dram)} ≥ {MEMORY_BOUND_DRAM_PCT:g} % with tensor active {_f(tensor)} < "
@@ -223,7 +213,7 @@ def _memory_bound(n: dict, t: Thresholds) -> str | None:
     return None
 
 
-def _launch_bound(n: dict, t: Thresholds) -> str | None:
+def _launch_bound(n: dict, t: Thresholds, thread: HostThread) -> str | None:
     util, sm = n["util_pct"], n["sm_active_pct"]
     if _at_least(util, LAUNCH_BOUND_UTIL_PCT) and _below(sm, LAUNCH_BOUND_SM_BELOW_PCT):
         return (f"busy, but many small kernels: SMs idle: NVML util {_f(util)} ≥ {LAUNCH_BOUND_UTIL_PCT:g} % "
@@ -231,18 +221,17 @@ def _launch_bound(n: dict, t: Thresholds) -> str | None:
     return None
 
 
-def _waiting_on_host(n: dict, t: Thresholds) -> str | None:
+def _waiting_on_host(n: dict, t: Thresholds, thread: HostThread) -> str | None:
     util = n["util_pct"]
     busy, name = (
         (util, "NVML util") if util is not None else (n["gr_engine_active_pct"], "graphics engine active")
     )
-    fraction, proc = n["host_thread_saturated_fraction"], n["proc_cpu_pct"]
-    if proc is not None and proc < HOST_THREAD_TREE_CORES * 100:
+    proc = n["proc_cpu_pct"]
+    if thread.source == PER_CPU and proc is not None and proc < HOST_THREAD_TREE_CORES * 100:
         return None  # the saturated CPU is not the training's
-    if _below(busy, HOST_WAIT_UTIL_BELOW_PCT) and _at_least(fraction, HOST_THREAD_SAMPLE_FRACTION):
+    if _below(busy, HOST_WAIT_UTIL_BELOW_PCT) and thread.saturated():
         tree = f", the training's processes using {proc / 100:.1f} cores" if proc is not None else ""
-        return (f"{name} {_f(busy)} < {HOST_WAIT_UTIL_BELOW_PCT:g} % while a logical CPU was ≥ "
-                f"{t.core_saturated_pct:g} % busy in {fraction:.0%} of samples (≥ "
+        return (f"{name} {_f(busy)} < {HOST_WAIT_UTIL_BELOW_PCT:g} % while {thread.text(t)} (≥ "
                 f"{HOST_THREAD_SAMPLE_FRACTION:.0%}){tree}")  # fmt: skip
     return None
 
@@ -264,16 +253,15 @@ def gpu_limit(
         why = "; ".join(verdict.evidence) or "no rule matched"
         evidence = f"no GPU profiling counters (GPM) in the window; the utilization verdict: {why}"
         return f"{FROM_UTILIZATION}: {verdict.primary}", False, evidence, n
-    n["host_thread_saturated_fraction"] = host_thread_fraction(samples, thresholds)
+    thread = host_thread(samples, thresholds)
+    n["host_thread_saturated_fraction"] = thread.fraction
     n["proc_cpu_pct"] = mean_of(samples, "proc_cpu_pct")
     counters = ", ".join(f"{COUNTERS[k]} {_f(v)}" for k, v in n.items() if k in COUNTERS and v is not None)
     for label, rule in LIMIT_RULES:
-        why = rule(n, thresholds)
+        why = rule(n, thresholds, thread)
         if why:
             return label, True, f"{why} ({counters})", n
-    fraction = n["host_thread_saturated_fraction"]
-    host = "per-CPU utilization not recorded" if fraction is None else (
-        f"a logical CPU ≥ {thresholds.core_saturated_pct:g} % busy in {fraction:.0%} of samples")  # fmt: skip
+    host = "host threads not recorded" if thread.fraction is None else thread.text(thresholds)
     return NO_SINGLE_LIMIT, True, f"{NO_SINGLE_LIMIT}: {counters}; {host}", n
 
 

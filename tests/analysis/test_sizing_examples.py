@@ -119,6 +119,9 @@ def hand_verdict(kind: str, rows: list[dict[str, float]]) -> str:
         return bottleneck.HOST_BOUND
     if saturated >= 1 and idle >= 1 and not (tree < 0.8 * 100 * saturated):
         return bottleneck.HOST_BOUND
+    one_saturated = float(np.mean([any(v >= 90 for v in values) for values in per_row])) if per_row else 0.0
+    if kind == "gpu" and one_saturated >= 0.5 and idle >= 1 and tree >= 80:
+        return bottleneck.HOST_BOUND
     if kind == "gpu" and gpu < 50:
         return bottleneck.GPU_UNDERUSED
     return bottleneck.UNDETERMINED

@@ -196,7 +196,7 @@ def test_waiting_on_the_host_at_its_boundaries(
     assert found == label
     assert numbers["host_thread_saturated_fraction"] == pytest.approx(saturated / 10 if core_pct >= 90 else 0)
     if label == hr.HOST_WAIT:
-        assert "while a logical CPU was ≥ 90 % busy in 50% of samples" in evidence
+        assert "while a logical CPU ≥ 90 % busy in 50% of samples" in evidence
 
 
 def test_without_nvml_util_the_graphics_engine_judges_how_busy_the_gpu_was() -> None:

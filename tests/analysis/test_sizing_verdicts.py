@@ -167,3 +167,48 @@ def test_the_report_shows_the_thermal_evidence_or_its_absence() -> None:
         assert (cpu["category"] == thermal.CPU_THERMAL) == thermal_shown
         labels = report.analyses[0].verdict.labels
         assert (b.THERMALLY_THROTTLED in labels) == thermal_shown
+
+
+def _moving_thread(samples: int, saturated: int) -> dict[str, np.ndarray]:
+    """One training thread the kernel moves between 4 CPUs: 95 % of some CPU in `saturated` samples."""
+    columns = {f"cpu{i}_util_pct": np.full(samples, 5.0) for i in range(4)}
+    for row in range(saturated):
+        columns[f"cpu{row % 4}_util_pct"][row] = 95.0
+    return columns
+
+
+@pytest.mark.parametrize(("saturated", "expected"), [(10, b.HOST_BOUND), (9, b.GPU_UNDERUSED)])
+def test_one_thread_saturated_in_half_the_samples_is_host_bound_at_the_boundary(
+    saturated: int, expected: str
+) -> None:
+    """The mean count of saturated CPUs (0.5) never reaches 1: the share of samples with one does."""
+    verdict = judge("gpu", gpu0_util_pct=30.0, cpu_util_pct=28.0, proc_cpu_pct=110.0,
+                    **_moving_thread(20, saturated))  # fmt: skip
+    assert verdict.primary == expected
+    if expected == b.HOST_BOUND:
+        assert "a logical CPU ≥ 90 % busy in 50% of samples (≥ 50%)" in verdict.evidence[0]
+    else:
+        assert "one saturated thread the kernel moves between CPUs would not show" in verdict.evidence[0]
+    assert judge("cpu", cpu_util_pct=28.0, proc_cpu_pct=110.0,
+                 **_moving_thread(20, saturated)).primary == b.UNDETERMINED  # fmt: skip
+
+
+@pytest.mark.parametrize(("busiest", "expected"), [(90.0, b.HOST_BOUND), (89.9, b.GPU_UNDERUSED)])
+def test_the_busiest_training_thread_shows_what_per_cpu_utilization_misses(
+    busiest: float, expected: str
+) -> None:
+    verdict = judge("gpu", gpu0_util_pct=25.0, cpu_util_pct=20.0, proc_cpu_pct=330.0,
+                    proc_busiest_thread_pct=busiest, **cores(16, {}, rest=20.0))  # fmt: skip
+    assert verdict.primary == expected
+    if expected == b.HOST_BOUND:
+        assert "the training's busiest thread ≥ 90 % busy in 100% of samples" in verdict.evidence[0]
+    else:
+        assert verdict.evidence[0].endswith("% with no host or I/O cause")
+
+
+def test_no_host_cause_is_never_claimed_where_the_host_was_not_recorded() -> None:
+    verdict = judge("gpu", gpu0_util_pct=25.0)
+    assert verdict.primary == b.GPU_UNDERUSED
+    assert "the host was not recorded (no CPU columns)" in verdict.evidence[0]
+    only_mean = judge("gpu", gpu0_util_pct=25.0, cpu_util_pct=20.0)
+    assert "per-CPU utilization not recorded" in only_mean.evidence[0]

@@ -17,6 +17,7 @@ from sizing.bottleneck import (
     HOST_THREAD_SAMPLE_FRACTION,
     HOST_THREAD_TREE_CORES,
     PER_CPU,
+    UNDETERMINED,
     HostThread,
     Verdict,
     host_thread,
@@ -315,7 +316,10 @@ def limit_text(h: Headroom) -> str:
         return f"why: {NOT_ATTRIBUTABLE}"
     if h.limit_from_counters:
         return f"why: {h.limit}"
-    return f"why ({FROM_UTILIZATION}): {h.limit.removeprefix(FROM_UTILIZATION + ': ')}"
+    verdict = h.limit.removeprefix(FROM_UTILIZATION + ": ")
+    if verdict == UNDETERMINED:
+        return f"why not known ({FROM_UTILIZATION}: no rule matched; profiling counters would tell)"
+    return f"why ({FROM_UTILIZATION}): {verdict}"
 
 
 def group_phrase(found: Sequence[Headroom | None]) -> str:

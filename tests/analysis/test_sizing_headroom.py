@@ -314,3 +314,12 @@ def test_a_shared_board_or_a_mig_slice_gets_no_why_from_the_boards_counters_and_
     h = analyse_run(sliced, Prices(), Thresholds()).headroom
     assert h is not None and h.mfu is None and h.mfu_reason == hr.MIG_PEAK_UNKNOWN
     assert h.limit == hr.NOT_ATTRIBUTABLE
+
+
+def test_an_undetermined_utilization_verdict_says_the_why_is_not_known() -> None:
+    h = analyse_run(on_gpu(reference_gpu()), Prices(), Thresholds()).headroom
+    assert h is not None
+    undetermined = replace(h, limit=f"{hr.FROM_UTILIZATION}: undetermined", limit_from_counters=False)
+    assert hr.limit_text(undetermined) == (
+        "why not known (from utilization only: no rule matched; profiling counters would tell)"
+    )

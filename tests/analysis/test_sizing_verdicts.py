@@ -209,6 +209,6 @@ def test_the_busiest_training_thread_shows_what_per_cpu_utilization_misses(
 def test_no_host_cause_is_never_claimed_where_the_host_was_not_recorded() -> None:
     verdict = judge("gpu", gpu0_util_pct=25.0)
     assert verdict.primary == b.GPU_UNDERUSED
-    assert "the host was not recorded (no CPU columns)" in verdict.evidence[0]
+    assert "with the host not recorded (no CPU columns)" in verdict.evidence[0]
     only_mean = judge("gpu", gpu0_util_pct=25.0, cpu_util_pct=20.0)
     assert "per-CPU utilization not recorded" in only_mean.evidence[0]

@@ -259,8 +259,10 @@ def test_the_h100_machines_headline_says_what_limits_the_speedup(tmp_path: Path)
     assert "batch 2/float32: 9.04× the baseline's examples/s" in batch2 and "like-for-like" not in batch2
     assert batch2.count("mean GPU util 25.1 %") == 1 and "GPU underused" in batch2
     # how far from the H100's peak: MFU once training.json counts FLOPs (sizing.headroom), and why
-    assert "MFU not known (training.json has no FLOP count" in batch2 or "'s dense TF32 peak (MFU)" in batch2
+    assert "ran at 0.3 % of the NVIDIA H100 80GB HBM3's dense TF32 peak (MFU)" in batch2
     assert "why (from utilization only): GPU underused" in batch2
+    assert "ran at 1.0 % of the NVIDIA H100 80GB HBM3's dense TF32 peak (MFU)" in batch32
+    assert "why (from utilization only): host-bound" in batch32  # one CPU ≥ 90 % in 94 % of samples
     assert "GPU board only: CPU not measured" in batch2 and "GPU not priced" in batch2
     assert "batch 32/float32: 27.85×" in batch32 and "NOT like-for-like (batch_size 32 vs 2)" in batch32
 

@@ -33,7 +33,8 @@ CLOCK_SETTING_BIT = 0x2  # NVML: clocks limited by the applications clocks or lo
 SHARED_BEFORE_UTIL_PCT = 10.0  # mean board utilization before the training that says another tenant
 SHARED_BEFORE_MEM_BYTES = 2 * 2**30  # board memory before the training above an idle board's (< 1 GiB)
 BEFORE_TRAINING_S = 60.0  # how far before the first `train` phase the board is read
-POWER_CAP_MARGIN_W = 1.0  # a limit this far below the default is a cap
+POWER_CAP_MARGIN_W = 1.0  # a limit this far below the board's own default (gpu_state) is a cap
+TABLE_POWER_MARGIN = 0.10  # without it, a limit this share below the model's datasheet board power
 CLOCK_MARGIN_MHZ = 1.0  # an applications clock this far below its default is held
 UNEXPLAINED_CLOCK_FRACTION = 0.75  # busy with no clocks-event reason this far below its max: a setting
 MIG_NAME = re.compile(r"\bMIG\b")
@@ -273,9 +274,9 @@ def power_cap(
     if default is not None:
         return limit, default, "its default (gpu_state)"
     entry = peaks.gpu_peaks(gpu.get("name"))
-    if entry is None:
+    if entry is None or entry.board_power_w is None:
         return limit, None, ""
-    return limit, entry.board_power_w, f"the {entry.model}'s default board power (sizing/peaks.py)"
+    return limit, entry.board_power_w, f"the {entry.model}'s lowest default board power (sizing/peaks.py)"
 
 
 def settings_of(
@@ -284,9 +285,9 @@ def settings_of(
     """(power cap W or None, clocks-held evidence, evidence of every setting, why held low or '')."""
     evidence, clocks, held = [], [], []
     limit, default, whence = power_cap(state, samples, gpu, index)
-    cap = (
-        limit if limit is not None and default is not None and limit < default - POWER_CAP_MARGIN_W else None
-    )
+    # the board's own default (gpu_state), or a model's datasheet figure: only a limit well below it is a cap
+    below = POWER_CAP_MARGIN_W if "gpu_state" in whence else TABLE_POWER_MARGIN * (default or 0.0)
+    cap = limit if limit is not None and default is not None and limit < default - below else None
     capped_fraction, _ = bit_fraction(samples, index, SW_POWER_CAP)
     if cap is not None:
         evidence.append(f"power limit {cap:.0f} W, below {whence} {default:.0f} W")

@@ -27,11 +27,11 @@ class GpuPeaks:
     model: str  # what the table calls it
     pattern: str  # a regular expression over NVML's device name (case aside, whole name)
     tflops: dict[str, float]  # dense TFLOP/s by dtype
-    board_power_w: float
+    board_power_w: float | None  # the lowest default board power of the model's SKUs; None: configurable
     source: str
 
 
-def _gpu(model: str, pattern: str, tflops: dict[str, float], watts: float, source: str) -> GpuPeaks:
+def _gpu(model: str, pattern: str, tflops: dict[str, float], watts: float | None, source: str) -> GpuPeaks:
     return GpuPeaks(model, pattern, tflops, watts, source)
 
 
@@ -42,13 +42,13 @@ A100 = {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0}
 GPU_PEAKS: tuple[GpuPeaks, ...] = (
     _gpu("H100 SXM5", r"NVIDIA H100 80GB HBM3|NVIDIA H100 SXM5?\b.*", HOPPER_SXM, 700.0, GLENN + "h100"),
     _gpu("H100 PCIe", r"NVIDIA H100 PCIe|NVIDIA H100 80GB PCIe",
-         {"fp32": 51.0, "tf32": 378.0, "fp16": 756.0, "bf16": 756.0, "fp8": 1513.0}, 350.0,
+         {"fp32": 51.0, "tf32": 378.0, "fp16": 756.0, "bf16": 756.0, "fp8": 1513.0}, 300.0,
          H100_DATASHEET + " (H100 PCIe: TDP 300-350 W)"),
-    _gpu("H100 NVL", r"NVIDIA H100 NVL", HOPPER_NVL, 400.0,
+    _gpu("H100 NVL", r"NVIDIA H100 NVL", HOPPER_NVL, 350.0,
          H100_DATASHEET + " (H100 NVL column; TDP 350-400 W) " + SPARSE_HALVED),
     _gpu("H200 SXM", r"NVIDIA H200(?! NVL)\b.*", HOPPER_SXM, 700.0,
          GLENN + "h100 (H200: the H100 SXM5 with more, faster HBM)"),
-    _gpu("H200 NVL", r"NVIDIA H200 NVL", HOPPER_NVL, 600.0,
+    _gpu("H200 NVL", r"NVIDIA H200 NVL", HOPPER_NVL, None,
          "NVIDIA H200 datasheet (H200 NVL column; TDP up to 600 W) " + SPARSE_HALVED),
     _gpu("A100 SXM4", r"NVIDIA A100[- ]SXM4?[- ](40|80)GB", A100, 400.0, GLENN + "A100; " + A100_DATASHEET),
     _gpu("A100 PCIe 40GB", r"NVIDIA A100[- ]PCIE[- ]40GB", A100, 250.0, A100_DATASHEET + " (A100 40GB PCIe)"),

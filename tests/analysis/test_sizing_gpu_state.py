@@ -163,20 +163,32 @@ def test_a_mig_slice_from_any_of_its_evidence(state: dict | None, gpu: dict, inf
 
 
 @pytest.mark.parametrize(("limit", "capped"), [(699.0, False), (698.9, True), (200.0, True)])
-def test_a_power_limit_below_the_default_is_a_cap(limit: float, capped: bool) -> None:
-    from_telemetry = state_of(run(telemetry(gpu0_power_limit_w=limit)))
-    from_state = state_of(run(telemetry().drop(columns="gpu0_power_limit_w"),
-                              {"start": [board_state(power_limit_w=limit)]}))  # fmt: skip
-    for found in (from_telemetry, from_state):
-        assert (found.signature == f"power cap {limit:.0f} W") is capped
-        assert (found.signature is None) is not capped
+def test_a_power_limit_below_the_boards_own_default_is_a_cap(limit: float, capped: bool) -> None:
+    found = state_of(run(telemetry().drop(columns="gpu0_power_limit_w"),
+                         {"start": [board_state(power_limit_w=limit)]}))  # fmt: skip
+    assert (found.signature == f"power cap {limit:.0f} W") is capped
+    assert (found.signature is None) is not capped
+
+
+@pytest.mark.parametrize(("limit", "capped"), [(630.0, False), (629.9, True), (200.0, True)])
+def test_without_the_boards_default_a_cap_is_a_limit_a_tenth_below_the_models_board_power(
+    limit: float, capped: bool
+) -> None:
+    """An H100 SXM5's datasheet 700 W is not every board's default: only a limit < 630 W is a cap."""
+    found = state_of(run(telemetry(gpu0_power_limit_w=limit)))
+    assert (found.signature == f"power cap {limit:.0f} W") is capped
+    assert (found.signature is None) is not capped
 
 
 def test_the_default_comes_from_gpu_state_else_the_models_board_power_else_no_claim() -> None:
-    pcie = {**H100, "name": "NVIDIA H100 PCIe", "power_limit_w": 310.0}
-    assert state_of(run(telemetry(gpu0_power_limit_w=310.0), gpu=pcie)).signature == "power cap 310 W"
-    state = {"start": [board_state(power_limit_w=310.0, power_limit_default_w=310.0)]}
-    assert state_of(run(telemetry(gpu0_power_limit_w=310.0), state, pcie)).signature is None
+    pcie = {**H100, "name": "NVIDIA H100 PCIe", "power_limit_w": 250.0}  # its SKUs: 300-350 W
+    assert state_of(run(telemetry(gpu0_power_limit_w=250.0), gpu=pcie)).signature == "power cap 250 W"
+    assert state_of(run(telemetry(gpu0_power_limit_w=300.0), gpu={**pcie, "power_limit_w": 300.0})
+                    ).signature is None  # fmt: skip
+    state = {"start": [board_state(power_limit_w=250.0, power_limit_default_w=250.0)]}
+    assert state_of(run(telemetry(gpu0_power_limit_w=250.0), state, pcie)).signature is None
+    nvl = {**H100, "name": "NVIDIA H200 NVL", "power_limit_w": 450.0}  # configurable up to 600 W
+    assert state_of(run(telemetry(gpu0_power_limit_w=450.0), gpu=nvl)).signature is None
     unknown = {**H100, "name": "Some Future GPU"}
     assert state_of(run(telemetry(gpu0_power_limit_w=310.0), gpu=unknown)).signature is None
     only_run_json = telemetry().drop(columns="gpu0_power_limit_w")

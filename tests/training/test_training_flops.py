@@ -126,6 +126,24 @@ def test_torch_run_records_its_flops(torch_run: dict) -> None:
     assert 0 < flops["count_s"] < min(20.0, info["setup_s"]), flops["count_s"]  # counted within setup
 
 
+def test_the_sizing_of_a_real_cpu_run_gives_its_mfu_or_says_why_the_peak_is_unknown(torch_run: dict) -> None:
+    from sizing.analysis import analyse_run
+    from sizing.headroom import mfu_text
+    from sizing.load import load_run_dir
+    from sizing.model import Prices, Thresholds
+
+    analysis = analyse_run(load_run_dir(torch_run["run_dir"]), Prices(), Thresholds())
+    room = analysis.headroom
+    assert analysis.kind == "cpu" and room is not None and room.achieved_flops_per_s
+    system = read_json(torch_run["run_dir"] / "run.json")["system"]
+    if system.get("cpu_max_mhz") and system.get("cpu_simd") and system.get("cpu_cores_physical"):
+        assert room.mfu is not None and 0 < room.mfu < 1
+        assert "nominal FP32 peak (MFU" in mfu_text(room)
+    else:  # this VM states no clock (no cpufreq, none in the model name): unknown, never a guess
+        assert room.mfu is None and "CPU" in (room.mfu_reason or "")
+        assert mfu_text(room).startswith("MFU not known (")
+
+
 @pytest.mark.slow
 def test_a_count_that_fails_is_recorded_and_the_training_goes_on(
     tiny_dataset: Path, tmp_path: Path, monkeypatch, frameworks_in_process: None

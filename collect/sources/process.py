@@ -6,7 +6,8 @@ most once a second, and only when the kernel's last-created pid has moved, readi
 less often where a pass is slow). A process that a look finds late is not lost: CPU time is counted as
 utime+stime+cutime+cstime: a child that a tracked parent reaps moves its time into the parent's
 counters, so short-lived children are counted in full; a process first seen by a rescan brings the CPU
-it used since it started into that row.
+it used since it started into that row. The busiest single thread of the tree comes from each process's
+threads (collect/sources/threads.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import NamedTuple
 
 from collect.procfs import KernelFile
 from collect.sources.base import HELD_PERIOD_S, Reading, Source
+from collect.sources.threads import DescriptorBudget, ThreadSet, ThreadsUnreadable, thread_file_budget
 
 MIN_RESCAN_GAP_S = 1.0
 FULL_RESCAN_S = 30.0
@@ -35,16 +37,19 @@ class StatFields(NamedTuple):
     threads: int
     rss_pages: int
     exited: bool = False  # a zombie (Z) or being reaped (X): its parent's cutime may hold its time already
+    own_ticks: int = 0  # utime+stime of its threads, live and exited, without its children's
 
 
 def parse_stat(data: bytes) -> StatFields:
     fields = data[data.rindex(b")") + 2 :].split(None, _RSS + 1)  # the fields after RSS stay unsplit
+    own = int(fields[_UTIME]) + int(fields[_STIME])
     return StatFields(
         int(fields[_PPID]),
-        int(fields[_UTIME]) + int(fields[_STIME]) + int(fields[_CUTIME]) + int(fields[_CSTIME]),
+        own + int(fields[_CUTIME]) + int(fields[_CSTIME]),
         int(fields[_THREADS]),
         int(fields[_RSS]),
         fields[0] in _EXITED_STATES,
+        own,
     )
 
 
@@ -53,6 +58,7 @@ class _Tracked:
     stat: KernelFile
     base_ticks: int
     last: StatFields
+    threads: ThreadSet
 
 
 def _read_parent(proc_root: Path, name: str) -> int | None:
@@ -93,7 +99,7 @@ class ProcessTreeSource(Source):
     name = "process"
     min_period_s = HELD_PERIOD_S
 
-    def __init__(self, proc_root: Path) -> None:
+    def __init__(self, proc_root: Path, thread_files: int | None = None) -> None:
         super().__init__()
         self._proc_root = proc_root
         self._ticks_per_s = os.sysconf("SC_CLK_TCK")
@@ -109,9 +115,10 @@ class ProcessTreeSource(Source):
         self._scan_gap = MIN_RESCAN_GAP_S
         self._full_scan_gap = FULL_RESCAN_S
         self.scans = 0
+        self._thread_files = DescriptorBudget(thread_file_budget() if thread_files is None else thread_files)
 
     def columns(self) -> list[str]:
-        return ["proc_cpu_pct", "proc_rss_bytes", "proc_threads"]
+        return ["proc_cpu_pct", "proc_rss_bytes", "proc_threads", "proc_busiest_thread_pct"]
 
     @property
     def pids(self) -> list[int]:
@@ -132,7 +139,8 @@ class ProcessTreeSource(Source):
         except (OSError, ValueError):
             return
         base = 0 if counted_from_start else fields.cpu_ticks
-        self._tracked[pid] = _Tracked(stat, base, fields)
+        threads = ThreadSet(f"{self._proc_root}/{pid}/task", self._thread_files)
+        self._tracked[pid] = _Tracked(stat, base, fields, threads)
 
     def rescan(self, now: float | None = None, full: bool = True) -> None:
         """Find new descendants. Pids are handed out in increasing order until they wrap around, so
@@ -158,6 +166,8 @@ class ProcessTreeSource(Source):
         cost = time.perf_counter() - started
         now = time.monotonic() if now is None else now
         if full:
+            for tracked in self._tracked.values():
+                tracked.threads.relist = True
             self._last_full_scan = now
             self._full_scan_gap = max(FULL_RESCAN_S, cost / MAX_SCAN_SHARE)
         else:
@@ -176,6 +186,7 @@ class ProcessTreeSource(Source):
     def _forget(self, pid: int) -> None:
         tracked = self._tracked.pop(pid)
         tracked.stat.close()
+        tracked.threads.close()
         if tracked.last.ppid in self._tracked:
             # Its parent reaps it: the parent's cutime/cstime grows by the child's whole total.
             self._retired_ticks -= tracked.base_ticks
@@ -212,14 +223,37 @@ class ProcessTreeSource(Source):
             return -tracked.base_ticks
         return last.cpu_ticks - tracked.base_ticks
 
+    def _busiest_thread_pct(self, since: float, now: float) -> float | None:
+        """CPU of the tree's busiest thread since `since` (100 = one core); None where no thread of a live
+        process had a base, or one process's threads were unreadable."""
+        busiest: float | None = None
+        unreadable = False
+        for tracked in self._tracked.values():
+            last = tracked.last
+            if last.exited:
+                continue
+            try:
+                rate = tracked.threads.busiest(last.own_ticks, last.threads, since, now)
+            except ThreadsUnreadable as error:
+                self.note_once(f"proc_busiest_thread_pct: {error}")
+                unreadable = True
+                continue
+            if rate is not None and (busiest is None or rate > busiest):
+                busiest = rate
+        if busiest is None or unreadable:
+            return None
+        return round(busiest / self._ticks_per_s * 100.0, 1)
+
     def prime(self, now: float) -> None:
         _, self._last_ticks, _, _ = self._refresh()
+        self._busiest_thread_pct(now, now)  # the threads' bases
         self._last_time = now
 
     def sample(self, now: float) -> Reading:
         if not self._attached:
             return dict.fromkeys(self.columns())
         live, ticks, rss_pages, threads = self._refresh()
+        busiest_pct = self._busiest_thread_pct(self._last_time, now)
         elapsed = now - self._last_time
         cpu_pct = None
         if elapsed > 0:
@@ -228,15 +262,22 @@ class ProcessTreeSource(Source):
         # child gone, the parent's cutime not grown yet). Keeping the highest total counts the child once.
         self._last_ticks, self._last_time = max(ticks, self._last_ticks), now
         if not live:
-            return {"proc_cpu_pct": cpu_pct, "proc_rss_bytes": None, "proc_threads": None}
+            return {
+                "proc_cpu_pct": cpu_pct,
+                "proc_rss_bytes": None,
+                "proc_threads": None,
+                "proc_busiest_thread_pct": None,
+            }
         return {
             "proc_cpu_pct": cpu_pct,
             "proc_rss_bytes": rss_pages * self._page_size,
             "proc_threads": threads,
+            "proc_busiest_thread_pct": busiest_pct,
         }
 
     def close(self) -> None:
         self._loadavg.close()
         for tracked in self._tracked.values():
             tracked.stat.close()
+            tracked.threads.close()
         self._tracked.clear()

@@ -101,7 +101,7 @@ def make_run(
         ),
     )
     if with_training:
-        train_start = start_unix + 3.0
+        train_start = start_unix + TRAIN_START_S
         steps = write_training(run_dir / "training.csv", train_start, duration_s - 10.0, steps_per_s, rng)
         write_json(
             run_dir / "training.json",
@@ -152,6 +152,9 @@ def telemetry_columns(cores: int, gpus: int) -> list[str]:
     return columns
 
 
+TRAIN_START_S = 3.0  # after the run's start, where the training's first phase begins
+
+
 def write_telemetry(
     path: Path,
     start_unix: float,
@@ -190,12 +193,13 @@ def write_telemetry(
         "proc_threads": np.full(samples, 40.0),
     }
     for i in range(gpus):
-        gpu_busy = np.clip(85 + rng.normal(0, 5, samples), 0, 100)
+        before_training = elapsed < TRAIN_START_S  # the board idle until the training touches it
+        gpu_busy = np.where(before_training, 0.0, np.clip(85 + rng.normal(0, 5, samples), 0, 100))
         power = 250 + gpu_busy
         values |= {
             f"gpu{i}_util_pct": gpu_busy,
             f"gpu{i}_mem_util_pct": gpu_busy / 2,
-            f"gpu{i}_mem_used_bytes": np.full(samples, 9e9),
+            f"gpu{i}_mem_used_bytes": np.where(before_training, 5e8, 9e9),
             f"gpu{i}_temp_c": 45 + 30 * (1 - np.exp(-elapsed / 60.0)),
             f"gpu{i}_power_w": power,
             f"gpu{i}_sm_clock_mhz": 1980 - rng.integers(0, 3, samples) * 15.0,

@@ -68,7 +68,7 @@ def test_metric_figure_has_an_svg_trace_per_run_and_gpu(data_dir: Path, run_ids:
     assert cpu_figure.layout.yaxis.range == (0, 105)
     gpu_figure = figures.metric_figure(selected, figures.COMPONENT_METRICS["gpu"][2])
     assert [trace.name for trace in gpu_figure.data] == ["gpu h100 · gpu0_power_w"]
-    assert len(gpu_figure.data[0].y) == 90 and min(gpu_figure.data[0].y) > 250
+    assert len(gpu_figure.data[0].y) == 90 and min(gpu_figure.data[0].y) >= 250  # 250 W while idle
 
 
 def test_metric_figure_without_data_says_so(data_dir: Path, run_ids: dict[str, str]) -> None:

@@ -65,7 +65,7 @@ def test_activity_beside_utilization_for_each_gpu_that_has_it(tmp_path: Path) ->
     assert [trace.line.dash for trace in figure.data] == ["solid", "dot", "dash", "dashdot"]
     assert len({trace.line.color for trace in figure.data}) == 1  # one run, one colour
     assert set(figure.data[1].y) == {62.0} and set(figure.data[2].y) == {31.0}
-    assert figure.data[0].y.min() > 50  # utilization: the fixture's busy GPU, not the counters
+    assert np.median(figure.data[0].y) > 50  # utilization: the fixture's busy GPU, not the counters
     assert figure.layout.yaxis.range == (0, 105) and "GPU 0" in figure.layout.title.text
     nothing = figures.gpu_activity_figure([plain], 0)
     assert not nothing.data and "not recorded" in nothing.layout.annotations[0].text

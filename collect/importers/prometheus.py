@@ -38,6 +38,7 @@ from collect.importers.promcolumns import (
 )
 from collect.importers.promtraining import TRAINING_COLUMNS, busiest, training_rows
 from collect.importers.rundir import imported_run_header
+from collect.sources.process import PROCESS_COLUMNS
 from collect.writer import TelemetryWriter
 from runformat import (
     RUN_JSON,
@@ -61,7 +62,6 @@ NODE_FAMILIES = (
     "workbench_late_ms"
 )
 DCGM_FAMILIES = "DCGM_FI_DEV_.*|DCGM_FI_PROF_.*"
-PROCESS_COLUMNS = ["proc_cpu_pct", "proc_rss_bytes", "proc_threads"]
 
 
 class ImportProblem(Exception):

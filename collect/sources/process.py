@@ -22,6 +22,7 @@ from collect.procfs import KernelFile
 from collect.sources.base import HELD_PERIOD_S, Reading, Source
 from collect.sources.threads import DescriptorBudget, ThreadSet, ThreadsUnreadable, thread_file_budget
 
+PROCESS_COLUMNS = ("proc_cpu_pct", "proc_rss_bytes", "proc_threads", "proc_busiest_thread_pct")
 MIN_RESCAN_GAP_S = 1.0
 FULL_RESCAN_S = 30.0
 MAX_SCAN_SHARE = 0.003  # scans back off to stay under 0.3 % of a core (a busy host creates pids all the time)
@@ -118,7 +119,7 @@ class ProcessTreeSource(Source):
         self._thread_files = DescriptorBudget(thread_file_budget() if thread_files is None else thread_files)
 
     def columns(self) -> list[str]:
-        return ["proc_cpu_pct", "proc_rss_bytes", "proc_threads", "proc_busiest_thread_pct"]
+        return list(PROCESS_COLUMNS)
 
     @property
     def pids(self) -> list[int]:

@@ -71,6 +71,7 @@ class GpuState:
 
     gpus: tuple[GpuStateFinding, ...] = ()
     recorded: bool = False
+    tenants_unchecked: str | None = None  # why gpu_state could not tell other tenants' processes apart
 
     @property
     def shared(self) -> bool:
@@ -355,7 +356,11 @@ def read_gpu_state(
                 held_low=held,
             )
         )
-    return GpuState(tuple(found), recorded)
+    unchecked = None
+    if state.get("processes_checked") is False:
+        reason = state.get("processes_reason")
+        unchecked = reason if isinstance(reason, str) and reason else "no reason recorded"
+    return GpuState(tuple(found), recorded, unchecked)
 
 
 def state_warnings(run_id: str, state: GpuState) -> list[str]:
@@ -369,6 +374,10 @@ def state_warnings(run_id: str, state: GpuState) -> list[str]:
     if shared:
         found.append(f"{run_id}: GPU energy and utilization {SHARED} ({'; '.join(shared)}): J and $ per "
                      "1,000 examples unknown (the whole board's energy is not charged)")  # fmt: skip
+    if state.tenants_unchecked and not shared:
+        found.append(f"{run_id}: other tenants' processes on the GPU were not checked "
+                     f"({state.tenants_unchecked}): the board's energy and utilization are charged to the "
+                     "run as if it had the GPU alone")  # fmt: skip
     return found
 
 
@@ -383,6 +392,7 @@ def state_json(state: GpuState) -> dict:
         "utilization_not_attributable": state.utilization_note,
         "held_by_setting": {f"gpu{i}": why for i, why in state.held_low.items()},
         "evidence": list(state.evidence),
+        "tenants_unchecked": state.tenants_unchecked,
     }
 
 

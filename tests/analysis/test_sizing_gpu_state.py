@@ -350,3 +350,13 @@ def test_serving_on_a_shared_gpu_is_not_charged_the_boards_energy(tmp_path: Path
         assert row.joules_per_1000_images is None and row.energy_method == f"energy {gs.SHARED}"
     else:
         assert row.joules_per_1000_images == pytest.approx(400.0 * 10 / 4000 * 1000)
+
+
+def test_unchecked_tenants_are_said_not_assumed_absent() -> None:
+    reason = "the collector runs in a pid namespace of its own (a container)"
+    found = state_of(run(telemetry(), {"processes_checked": False, "processes_reason": reason}))
+    assert found.tenants_unchecked == reason and not found.shared
+    (line,) = gs.state_warnings("r1", found)
+    assert f"not checked ({reason})" in line and "as if it had the GPU alone" in line
+    assert gs.state_json(found)["tenants_unchecked"] == reason
+    assert state_of(run(telemetry(), {"processes_checked": True})).tenants_unchecked is None

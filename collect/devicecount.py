@@ -49,7 +49,7 @@ def counts_problem(device: str, framework: str, procs: str | None, gpus: str | N
 
 def visible_gpu_count(load_nvml: Any, environ: dict[str, str]) -> int | None:
     """GPUs CUDA will number (NVML's, after CUDA_VISIBLE_DEVICES); None when NVML cannot tell."""
-    from collect.sources.nvml import visible_gpu_indices
+    from collect.sources.nvml import nvml_text, visible_gpu_indices
 
     try:
         nvml = load_nvml()
@@ -58,7 +58,7 @@ def visible_gpu_count(load_nvml: Any, environ: dict[str, str]) -> int | None:
         return None
     try:
         handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-        uuids = [_text(nvml.nvmlDeviceGetUUID(handle)) for handle in handles]
+        uuids = [nvml_text(nvml.nvmlDeviceGetUUID(handle)) for handle in handles]
         return len(visible_gpu_indices(environ.get("CUDA_VISIBLE_DEVICES"), uuids))
     except Exception:
         return None
@@ -77,7 +77,3 @@ def resolve_gpu_counts(counts: list[int] | str, visible: int | None) -> tuple[li
     if visible is not None and max(counts) > visible:
         return counts, f"--gpus {max(counts)}: this node has {visible} GPU(s) visible"
     return counts, None
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

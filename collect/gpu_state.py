@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from collect.sources import SourceSet
+from collect.sources.nvml import memory_used_bytes, nvml_text
+from collect.sources.process import read_parent
 
 STATE_PERIOD_S = 5.0  # each GPU's state and process list are read again this often
 MAX_CHANGES = 1000  # past this, changes are counted in `changes_dropped` (an idle link flaps its generation)
 _NOT_SUPPORTED, _NO_PERMISSION, _FUNCTION_NOT_FOUND, _GPU_IS_LOST = 3, 4, 13, 15
-_NO_V2 = (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND)
 _ASK_NO_MORE = (_NOT_SUPPORTED, _NO_PERMISSION, _FUNCTION_NOT_FOUND)
 _NOT_AVAILABLE = 2**63  # usedGpuMemory at or above this is NVML_VALUE_NOT_AVAILABLE in an old binding
 _PROCESS_CALLS = (
@@ -52,10 +53,6 @@ STATE_FIELDS = (
 
 # (fields it fills, NVML function, arguments after the handle, its answer -> the fields' values)
 _Call = tuple[tuple[str, ...], str, tuple[Any, ...], Callable[[Any], tuple[Any, ...]]]
-
-
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def _watts(milliwatts: Any) -> float:
@@ -110,17 +107,16 @@ class _Board:
 
 
 def _descends_from(proc_root: Path, pid: int, ancestors: Collection[int]) -> bool:
-    """Whether a parent, grandparent... of `pid` is one of `ancestors`, from /proc/<pid>/stat."""
+    """Whether a parent, grandparent... of `pid` is one of `ancestors`."""
     for _ in range(64):
-        try:
-            data = (proc_root / str(pid) / "stat").read_bytes()
-            pid = int(data[data.rindex(b")") + 2 :].split(None, 2)[1])
-        except (OSError, ValueError, IndexError):
+        parent = read_parent(proc_root, str(pid))
+        if parent is None or parent <= 0:
             return False
-        if pid in ancestors:
+        if parent in ancestors:
             return True
-        if pid <= 1:
+        if parent == 1:
             return False
+        pid = parent
     return False
 
 
@@ -259,20 +255,9 @@ class GpuStateWatch:
         nvml, handle = self._nvml, board.handle
         return {
             "util_pct": self._optional(lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)),
-            "mem_used_bytes": self._optional(lambda: self._memory_used(handle)),
+            "mem_used_bytes": self._optional(lambda: memory_used_bytes(nvml, handle)[0]),
             "power_w": self._optional(lambda: _watts(nvml.nvmlDeviceGetPowerUsage(handle))),
         }
-
-    def _memory_used(self, handle: Any) -> int:
-        """NVML's v2 `used`, as collect/sources/nvml.py reads it (v1 where the driver lacks v2)."""
-        version = getattr(self._nvml, "nvmlMemory_v2", None)
-        if version is not None:
-            try:
-                return int(self._nvml.nvmlDeviceGetMemoryInfo(handle, version=version).used)
-            except Exception as exc:
-                if not (isinstance(exc, TypeError) or getattr(exc, "value", None) in _NO_V2):
-                    raise
-        return int(self._nvml.nvmlDeviceGetMemoryInfo(handle).used)
 
     @staticmethod
     def _optional(read: Callable[[], Any]) -> Any:
@@ -338,7 +323,8 @@ class GpuStateWatch:
             entries = self._list_processes(board)
         except Exception as exc:
             self._refused(board, exc, lambda: setattr(board, "no_process_call", True))
-            reason = f"gpu{board.index}: the process list was refused ({_text(exc) or type(exc).__name__})"
+            why = nvml_text(exc) or type(exc).__name__
+            reason = f"gpu{board.index}: the process list was refused ({why})"
             if reason not in self._process_reasons:
                 self._process_reasons.append(reason)
             return None
@@ -374,7 +360,7 @@ class GpuStateWatch:
         other["last_seen_unix"] = round(now_unix, 3)
 
     def _process_name(self, pid: int) -> str | None:
-        name = self._optional(lambda: _text(self._nvml.nvmlSystemGetProcessName(pid)))
+        name = self._optional(lambda: nvml_text(self._nvml.nvmlSystemGetProcessName(pid)))
         if name:
             return name
         try:

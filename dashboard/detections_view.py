@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 from dash import html
 
+from dashboard.cells import hint
 from dashboard.runs import RunInfo, get_run, read_detections
 from dashboard.views import MAX_DETECTION_RUNS, selected_runs
 
@@ -44,14 +45,14 @@ def detections_view(data_dir: Path, run_ids: Sequence[str] | None, image_id: str
     """One card per selected run with detections; one line naming the runs without any."""
     runs = selected_runs(data_dir, run_ids, MAX_DETECTION_RUNS)
     if not runs:
-        return [_hint("Select runs in the picker above.")]
+        return [hint("Select runs in the picker above.")]
     with_images = [run for run in runs if _images(run)]
     without = [run.label for run in runs if run not in with_images]
     note = (
-        [_hint(f"No detections (no detections/detections.json) in: {', '.join(without)}.")] if without else []
+        [hint(f"No detections (no detections/detections.json) in: {', '.join(without)}.")] if without else []
     )
     if not with_images or not image_id:
-        return [_hint("No held-out images with detections in the selected runs."), *note]
+        return [hint("No held-out images with detections in the selected runs."), *note]
     return [*note, html.Div([_detection_card(run, image_id) for run in with_images], className="cards")]
 
 
@@ -74,7 +75,7 @@ def _detection_card(run: RunInfo, image_id: str) -> Any:
     )
     if image is None:
         return html.Div(
-            [header, score, _hint(f"{image_id} is not among this run's detections.")], className="card"
+            [header, score, hint(f"{image_id} is not among this run's detections.")], className="card"
         )
     file_name = str(image.get("file") or "")
     body: list[Any] = [header, score]
@@ -111,7 +112,3 @@ def _box_text(box: Any) -> str:
     if isinstance(box, list) and all(isinstance(v, int | float) for v in box):
         return "[" + ", ".join(f"{v:.0f}" for v in box) + "]"
     return "?"
-
-
-def _hint(text: str) -> Any:
-    return html.P(text, className="hint")

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from dashboard.colors import colors_for
@@ -84,7 +85,7 @@ GPU_ACTIVITY = (
     ("tensor_active_pct", "tensor active", "dash"),
     ("dram_active_pct", "DRAM active", "dashdot"),
 )
-_GPM_ACTIVITY = re.compile(r"gpu(\d+)_(sm_active_pct|tensor_active_pct|dram_active_pct)")
+_GPM_ACTIVITY = re.compile(r"gpu(\d+)_(" + "|".join(suffix for suffix, _, _ in GPU_ACTIVITY[1:]) + ")")
 
 # -------------------------------------------------------------------------------------------- figures
 
@@ -145,12 +146,14 @@ def metric_figure(
 def gpm_gpu_indices(run: RunInfo) -> list[int]:
     """The GPUs of a run with a reading of SM, tensor or DRAM activity (GPM) in some row."""
     frame = read_telemetry(run)
-    found = {
-        int(match.group(1))
-        for name in frame.columns
-        if (match := _GPM_ACTIVITY.fullmatch(str(name))) and frame[name].notna().any()
-    }
-    return sorted(found)
+    found = {int(match.group(1)) for name in frame.columns if (match := _GPM_ACTIVITY.fullmatch(str(name)))}
+    return sorted(index for index in found if _reads_gpm(frame, index))
+
+
+def _reads_gpm(frame: pd.DataFrame, index: int) -> bool:
+    """Whether GPU `index` has a reading of SM, tensor or DRAM activity in some row."""
+    columns = [f"gpu{index}_{suffix}" for suffix, _, _ in GPU_ACTIVITY[1:]]
+    return any(frame[column].notna().any() for column in columns if column in frame)
 
 
 def gpu_activity_figure(
@@ -166,9 +169,9 @@ def gpu_activity_figure(
     title = f"GPU {index}: utilization beside SM, tensor and DRAM activity (profiling counters)"
     figure = go.Figure()
     for run in runs:
-        if index not in gpm_gpu_indices(run):
-            continue
         frame = read_telemetry(run)
+        if not _reads_gpm(frame, index):
+            continue
         for suffix, label, dash in GPU_ACTIVITY:
             x, y = series_xy(run, frame, f"gpu{index}_{suffix}", x_mode, window, x_range, max_points)
             if len(x):

@@ -15,6 +15,7 @@ from typing import Any
 from dash import dcc, html
 
 from dashboard import details, figures, overview
+from dashboard.cells import hint, mapping
 from dashboard.runs import (
     RunInfo,
     discover_runs,
@@ -196,7 +197,7 @@ def component_view(
     """One graph per metric some selected run recorded; one line each for what is missing, and why."""
     runs = selected_runs(data_dir, run_ids)
     if not runs:
-        return [_hint("Select runs in the picker above.")]
+        return [hint("Select runs in the picker above.")]
     span = window_of(window)
     graphs: list[Any] = []
     not_anywhere: list[str] = []
@@ -212,7 +213,7 @@ def component_view(
         graphs.append(_graph(figure, panel_id(component, f"metric-{index}")))
         lacking = [run.label for run in runs if run.run_id not in drawn]
         if lacking:
-            partly.append(_hint(f"{metric.title}: not recorded in {', '.join(lacking)}."))
+            partly.append(hint(f"{metric.title}: not recorded in {', '.join(lacking)}."))
     if component == "processor":
         lacking = []
         for run in runs:
@@ -222,12 +223,12 @@ def component_view(
             else:
                 graphs.append(_graph(heatmap, panel_id(component, f"heatmap-{run.run_id}")))
         if lacking:
-            partly.append(_hint(f"Per-core utilization: not recorded in {', '.join(lacking)}."))
+            partly.append(hint(f"Per-core utilization: not recorded in {', '.join(lacking)}."))
     notes = _unavailable_sources(runs, COMPONENT_SOURCES[component])
     if component == "gpu":
         notes += _gpm_hints(runs)
     if not_anywhere:
-        notes.append(_hint(f"Not recorded in the selected runs: {', '.join(not_anywhere)}."))
+        notes.append(hint(f"Not recorded in the selected runs: {', '.join(not_anywhere)}."))
     return notes + partly + graphs
 
 
@@ -268,12 +269,12 @@ def zoomed_panel(
 def summary_view(data_dir: Path, run_ids: Sequence[str] | None, window: Sequence[float] | None) -> list[Any]:
     runs = selected_runs(data_dir, run_ids)
     if not runs:
-        return [_hint("Select runs in the picker above.")]
+        return [hint("Select runs in the picker above.")]
     span = window_of(window)
     figure = overview.summary_figure(runs, span)
     if figure is None:
         return [
-            _hint("No component readings (CPU, memory, disk, GPU, temperature, power) in the selected runs.")
+            hint("No component readings (CPU, memory, disk, GPU, temperature, power) in the selected runs.")
         ]
     stats = {run.run_id: overview.component_stats(run, span) for run in runs}
     keys = overview.summary_keys()
@@ -283,7 +284,7 @@ def summary_view(data_dir: Path, run_ids: Sequence[str] | None, window: Sequence
     shown = [key for key in keys if any(key in s for s in stats.values())]
     children: list[Any] = [_graph(figure, "summary")]
     if absent:
-        children.append(_hint(f"Not recorded in the selected runs: {', '.join(absent)}."))
+        children.append(hint(f"Not recorded in the selected runs: {', '.join(absent)}."))
     header = html.Thead(
         html.Tr([html.Th("component"), *[html.Th(f"{run.label} mean / peak") for run in runs]])
     )
@@ -305,12 +306,12 @@ def training_view(
 ) -> list[Any]:
     runs = selected_runs(data_dir, run_ids)
     if not runs:
-        return [_hint("Select runs in the picker above.")]
+        return [hint("Select runs in the picker above.")]
     trained = [run for run in runs if run.training or not read_training(run).empty]
     untrained = [run.label for run in runs if run not in trained]
     if not trained:
         return [
-            _hint(
+            hint(
                 "No training in the selected runs: none has training.csv or training.json "
                 "(sampling-only or imported recordings)."
             )
@@ -318,11 +319,11 @@ def training_view(
     children: list[Any] = [details.training_table(trained)]
     if untrained:
         children.append(
-            _hint(f"Not training runs (no training.csv or training.json): {', '.join(untrained)}.")
+            hint(f"Not training runs (no training.csv or training.json): {', '.join(untrained)}.")
         )
     figure = overview.training_figure(trained, x_mode, window_of(window))
     if figure is None:
-        children.append(_hint("No training steps in training.csv yet, in the selected window."))
+        children.append(hint("No training steps in training.csv yet, in the selected window."))
     else:
         children.append(_graph(figure, panel_id("training", "training")))
     return children
@@ -334,7 +335,7 @@ def training_view(
 def details_view(data_dir: Path, run_ids: Sequence[str] | None) -> list[Any]:
     runs = selected_runs(data_dir, run_ids)
     if not runs:
-        return [_hint("Select runs in the picker above.")]
+        return [hint("Select runs in the picker above.")]
     return details.details_view(runs)
 
 
@@ -345,10 +346,6 @@ def _graph(figure: Any, name: str | dict[str, str]) -> Any:
     """A graph; a dict id (`panel_id`) makes it refine itself on zoom."""
     graph_id = name if isinstance(name, dict) else f"graph-{name}"
     return dcc.Graph(figure=figure, id=graph_id, config=GRAPH_CONFIG, className="graph")
-
-
-def _hint(text: str) -> Any:
-    return html.P(text, className="hint")
 
 
 def _gpu_activity_graphs(runs: Sequence[RunInfo], x_mode: str, span: tuple[float, float]) -> list[Any]:
@@ -364,19 +361,17 @@ def _gpm_hints(runs: Sequence[RunInfo]) -> list[Any]:
     """Why a GPU run (or one of its GPUs) has no profiling counters, where run.json says (sources.gpm)."""
     hints = []
     for run in runs:
-        sources = _mapping(run.meta.get("sources"))
+        sources = mapping(run.meta.get("sources"))
         gpm = sources.get("gpm")
-        if not isinstance(gpm, dict) or not _mapping(sources.get("nvml")).get("available"):
+        if not isinstance(gpm, dict) or not mapping(sources.get("nvml")).get("available"):
             continue
         if not gpm.get("available"):
-            hints.append(_hint(f"{run.label}: no profiling counters ({gpm.get('reason') or 'unavailable'})."))
+            hints.append(hint(f"{run.label}: no profiling counters ({gpm.get('reason') or 'unavailable'})."))
             continue
         for gpu in gpm.get("gpus") or []:
             if isinstance(gpu, dict) and gpu.get("supported") is False:
                 reason = gpu.get("reason") or "not supported"
-                hints.append(
-                    _hint(f"{run.label}: no profiling counters on gpu{gpu.get('index')} ({reason}).")
-                )
+                hints.append(hint(f"{run.label}: no profiling counters on gpu{gpu.get('index')} ({reason})."))
     return hints
 
 
@@ -384,19 +379,15 @@ def _unavailable_sources(runs: Sequence[RunInfo], sources: Sequence[str]) -> lis
     notes = []
     for run in runs:
         for source in sources:
-            info = _mapping(run.meta.get("sources")).get(source)
+            info = mapping(run.meta.get("sources")).get(source)
             if isinstance(info, dict) and not info.get("available"):
                 reason = info.get("reason") or "unavailable"
-                notes.append(_hint(f"{run.label}: no {source} readings ({reason})."))
+                notes.append(hint(f"{run.label}: no {source} readings ({reason})."))
     return notes
 
 
 def _mean_peak(value: tuple | None, unit: str) -> str:
     return "n/a (not recorded)" if value is None else f"{value[0]:.1f} / {value[1]:.1f} {unit}"
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _column_label(column: str) -> str:

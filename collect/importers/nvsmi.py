@@ -238,7 +238,7 @@ def import_log(args: argparse.Namespace) -> tuple[Path, GpuLog, int]:
     driver = next((d["driver_version"] for d in log.descriptions.values() if d.get("driver_version")), None)
     if args.into is not None:
         run_dir = merge_into(
-            Path(args.into), columns, rows, gpus, driver, imported, notes, NOT_RECORDED, args.label, gpm
+            Path(args.into), columns, rows, gpus, driver, imported, notes, NOT_RECORDED, gpm, args.label
         )
     else:
         run_dir = _new_run(args, columns, rows, gpus, driver, imported, notes, gpm)

@@ -39,8 +39,8 @@ def merge_into(
     imported: dict[str, Any],
     notes: list[str],
     not_recorded: dict[str, str],
+    gpm: dict[str, Any],
     label: str = "",
-    gpm: dict[str, Any] | None = None,
 ) -> Path:
     meta_path, telemetry_path = run_dir / RUN_JSON, run_dir / TELEMETRY_CSV
     if not meta_path.is_file() or not telemetry_path.is_file():
@@ -49,6 +49,8 @@ def merge_into(
         meta = read_json(meta_path)
     except ValueError as exc:
         raise NvsmiImportError(f"--into {run_dir}: run.json is unreadable ({exc})") from exc
+    if any(not isinstance(meta.get(key, {}), dict) for key in ("sources", "system")):
+        raise NvsmiImportError(f"--into {run_dir}: run.json's sources or system is not an object")
     header, existing = read_csv(telemetry_path)
     taken = [name for name in header if _GPU_COLUMN.match(name)]
     if taken:
@@ -82,8 +84,7 @@ def merge_into(
     before = sum(1 for row in rows if float(row["time_unix"] or 0.0) < run_start)
     after = sum(1 for row in rows if float(row["time_unix"] or 0.0) > run_end)
     _update_meta(meta, gpus, driver, imported, notes, not_recorded, run_dir)
-    if gpm is not None:
-        meta["sources"]["gpm"] = gpm  # the GPU columns, GPM's included, are now the log's
+    meta["sources"]["gpm"] = gpm  # the GPU columns, GPM's included, are now the log's
     outside = [f"{n} {where}" for n, where in ((before, "before its start"), (after, "after its end")) if n]
     if outside:
         meta["notes"].append(

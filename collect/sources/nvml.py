@@ -80,7 +80,8 @@ def field_value(nvml: Any, handle: Any, field_id: int) -> float:
     return float(getattr(entry.value, member))
 
 
-def _text(value: Any) -> str:
+def nvml_text(value: Any) -> str:
+    """An NVML string (bytes in old bindings) or error as text."""
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
@@ -125,14 +126,14 @@ def open_visible_gpus(
     try:
         nvml.nvmlInit()
     except Exception as exc:
-        raise SourceUnavailable(_text(exc) or type(exc).__name__) from exc
+        raise SourceUnavailable(nvml_text(exc) or type(exc).__name__) from exc
     try:
         handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-        uuids = [_text(nvml.nvmlDeviceGetUUID(h)) for h in handles]
+        uuids = [nvml_text(nvml.nvmlDeviceGetUUID(h)) for h in handles]
         visible = visible_gpu_indices(environ.get("CUDA_VISIBLE_DEVICES"), uuids)
     except Exception as exc:
         _shutdown(nvml)
-        raise SourceUnavailable(f"NVML could not list the GPUs: {_text(exc)}") from exc
+        raise SourceUnavailable(f"NVML could not list the GPUs: {nvml_text(exc)}") from exc
     if not visible:
         _shutdown(nvml)
         if not handles:
@@ -146,6 +147,21 @@ def open_visible_gpus(
 def _shutdown(nvml: Any) -> None:
     with contextlib.suppress(Exception):  # a source that never started has nobody to tell
         nvml.nvmlShutdown()
+
+
+def memory_used_bytes(nvml: Any, handle: Any, v1: bool = False) -> tuple[int, Exception | None]:
+    """Used memory as nvidia-smi shows it: NVML's v2 call, whose `used` leaves out the memory the driver
+    reserves (v1 counts it as used: 480 MiB on an idle H100 with driver 580); v1 where `v1` is asked or
+    the driver lacks v2. Returns the bytes and, when v2 was found missing just now, why."""
+    version = getattr(nvml, "nvmlMemory_v2", None)
+    if version is not None and not v1:
+        try:
+            return int(nvml.nvmlDeviceGetMemoryInfo(handle, version=version).used), None
+        except Exception as exc:
+            if not (isinstance(exc, TypeError) or getattr(exc, "value", None) in _NO_V2_CODES):
+                raise
+            return int(nvml.nvmlDeviceGetMemoryInfo(handle).used), exc
+    return int(nvml.nvmlDeviceGetMemoryInfo(handle).used), None
 
 
 @dataclass
@@ -177,7 +193,7 @@ class NvmlSource(Source):
         self._nvml = nvml
         self._gpus = [_Gpu(position, handle) for position, (handle, _) in enumerate(visible)]
         self.gpu_info = [self._describe(position, *gpu) for position, gpu in enumerate(visible)]
-        self.driver_version = self._optional(lambda: _text(nvml.nvmlSystemGetDriverVersion()))
+        self.driver_version = self._optional(lambda: nvml_text(nvml.nvmlSystemGetDriverVersion()))
         self.cuda_version = self._optional(self._cuda_version)
         self._readers = self._build_readers()
 
@@ -201,11 +217,11 @@ class NvmlSource(Source):
         max_sm = self._optional(lambda: float(nvml.nvmlDeviceGetMaxClockInfo(handle, clock_sm)))
         return {
             "index": position,
-            "name": self._optional(lambda: _text(nvml.nvmlDeviceGetName(handle))),
+            "name": self._optional(lambda: nvml_text(nvml.nvmlDeviceGetName(handle))),
             "uuid": uuid,
             "mem_total_bytes": mem_total,
             "power_limit_w": None if power_limit_mw is None else round(power_limit_mw / 1000.0, 1),
-            "pci_bus_id": self._optional(lambda: _text(nvml.nvmlDeviceGetPciInfo(handle).busId)),
+            "pci_bus_id": self._optional(lambda: nvml_text(nvml.nvmlDeviceGetPciInfo(handle).busId)),
             "sm_clock_max_mhz": max_sm,
         }
 
@@ -260,23 +276,14 @@ class NvmlSource(Source):
         ]
 
     def _memory_used(self, gpu: _Gpu) -> Reading:
-        """Used memory as nvidia-smi shows it: NVML's v2 call, whose `used` leaves out the memory the
-        driver reserves (v1 counts it as used: 480 MiB on an idle H100 with driver 580)."""
-        nvml = self._nvml
-        version = getattr(nvml, "nvmlMemory_v2", None)
-        if version is not None and not gpu.memory_v1:
-            try:
-                return {"mem_used_bytes": int(nvml.nvmlDeviceGetMemoryInfo(gpu.handle, version=version).used)}
-            except Exception as exc:
-                no_v2 = isinstance(exc, TypeError) or getattr(exc, "value", None) in _NO_V2_CODES
-                if not no_v2:
-                    raise
-                gpu.memory_v1 = True
-                self.note_once(
-                    f"gpu{gpu.position} memory: no v2 memory call ({_text(exc) or type(exc).__name__}); "
-                    "used memory includes what the driver reserves"
-                )
-        return {"mem_used_bytes": int(nvml.nvmlDeviceGetMemoryInfo(gpu.handle).used)}
+        used, no_v2 = memory_used_bytes(self._nvml, gpu.handle, v1=gpu.memory_v1)
+        if no_v2 is not None:
+            gpu.memory_v1 = True
+            self.note_once(
+                f"gpu{gpu.position} memory: no v2 memory call ({nvml_text(no_v2) or type(no_v2).__name__}); "
+                "used memory includes what the driver reserves"
+            )
+        return {"mem_used_bytes": used}
 
     def calls(self) -> list[tuple[str, Callable[[], Reading]]]:
         """(what, read) per GPU and NVML call, each reading one GPU's cells: what bench/nvml_cost.py times."""
@@ -334,7 +341,7 @@ class NvmlSource(Source):
 
     def _handle_error(self, gpu: _Gpu, what: str, exc: Exception) -> None:
         code = getattr(exc, "value", None)
-        message = _text(exc) or type(exc).__name__
+        message = nvml_text(exc) or type(exc).__name__
         if code == getattr(self._nvml, "NVML_ERROR_NOT_SUPPORTED", _NOT_SUPPORTED) or isinstance(
             exc, AttributeError | FieldValueError
         ):

@@ -62,7 +62,8 @@ class _Tracked:
     threads: ThreadSet
 
 
-def _read_parent(proc_root: Path, name: str) -> int | None:
+def read_parent(proc_root: Path, name: str) -> int | None:
+    """The parent pid from /proc/<name>/stat; None when the process is gone or the file unreadable."""
     try:
         fd = os.open(f"{proc_root}/{name}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
@@ -85,7 +86,7 @@ def parent_map(proc_root: Path, newer_than: int = -1) -> dict[int, list[int]]:
     for name in os.listdir(proc_root):
         if not name.isdigit() or int(name) <= newer_than:
             continue
-        parent = _read_parent(proc_root, name)
+        parent = read_parent(proc_root, name)
         if parent is not None:
             children.setdefault(parent, []).append(int(name))
     return children

@@ -30,7 +30,7 @@ from collect.importers.nvsmi_fields import DMON_GPM_IDS
 from collect.importers.promapi import Series
 from collect.importers.promcolumns import Grid, gpm_columns
 from runformat import read_json
-from runformat.gpm import BY_NVML_ID, GPM_METRICS
+from runformat.gpm import GPM_METRICS
 
 MIB = 1024 * 1024
 PROMETHEUS = shutil.which("prometheus")
@@ -184,7 +184,6 @@ def _imported(capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str) -> 
 def test_dmon_gpm_columns_map_by_metric_id() -> None:
     for name, nvml_id in DMON_GPM_IDS.items():
         assert DMON_GPM[nvml_id][0] == name  # the fixture's names are the importer's
-        assert BY_NVML_ID[nvml_id].suffix  # every name maps to a run-format column
     assert set(DMON_GPM) - set(DMON_GPM_IDS.values()) == {4}  # intutil: no run-format column
 
 
@@ -255,3 +254,14 @@ def test_into_a_cpu_run_its_gpm_source_becomes_the_logs(capsys, tmp_path: Path) 
     merged = read_json(run_dir / "run.json")
     assert merged["sources"]["gpm"]["available"] is True and merged["sources"]["cpu"] == {"available": True}
     assert [float(r["gpu0_sm_active_pct"]) for r in rows_of(run_dir) if r["gpu0_sm_active_pct"]] == [62.0] * 3
+
+
+def test_into_a_run_json_whose_sources_is_not_an_object_is_one_line(capsys, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "telemetry.csv").write_text("time_unix,elapsed_s,cpu_util_pct\n1795442521,1,50\n")
+    (run_dir / "run.json").write_text(json.dumps({"run_id": "run", "device": "cpu", "sources": None}))
+    log = tmp_path / "dmon.txt"
+    log.write_text(dmon_gpm_log([Gpu(0)], samples=3))
+    assert nvsmi.run_cli([str(log), "--into", str(run_dir), "--utc-offset", "+00:00"]) == 2
+    assert "run.json's sources or system is not an object" in capsys.readouterr().err

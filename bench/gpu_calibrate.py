@@ -41,7 +41,7 @@ import tempfile
 import time
 from contextlib import suppress
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -134,15 +134,14 @@ def mean_in(rows: list[dict[str, float | None]], column: str, lo: float, hi: flo
 def evaluate(load: dict, rows: list, header: list[str], gpu: int, settle_s: float) -> dict:
     """The load's window, its reads (None: absent or no reading), figures and checks, into `load`."""
     lo, hi = window(load["start_unix"], load["end_unix"], settle_s)
-    inside = [r for r in rows if lo <= (r["time_unix"] or 0.0) <= hi]
-    reads = {key: mean_in(inside, f"gpu{gpu}_{key}", lo, hi) for key in READS}
+    reads = {key: mean_in(rows, f"gpu{gpu}_{key}", lo, hi) for key in READS}
     figures = load.setdefault("figures", {})
     figures["tensor_minus_mfu_pts"] = difference(reads["tensor_active_pct"], figures.get("mfu_pct"))
     figures["dram_minus_bandwidth_pts"] = difference(reads["dram_active_pct"], figures.get("bandwidth_pct"))
     values = {**reads, **figures}
     load.update(
         window_unix=[lo, hi],
-        rows=len(inside),
+        rows=sum(1 for r in rows if lo <= (r["time_unix"] or 0.0) <= hi),
         reads=reads,
         columns_absent=[key for key in READS if f"gpu{gpu}_{key}" not in header],
         checks=[
@@ -280,12 +279,16 @@ def calibrate(args: argparse.Namespace, out: Path) -> int:
     if isinstance(cuda, str):
         print(f"no CUDA device: {cuda}")
         return 2
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"--out {out}: cannot create it ({exc.strerror or exc})")
+        return 2
     torch, name = cuda if cuda else (None, "none (--quick)")
     if torch is not None:
         torch.cuda.set_device(args.gpu)  # CUDA graphs capture on the current device
     peak_flops, peak_bytes, peak_source = peaks(name)
     print(f"device {args.gpu}: {name}; peaks: {peak_source}")
-    out.mkdir(parents=True, exist_ok=True)
     collector = Collector(
         out / "data", "cpu" if args.quick else "gpu", f"gpu_calibrate on {name}", out / "collect.log"
     )
@@ -308,8 +311,7 @@ def calibrate(args: argparse.Namespace, out: Path) -> int:
         print(f"interrupted: reporting {', '.join(loads)}")
     except CollectorError as exc:
         print(str(exc))
-        collector.stop()
-        return 1
+        return 1  # the collector is stopped below
     finally:
         collector_exit = collector.stop()
     if run_dir is None:
@@ -353,10 +355,13 @@ def _loads(text: str) -> list[str]:
     return names
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, not argparse's usage block
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = _Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--seconds", type=float, default=15.0, help="each load's length (10-20 s; default 15)"
     )

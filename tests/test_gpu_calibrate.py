@@ -81,11 +81,21 @@ def test_without_cuda_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "args", [("--seconds", "0"), ("--seconds", "61"), ("--loads", "gemm,fft"), ("--gpu", "-1")]
+    "args",
+    [("--seconds", "0"), ("--seconds", "61"), ("--seconds", "abc"), ("--loads", "gemm,fft"), ("--gpu", "-1")],
 )
-def test_usage_errors(args: tuple[str, str]) -> None:
+def test_usage_errors_in_one_line(args: tuple[str, str]) -> None:
     done = _bench("--quick", *args)
-    assert done.returncode == 2 and "usage:" in done.stderr
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    assert len(done.stderr.splitlines()) == 1 and "gpu_calibrate.py: error: " in done.stderr, done.stderr
+
+
+def test_an_out_it_cannot_create_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    done = _bench("--quick", "--out", str(tmp_path / "file" / "out"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stdout.splitlines()) == 1, done.stdout
+    assert done.stdout.startswith(f"--out {tmp_path / 'file' / 'out'}: cannot create it (")
 
 
 def test_verdicts_at_their_bounds() -> None:

@@ -114,7 +114,6 @@ def _parser() -> argparse.ArgumentParser:
         "with synthetic inputs of the recorded shape, and write `flops` into RUN_DIR/training.json",
     )
     flops.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    flops.add_argument("--device", choices=["cpu"], default="cpu", help="where to count (cpu)")
     flops.add_argument("--dry-run", action="store_true", help="print the count, write nothing")
     flops.set_defaults(handler=_cmd_flops)
     devices = commands.add_parser("devices", help="list the devices TensorFlow (or torch) sees")
@@ -262,8 +261,12 @@ def _cmd_flops(args: argparse.Namespace, _start: float) -> int:
         raise UsageError(f"{path}: a TensorFlow run; counting after the run is for torch runs only")
     if framework != "torch":
         raise UsageError(f"{path}: unknown framework {framework!r}")
-    from training.flops import count_recorded_torch_run
+    from training.flops import count_recorded_torch_run, recorded_torch_shape
 
+    try:
+        recorded_torch_shape(training)
+    except ValueError as exc:
+        raise UsageError(f"{path}: {exc}") from exc
     flops = count_recorded_torch_run(training, socket.gethostname())
     print(json.dumps(flops, indent=2))
     if not args.dry_run:

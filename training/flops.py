@@ -62,6 +62,22 @@ def guarded(framework: str, count: Callable[[], dict[str, Any]]) -> dict[str, An
         return not_counted(f"{framework} step not counted: {type(exc).__name__}: {text}"[:500])
 
 
+def counted(
+    total: float, batch: int, method: str, uncounted: list[str], math_dtype: str, started: float, nothing: str
+) -> dict[str, Any]:
+    """`flops` of a count of `total` FLOPs over `batch` examples begun at perf_counter() `started`; a count
+    of zero is not counted, for the reason `nothing`."""
+    return {
+        "per_example": total / batch if total > 0 else None,
+        "method": method,
+        "counted_batch": batch,
+        "uncounted": uncounted,
+        "math_dtype": math_dtype,
+        "count_s": round(time.perf_counter() - started, 3),
+        **({} if total > 0 else {"reason": nothing}),
+    }
+
+
 # --- torch ---------------------------------------------------------------------------------------------
 
 
@@ -124,15 +140,8 @@ def count_torch_training(model, images, targets, autocast_dtype, device, where: 
         f"optimizer step) on a copy of the model, one batch of {batch} images of {size} px{resized}, on "
         f"{device.type}{where}; {MATMUL_WORDS}"
     )
-    return {
-        "per_example": total / batch if total > 0 else None,
-        "method": method,
-        "counted_batch": batch,
-        "uncounted": uncounted,
-        "math_dtype": math_dtype,
-        "count_s": round(time.perf_counter() - started, 3),
-        **({} if total > 0 else {"reason": "torch step not counted: FlopCounterMode counted nothing"}),
-    }
+    nothing = "torch step not counted: FlopCounterMode counted nothing"
+    return counted(total, batch, method, uncounted, math_dtype, started, nothing)
 
 
 # --- TensorFlow ----------------------------------------------------------------------------------------
@@ -214,15 +223,8 @@ def count_tf_step(concrete_function, global_batch: int, math_dtype: str, where: 
         f"ops that run of the traced training step (forward, loss, gradients), global batch {global_batch}"
         f"{where}; {MATMUL_WORDS}; ops inside control-flow loops are not seen"
     )
-    return {
-        "per_example": total / global_batch if total > 0 else None,
-        "method": method,
-        "counted_batch": global_batch,
-        "uncounted": uncounted,
-        "math_dtype": math_dtype,
-        "count_s": round(time.perf_counter() - started, 3),
-        **({} if total > 0 else {"reason": "TensorFlow step not counted: no convolution or matmul FLOPs"}),
-    }
+    nothing = "TensorFlow step not counted: no convolution or matmul FLOPs"
+    return counted(total, global_batch, method, uncounted, math_dtype, started, nothing)
 
 
 # --- a run recorded before this existed ----------------------------------------------------------------
@@ -262,18 +264,37 @@ def synthetic_torch_batch(batch: int, image_size: int):
     return images, targets
 
 
+def recorded_torch_shape(training: dict[str, Any]) -> tuple[dict[str, Any], int, int, int]:
+    """(model config, per-device batch, input image side, seed) of a recorded torch run; a ValueError says
+    what the record lacks (every torch training records its model's `config`)."""
+    from training.torch_model import TORCH_PRESETS
+
+    config = training.get("config")
+    known = sorted({preset.architecture for preset in TORCH_PRESETS.values()})
+    if not isinstance(config, dict) or config.get("architecture") not in known:
+        raise ValueError(f"no torch model to rebuild: config.architecture is not one of {', '.join(known)}")
+    dataset = training.get("dataset_info")
+    recorded = {
+        "per_device_batch_size": training.get("per_device_batch_size") or training.get("batch_size") or 1,
+        "config.image_size": config.get("image_size"),
+        "dataset_info.image_size": (dataset.get("image_size") if isinstance(dataset, dict) else None)
+        or config.get("image_size"),
+        "seed": training.get("seed") or 0,
+    }
+    for name, value in recorded.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "seed" else 1):
+            raise ValueError(f"{name} is {value!r}, not a whole number{'' if name == 'seed' else ' >= 1'}")
+    return config, recorded["per_device_batch_size"], recorded["dataset_info.image_size"], recorded["seed"]
+
+
 def count_recorded_torch_run(training: dict[str, Any], host: str) -> dict[str, Any]:
     """`flops` for a recorded torch run: its model rebuilt from training.json, counted on this CPU."""
     import torch
 
-    from training.torch_model import build_model, model_config
+    from training.torch_model import build_model
 
-    config = training.get("config") or {}
-    if "architecture" not in config:
-        config = {**model_config(training["preset"]), "image_size": training["image_size"]}
-    batch = int(training.get("per_device_batch_size") or training.get("batch_size") or 1)
-    input_size = int((training.get("dataset_info") or {}).get("image_size") or config["image_size"])
-    torch.manual_seed(int(training.get("seed") or 0))
+    config, batch, input_size, seed = recorded_torch_shape(training)
+    torch.manual_seed(seed)
     model = build_model(config).train()
     images, targets = synthetic_torch_batch(batch, input_size)
     math_dtype, why = recorded_math_dtype(training)

@@ -262,14 +262,24 @@ def test_flops_dry_run_prints_and_writes_nothing(tmp_path: Path, no_tf_env: dict
     assert (copy / "training.json").read_bytes() == recorded
 
 
-@pytest.mark.parametrize("case", ["no such dir", "no training.json", "unknown framework", "tensorflow"])
+SMALL_CONFIG = {"architecture": "resnet18_fpn128", "image_size": 256}
+UNCOUNTABLE = {
+    "unknown framework": {"framework": "jax", "preset": "small"},
+    "tensorflow": {"framework": "tensorflow", "preset": "small"},
+    "a list": [{"framework": "torch"}],
+    "no model config": {"framework": "torch", "preset": "small", "image_size": 256},
+    "image size as text": {"framework": "torch", "config": {**SMALL_CONFIG, "image_size": "256"}},
+    "negative batch": {"framework": "torch", "config": SMALL_CONFIG, "per_device_batch_size": -1},
+}
+
+
+@pytest.mark.parametrize("case", ["no such dir", "no training.json", *UNCOUNTABLE])
 def test_flops_refuses_what_it_cannot_count_in_one_line(case: str, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     if case != "no such dir":
         run_dir.mkdir()
-    if case in ("unknown framework", "tensorflow"):
-        framework = "jax" if case == "unknown framework" else "tensorflow"
-        (run_dir / "training.json").write_text(json.dumps({"framework": framework, "preset": "small"}))
+    if case in UNCOUNTABLE:
+        (run_dir / "training.json").write_text(json.dumps(UNCOUNTABLE[case]))
     done = run_training_cli("flops", str(run_dir))
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1, done.stderr
@@ -278,6 +288,11 @@ def test_flops_refuses_what_it_cannot_count_in_one_line(case: str, tmp_path: Pat
         "no training.json": "no training.json",
         "unknown framework": "unknown framework 'jax'",
         "tensorflow": "a TensorFlow run",
+        "a list": "expected a JSON object",
+        "no model config": "no torch model to rebuild: config.architecture is not one of",
+        "image size as text": "config.image_size is '256', not a whole number >= 1",
+        "negative batch": "per_device_batch_size is -1, not a whole number >= 1",
     }[case]
     assert expected in lines[0]
-    assert not (run_dir / "training.json").exists() or "flops" not in read_json(run_dir / "training.json")
+    recorded = run_dir / "training.json"
+    assert not recorded.exists() or '"flops"' not in recorded.read_text()

@@ -60,19 +60,37 @@ class HostThread:
 
     fraction: float | None  # share of the samples with a saturated thread (None: not recorded)
     source: str  # BUSIEST_THREAD, PER_CPU or "" when neither is recorded
+    mean_pct: float | None = None  # the busiest thread's mean busy % (BUSIEST_THREAD only)
 
     def saturated(self) -> bool:
-        return self.fraction is not None and self.fraction >= HOST_THREAD_SAMPLE_FRACTION
+        if self.fraction is not None and self.fraction >= HOST_THREAD_SAMPLE_FRACTION:
+            return True
+        return self.mean_pct is not None and self.mean_pct >= HOST_THREAD_BUSY_MEAN_PCT
 
     def text(self, t: Thresholds) -> str:
         what = "the training's busiest thread" if self.source == BUSIEST_THREAD else "a logical CPU"
-        return f"{what} ≥ {t.core_saturated_pct:g} % busy in {self.fraction:.0%} of samples"
+        text = f"{what} ≥ {t.core_saturated_pct:g} % busy in {self.fraction:.0%} of samples"
+        if self.mean_pct is not None:
+            text += f", {self.mean_pct:.0f} % busy on average"
+        return text
+
+    def rule(self) -> str:
+        """The bound that made saturated() true (or the first one, if neither)."""
+        if self.mean_pct is not None and not (
+            self.fraction is not None and self.fraction >= HOST_THREAD_SAMPLE_FRACTION
+        ):
+            return f"≥ {HOST_THREAD_BUSY_MEAN_PCT:g} % on average"
+        return f"≥ {HOST_THREAD_SAMPLE_FRACTION:.0%}"
 
 
 BUSIEST_THREAD = "proc_busiest_thread_pct"
 PER_CPU = "cpu<i>_util_pct"
 HOST_THREAD_SAMPLE_FRACTION = 0.5  # a host thread saturated in at least this share of samples
 HOST_THREAD_TREE_CORES = 0.8  # per-CPU evidence: the training's processes use at least this many cores
+# … or the training's busiest thread busy at least this on average. On an H100, one Python thread launching
+# tiny kernels back to back left NVML util at 28 % (docs/gpu-evidence.md, calibration): a thread that feeds
+# the GPU reads well below 100 % per sample while it holds the GPU back.
+HOST_THREAD_BUSY_MEAN_PCT = 70.0
 
 
 def host_thread(samples: pd.DataFrame, thresholds: Thresholds) -> HostThread:
@@ -81,7 +99,8 @@ def host_thread(samples: pd.DataFrame, thresholds: Thresholds) -> HostThread:
         busiest = pd.to_numeric(samples[BUSIEST_THREAD], errors="coerce").to_numpy(dtype=float)
         busiest = busiest[np.isfinite(busiest)]
         if busiest.size:
-            return HostThread(float((busiest >= thresholds.core_saturated_pct).mean()), BUSIEST_THREAD)
+            saturated = float((busiest >= thresholds.core_saturated_pct).mean())
+            return HostThread(saturated, BUSIEST_THREAD, float(busiest.mean()))
     cores = core_indices(samples)
     if not cores or samples.empty:
         return HostThread(None, "")
@@ -102,8 +121,10 @@ def utilization_numbers(samples: pd.DataFrame, gpus: Sequence[int], thresholds: 
         m for i in (gpus or gpu_indices(samples)) if (m := mean_of(samples, f"gpu{i}_util_pct")) is not None
     ]
     saturated, idle, cores = core_counts(samples, thresholds)
+    thread = host_thread(samples, thresholds)
     return {
-        "host_thread_saturated_fraction": host_thread(samples, thresholds).fraction,
+        "host_thread_saturated_fraction": thread.fraction,
+        "host_thread_busy_mean_pct": thread.mean_pct,
         "gpu_util_pct": min(per_gpu) if per_gpu else None,
         "cpu_util_pct": mean_of(samples, "cpu_util_pct"),
         "cpu_iowait_pct": mean_of(samples, "cpu_iowait_pct"),
@@ -140,7 +161,7 @@ def _some_cores_saturated(n: dict, t: Thresholds, thread: HostThread, kind: str)
     if thread.source == PER_CPU and (proc is None or proc < HOST_THREAD_TREE_CORES * 100):
         return None  # a saturated CPU that may not be the training's
     spare = f" while {idle:.1f} logical CPUs are < {t.core_idle_pct:g} %" if idle is not None else ""
-    return f"{thread.text(t)} (≥ {HOST_THREAD_SAMPLE_FRACTION:.0%}){spare}{tree}: one thread holds the rest"
+    return f"{thread.text(t)} ({thread.rule()}){spare}{tree}: one thread holds the rest"
 
 
 def _no_host_cause(n: dict, thread: HostThread) -> str:

@@ -14,7 +14,6 @@ import pandas as pd
 
 from sizing import peaks
 from sizing.bottleneck import (
-    HOST_THREAD_SAMPLE_FRACTION,
     HOST_THREAD_TREE_CORES,
     PER_CPU,
     UNDETERMINED,
@@ -42,11 +41,13 @@ MEMORY_BOUND_TENSOR_BELOW_PCT = 25.0  # … while tensor pipes are active less t
 LAUNCH_BOUND_UTIL_PCT = 80.0  # NVML util at least this …
 LAUNCH_BOUND_SM_BELOW_PCT = 50.0  # … while SMs are active less than this
 HOST_WAIT_UTIL_BELOW_PCT = 80.0  # NVML util (else graphics engine active) below this …
+GPU_IDLE_UTIL_BELOW_PCT = 50.0  # no kernel running most of the time, with no host thread to blame
 
 COMPUTE_BOUND = "compute-bound"
 MEMORY_BOUND = "memory-bound"
 LAUNCH_BOUND = "launch-bound"
 HOST_WAIT = "waiting on the host"
+IDLE_WAITING = "idle most of the time: waiting outside the GPU"
 NO_SINGLE_LIMIT = "no single limit in the counters"
 NOT_ATTRIBUTABLE = "not attributable: the board was not the run's alone"
 MIG_PEAK_UNKNOWN = "a MIG slice: its share of the board's peak is not known"
@@ -223,18 +224,34 @@ def _launch_bound(n: dict, t: Thresholds, thread: HostThread) -> str | None:
 
 
 def _waiting_on_host(n: dict, t: Thresholds, thread: HostThread) -> str | None:
-    util = n["util_pct"]
-    busy, name = (
-        (util, "NVML util") if util is not None else (n["gr_engine_active_pct"], "graphics engine active")
-    )
+    busy, name = _gpu_busy(n)
     proc = n["proc_cpu_pct"]
     if thread.source == PER_CPU and proc is not None and proc < HOST_THREAD_TREE_CORES * 100:
         return None  # the saturated CPU is not the training's
     if _below(busy, HOST_WAIT_UTIL_BELOW_PCT) and thread.saturated():
         tree = f", the training's processes using {proc / 100:.1f} cores" if proc is not None else ""
-        return (f"{name} {_f(busy)} < {HOST_WAIT_UTIL_BELOW_PCT:g} % while {thread.text(t)} (≥ "
-                f"{HOST_THREAD_SAMPLE_FRACTION:.0%}){tree}")  # fmt: skip
+        bound = f"{HOST_WAIT_UTIL_BELOW_PCT:g} %"
+        return f"{name} {_f(busy)} < {bound} while {thread.text(t)} ({thread.rule()}){tree}"
     return None
+
+
+def _gpu_busy(n: dict) -> tuple[float | None, str]:
+    """NVML util, else the graphics engine's active share."""
+    if n["util_pct"] is not None:
+        return n["util_pct"], "NVML util"
+    return n["gr_engine_active_pct"], "graphics engine active"
+
+
+def _idle_waiting(n: dict, t: Thresholds, thread: HostThread) -> str | None:
+    busy, name = _gpu_busy(n)
+    if not _below(busy, GPU_IDLE_UTIL_BELOW_PCT):
+        return None
+    if thread.fraction is None:
+        host = "the host not recorded: which part of it, unknown"
+    else:
+        host = (f"no host thread saturated ({thread.text(t)}): input, I/O, synchronisation or transfers, "
+                "not one thread's arithmetic")  # fmt: skip
+    return f"{name} {_f(busy)} < {GPU_IDLE_UTIL_BELOW_PCT:g} %: no kernel ran most of the time; {host}"
 
 
 LIMIT_RULES = (
@@ -242,6 +259,7 @@ LIMIT_RULES = (
     (MEMORY_BOUND, _memory_bound),
     (LAUNCH_BOUND, _launch_bound),
     (HOST_WAIT, _waiting_on_host),
+    (IDLE_WAITING, _idle_waiting),
 )
 
 
@@ -256,6 +274,7 @@ def gpu_limit(
         return f"{FROM_UTILIZATION}: {verdict.primary}", False, evidence, n
     thread = host_thread(samples, thresholds)
     n["host_thread_saturated_fraction"] = thread.fraction
+    n["host_thread_busy_mean_pct"] = thread.mean_pct
     n["proc_cpu_pct"] = mean_of(samples, "proc_cpu_pct")
     counters = ", ".join(f"{COUNTERS[k]} {_f(v)}" for k, v in n.items() if k in COUNTERS and v is not None)
     for label, rule in LIMIT_RULES:

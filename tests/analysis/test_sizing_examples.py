@@ -119,9 +119,24 @@ def hand_verdict(kind: str, rows: list[dict[str, float]]) -> str:
         return bottleneck.HOST_BOUND
     if saturated >= 1 and idle >= 1 and not (tree < 0.8 * 100 * saturated):
         return bottleneck.HOST_BOUND
-    one_saturated = float(np.mean([any(v >= 90 for v in values) for values in per_row])) if per_row else 0.0
-    if kind == "gpu" and one_saturated >= 0.5 and idle >= 1 and tree >= 80:
-        return bottleneck.HOST_BOUND
+    busiest = [
+        r["proc_busiest_thread_pct"]
+        for r in rows
+        if math.isfinite(r.get("proc_busiest_thread_pct", math.nan))
+    ]
+    if busiest:  # the training's busiest thread: saturated in half the rows, or busy 70 % on average
+        if (
+            kind == "gpu"
+            and idle >= 1
+            and (np.mean([v >= 90 for v in busiest]) >= 0.5 or np.mean(busiest) >= 70)
+        ):
+            return bottleneck.HOST_BOUND
+    else:
+        one_saturated = (
+            float(np.mean([any(v >= 90 for v in values) for values in per_row])) if per_row else 0.0
+        )
+        if kind == "gpu" and one_saturated >= 0.5 and idle >= 1 and tree >= 80:
+            return bottleneck.HOST_BOUND
     if kind == "gpu" and gpu < 50:
         return bottleneck.GPU_UNDERUSED
     return bottleneck.UNDETERMINED

@@ -205,6 +205,37 @@ def test_without_nvml_util_the_graphics_engine_judges_how_busy_the_gpu_was() -> 
     assert found == hr.NO_SINGLE_LIMIT and "graphics engine active 80.0 %" in evidence
 
 
+@pytest.mark.parametrize(
+    ("busiest_mean_pct", "util", "label"),
+    [
+        (70.0, 79.9, hr.HOST_WAIT),  # the training's busiest thread busy 70 % on average, never saturated
+        (69.9, 79.9, hr.NO_SINGLE_LIMIT),
+        (70.0, 80.0, hr.NO_SINGLE_LIMIT),  # the GPU busy enough
+        (69.9, 49.9, hr.IDLE_WAITING),  # no kernel most of the time, no thread to blame
+        (69.9, 50.0, hr.NO_SINGLE_LIMIT),
+        (70.0, 49.9, hr.HOST_WAIT),  # the thread is named first
+    ],
+)
+def test_a_busy_thread_or_an_idle_gpu_at_their_boundaries(
+    busiest_mean_pct: float, util: float, label: str
+) -> None:
+    busiest = np.array([busiest_mean_pct - 5.0, busiest_mean_pct + 5.0] * 5)
+    counters = {f"gpu0_{k}": v for k, v in {**NEUTRAL, "util_pct": util}.items()}
+    samples = telemetry_frame(0.0, 10, proc_busiest_thread_pct=busiest, proc_cpu_pct=250.0, **counters)
+    found, _, evidence, _ = hr.gpu_limit(samples, [0], UNDERUSED, Thresholds())
+    assert found == label
+    if label == hr.HOST_WAIT:
+        assert f"{busiest_mean_pct:.0f} % busy on average (≥ 70 % on average)" in evidence
+    if label == hr.IDLE_WAITING:
+        assert evidence.startswith("NVML util 49.9 % < 50 %: no kernel ran most of the time; no host thread")
+
+
+def test_an_idle_gpu_without_host_columns_says_the_host_was_not_recorded() -> None:
+    columns = {f"gpu0_{k}": v for k, v in {**NEUTRAL, "util_pct": 20.0}.items()}
+    found, _, evidence, _ = hr.gpu_limit(telemetry_frame(0.0, 10, **columns), [0], UNDERUSED, Thresholds())
+    assert found == hr.IDLE_WAITING and "the host not recorded" in evidence
+
+
 def test_a_run_without_counters_keeps_its_verdict_from_utilization_only() -> None:
     found, from_counters, evidence, _ = hr.gpu_limit(telemetry_frame(0.0, 10, gpu0_util_pct=25.0), [0],
                                                      UNDERUSED, Thresholds())  # fmt: skip

@@ -197,13 +197,27 @@ def test_one_thread_saturated_in_half_the_samples_is_host_bound_at_the_boundary(
 def test_the_busiest_training_thread_shows_what_per_cpu_utilization_misses(
     busiest: float, expected: str
 ) -> None:
+    """Saturated (≥ 90 %) in half the samples, the other half idle: a mean of 45 %, under the mean rule."""
+    rows = [busiest, 0.0] * 10
     verdict = judge("gpu", gpu0_util_pct=25.0, cpu_util_pct=20.0, proc_cpu_pct=330.0,
-                    proc_busiest_thread_pct=busiest, **cores(16, {}, rest=20.0))  # fmt: skip
+                    proc_busiest_thread_pct=rows, **cores(16, {}, rest=20.0))  # fmt: skip
     assert verdict.primary == expected
     if expected == b.HOST_BOUND:
-        assert "the training's busiest thread ≥ 90 % busy in 100% of samples" in verdict.evidence[0]
+        assert "the training's busiest thread ≥ 90 % busy in 50% of samples" in verdict.evidence[0]
+        assert "(≥ 50%)" in verdict.evidence[0]
     else:
         assert verdict.evidence[0].endswith("% with no host or I/O cause")
+
+
+@pytest.mark.parametrize(("mean_pct", "expected"), [(70.0, b.HOST_BOUND), (69.9, b.GPU_UNDERUSED)])
+def test_a_thread_busy_most_of_the_time_holds_the_gpu_back(mean_pct: float, expected: str) -> None:
+    """Never saturated in a sample, but busy ≥ 70 % on average: the GPU waits on it."""
+    rows = [mean_pct - 5.0, mean_pct + 5.0] * 10
+    verdict = judge("gpu", gpu0_util_pct=25.0, cpu_util_pct=20.0, proc_cpu_pct=330.0,
+                    proc_busiest_thread_pct=rows, **cores(16, {}, rest=20.0))  # fmt: skip
+    assert verdict.primary == expected
+    if expected == b.HOST_BOUND:
+        assert f"{mean_pct:.0f} % busy on average (≥ 70 % on average)" in verdict.evidence[0]
 
 
 def test_no_host_cause_is_never_claimed_where_the_host_was_not_recorded() -> None:

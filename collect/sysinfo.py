@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import os
 import platform
@@ -103,6 +104,54 @@ def cpu_max_mhz(sys_root: Path, model: str | None) -> tuple[float | None, str | 
     return None, None
 
 
+IDENTITY_KEY = "gpu-workbench host identity:"  # so the hashes match no other tool's hash of the same id
+UNSET_IDS = {"", "uninitialized", "none", "not specified", "not settable", "not present", "default string",
+             "to be filled by o.e.m.", "system serial number", "0", "00000000-0000-0000-0000-000000000000",
+             "ffffffff-ffff-ffff-ffff-ffffffffffff", "03000200-0400-0500-0006-000700080009"}  # fmt: skip
+AWS_INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,17}$")
+
+
+def identity_hash(raw: str) -> str:
+    """The first 16 hex digits of SHA-256 over a fixed prefix and the id: runs compare equal, the run
+    directory does not carry the raw id."""
+    return hashlib.sha256((IDENTITY_KEY + raw).encode("utf-8")).hexdigest()[:16]
+
+
+def _read_id(path: Path) -> str | None:
+    """A file's id, stripped; None when unreadable (not root, absent) or a placeholder."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    return None if text.lower() in UNSET_IDS else text
+
+
+def host_identity(etc_root: Path, var_root: Path, proc_root: Path, sys_root: Path) -> dict[str, str | None]:
+    """What tells one machine or VM from another, hashed (identity_hash); None for what is unreadable.
+
+    machine-id: the OS installation (a VM cloned from an image may share it); boot_id: this boot;
+    instance id: the cloud instance (AWS Nitro's `board_asset_tag`), else the firmware's system UUID
+    (`product_uuid`, root only; a VM's is its own), else Xen's `/sys/hypervisor/uuid`."""
+    machine = _read_id(etc_root / "machine-id") or _read_id(var_root / "lib/dbus/machine-id")
+    boot = _read_id(proc_root / "sys/kernel/random/boot_id")
+    instance, instance_from = None, None
+    tag = _read_id(sys_root / "class/dmi/id/board_asset_tag")
+    candidates = [("class/dmi/id/board_asset_tag", tag if tag and AWS_INSTANCE_ID.match(tag) else None)]
+    candidates += [
+        (name, _read_id(sys_root / name)) for name in ("class/dmi/id/product_uuid", "hypervisor/uuid")
+    ]
+    for name, found in candidates:
+        if found:
+            instance, instance_from = found.lower(), f"/sys/{name}"
+            break
+    return {
+        "machine_id_hash": identity_hash(machine) if machine else None,
+        "boot_id_hash": identity_hash(boot) if boot else None,
+        "instance_id_hash": identity_hash(instance) if instance else None,
+        "instance_id_from": instance_from,
+    }
+
+
 def os_name(etc_root: Path = Path("/etc")) -> str:
     try:
         for line in (etc_root / "os-release").read_text(encoding="utf-8").splitlines():
@@ -120,6 +169,8 @@ def system_info(
     gpu_driver_version: str | None = None,
     cuda_version: str | None = None,
     psutil_module: Any = None,
+    etc_root: Path = Path("/etc"),
+    var_root: Path = Path("/var"),
 ) -> dict[str, Any]:
     """The `system` object of run.json."""
     if psutil_module is None:
@@ -143,7 +194,8 @@ def system_info(
         "gpus": gpus,
         "gpu_driver_version": gpu_driver_version,
         "cuda_version": cuda_version,
-        "os": os_name(),
+        **host_identity(etc_root, var_root, proc_root, sys_root),
+        "os": os_name(etc_root),
         "kernel": platform.release(),
         "python": platform.python_version(),
         "packages": package_versions(),

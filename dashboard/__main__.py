@@ -31,7 +31,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
-        from sizing.cli import main as report_main
+        from sizing import report_main
 
         return report_main(argv[1:], prog="python -m dashboard report")
     args = parse_args(argv)

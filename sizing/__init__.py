@@ -10,6 +10,14 @@ from sizing.load import load_run_dir, load_runs
 from sizing.model import Prices, RunData, Section, Table, Thresholds, UsageError
 from sizing.report import SECTIONS, Report, build_report, to_json
 
+
+def report_main(argv: list[str], prog: str = "python -m sizing") -> int:
+    """The command line (`python -m sizing`), for front ends that offer it under another name."""
+    from sizing.cli import main
+
+    return main(argv, prog=prog)
+
+
 __all__ = [
     "SECTIONS",
     "Prices",
@@ -23,5 +31,6 @@ __all__ = [
     "build_report",
     "load_run_dir",
     "load_runs",
+    "report_main",
     "to_json",
 ]

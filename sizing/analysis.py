@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from sizing import energy as en
-from sizing import gpu_state, money, runchecks, signature, thermal
+from sizing import gpu_state, jobcheck, money, runchecks, signature, spans, thermal
 from sizing.bottleneck import Verdict, verdict
 from sizing.gpu_verdicts import gpu_findings
 from sizing.headroom import Headroom, headroom
@@ -56,6 +56,10 @@ class RunAnalysis:
     steady_rate_mismatch: float | None = None  # vs training.json's steady_steps_per_s, a fraction
     headroom: Headroom | None = None  # MFU and why the GPU is not at its limit (sizing.headroom)
     gpu_state: gpu_state.GpuState = field(default_factory=gpu_state.GpuState)  # shared, MIG, caps, clocks
+    # what the headline's caveats must carry (also among warnings): an assumed UTC offset, a short
+    # shared span of merged recordings (sizing.spans)
+    caveats: tuple[str, ...] = ()
+    measurement_span: spans.MeasurementSpan | None = None  # the span the verdict's CPU and GPU columns share
 
     @property
     def energy_is_estimate(self) -> bool:
@@ -204,19 +208,26 @@ def analyse_run(
     incomplete = runchecks.incomplete_reason(meta, info)
     if rate.source == FROM_TOTALS:
         warnings.append(f"{run.run_id}: no step log (training.csv); throughput from training.json's totals")
-    elif rate.steps_per_s is None:
+    elif rate.steps_per_s is None and not jobcheck.is_job(info):  # a job says why itself, below
         warnings.append(
             f"{run.run_id}: throughput unknown (no work counter: no training.csv or training.json)"
         )
+    warnings += jobcheck.job_warnings(run.run_id, info, bool(rate.examples_per_s), bool(rate.steps_per_s))
     training_window, steady = run_windows(run, rate)
-    measured = samples_in(telemetry, steady)
+    gpus, attribution, attribution_known = charged_gpu_columns(run, kind)
+    measured, window = samples_in(telemetry, steady), steady
     if measured.empty:
         if steady is not None:
             warnings.append(
                 f"{run.run_id}: no telemetry samples in the steady state; using the training window"
             )
-        measured = samples_in(telemetry, training_window)
-    gpus, attribution, attribution_known = charged_gpu_columns(run, kind)
+        measured, window = samples_in(telemetry, training_window), training_window
+    span = spans.measurement_span(telemetry, meta, kind, gpus, window)
+    measured = spans.verdict_samples(measured, span)
+    training_window = spans.training_window(telemetry, meta, kind, gpus, run.phases, training_window)
+    offsets = spans.time_caveats(run.run_id, meta)
+    said, short = spans.span_warnings(run.run_id, span)
+    warnings += offsets + said
     if not attribution_known:
         warnings.append(
             f"{run.run_id}: energy charged for {attribution}; record gpu_uuids to charge only the used GPU"
@@ -275,6 +286,8 @@ def analyse_run(
         incomplete=incomplete,
         steady_rate_mismatch=runchecks.rate_mismatch(rate, info),
         gpu_state=state,
+        caveats=tuple(offsets + short),
+        measurement_span=span,
     )
     system = meta.get("system") if isinstance(meta.get("system"), dict) else {}
     gpu_names = analysis.hardware.get("gpus") or []

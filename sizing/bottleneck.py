@@ -167,7 +167,7 @@ def _some_cores_saturated(n: dict, t: Thresholds, thread: HostThread, kind: str)
 def _no_host_cause(n: dict, thread: HostThread) -> str:
     """What 'no host or I/O cause' rests on."""
     if n["cpu_util_pct"] is None and thread.fraction is None:
-        return "with the host not recorded (no CPU columns): its part is unknown"
+        return "and the host not recorded (no CPU columns): cause unknown"
     if thread.fraction is None:
         return "with no host or I/O cause in the mean CPU utilization (per-CPU utilization not recorded)"
     if thread.source == PER_CPU:

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from sizing.context import DEFAULT_TARGET_STEPS, ReportSettings
 from sizing.load import load_runs
-from sizing.model import DEFAULT_UTILISATION, Prices, RunData, Thresholds, UsageError
+from sizing.model import DEFAULT_UTILISATION, RunData, UsageError
 from sizing.render import render_html, render_json, render_markdown
 from sizing.report import build_report
+from sizing.settings import gpu_prices, report_settings
 
 PROG = "python -m sizing"
 FORMATS = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown", ".json": "json"}
@@ -90,16 +91,6 @@ def _utilisation(text: str) -> float:
     return value
 
 
-def gpu_prices(
-    given: Sequence[tuple[str | None, float]],
-) -> tuple[float | None, tuple[tuple[str, float], ...]]:
-    """--gpu-price values: the one for every GPU (plain USD, at most once) and those per model."""
-    plain = [usd for model, usd in given if model is None]
-    if len(plain) > 1:
-        raise UsageError("--gpu-price USD (every GPU) given more than once; use MODEL=USD per model")
-    return (plain[0] if plain else None), tuple((m, usd) for m, usd in given if m is not None)
-
-
 def _fraction(text: str) -> float:
     value = _non_negative(text)
     if value >= 1:
@@ -147,97 +138,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def settings_from(args: argparse.Namespace, baseline: str | None) -> ReportSettings:
     every_gpu, per_model = gpu_prices(args.gpu_price)
-    prices = Prices(
-        tariff_per_kwh=args.tariff,
-        gpu_price=every_gpu,
-        cpu_price=args.cpu_price,
-        amortise_years=args.amortise_years,
-        value_per_hour=args.value_per_hour,
-        cpu_tdp_w=args.cpu_tdp_w,
-        cpu_tdp_by_host=tuple(args.cpu_tdp),
-        idle_fraction=args.idle_fraction,
-        gpu_price_by_model=per_model,
-        host_price_by_host=tuple(args.host_price),
-        utilisation=args.utilisation,
-    )
-    return ReportSettings(prices, Thresholds(temp_threshold_c=args.temp_threshold), args.target_steps,
-                          args.target_loss, baseline, args.include_incomplete)  # fmt: skip
-
-
-def settings_from_values(
-    *,
-    tariff: float | None,
-    gpu_price: float | None = None,
-    cpu_price: float | None = None,
-    amortise_years: float | None = None,
-    value_per_hour: float | None = None,
-    cpu_tdp_w: float | None = None,
-    idle_fraction: float | None = None,
-    utilisation: float | None = None,
-    gpu_prices_by_model: str | None = None,
-    host_prices: str | None = None,
-    temp_threshold: float | None = None,
-    target_steps: float | None = None,
-    target_loss: float | None = None,
-) -> ReportSettings:
-    """Settings from form values (None = not given, defaults where there is one); UsageError if invalid."""
-    years = _optional_float("amortisation years", amortise_years)
-    idle = _optional_float("idle fraction", idle_fraction)
-    busy = _optional_float("utilisation", utilisation)
-    prices = Prices(
-        tariff_per_kwh=_optional_float("tariff", tariff),
-        gpu_price=_optional_float("GPU price", gpu_price),
-        cpu_price=_optional_float("CPU price", cpu_price),
-        amortise_years=Prices.amortise_years if years is None else years,
-        value_per_hour=_optional_float("value per hour", value_per_hour),
-        cpu_tdp_w=_optional_float("CPU TDP", cpu_tdp_w),
-        idle_fraction=Prices.idle_fraction if idle is None else idle,
-        utilisation=DEFAULT_UTILISATION if busy is None else busy,
-        gpu_price_by_model=_price_list("GPU prices per model", gpu_prices_by_model),
-        host_price_by_host=_price_list("host prices", host_prices),
-    )
-    problems = prices.problems()
-    if problems:
-        raise UsageError(problems[0])
-    temp = _optional_float("temperature threshold", temp_threshold)
-    temp = Thresholds.temp_threshold_c if temp is None else temp
-    if not math.isfinite(temp):
-        raise UsageError(f"temperature threshold must be a finite number, got {temp_threshold!r}")
-    steps = _optional_float("target steps", target_steps)
-    steps = DEFAULT_TARGET_STEPS if steps is None else steps
-    if not math.isfinite(steps) or steps < 1 or steps != int(steps):
-        raise UsageError(f"target steps must be a whole number ≥ 1, got {target_steps!r}")
-    loss = _optional_float("target loss", target_loss)
-    if loss is not None and not (math.isfinite(loss) and loss > 0):
-        raise UsageError(f"target loss must be a number > 0, got {target_loss!r}")
-    return ReportSettings(prices, Thresholds(temp_threshold_c=temp), int(steps), loss, None)
-
-
-def _price_list(name: str, text: object) -> tuple[tuple[str, float], ...]:
-    """'A100=9000, H100=25000' (a form's text field) as (key, USD) pairs."""
-    if text is None or (isinstance(text, str) and not text.strip()):
-        return ()
-    found = []
-    for item in str(text).replace(";", ",").split(","):
-        if not item.strip():
-            continue
-        key, sep, usd = item.rpartition("=")
-        value = _optional_float(f"{name} ({item.strip()!r})", usd) if sep and key.strip() else None
-        if value is None:
-            raise UsageError(f"{name}: expected NAME=USD, got {item.strip()!r}")
-        found.append((key.strip(), value))
-    return tuple(found)
-
-
-def _optional_float(name: str, value: object) -> float | None:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if isinstance(value, bool):
-        raise UsageError(f"{name} must be a number, got {value!r}")
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise UsageError(f"{name} must be a number, got {value!r}") from None
+    return report_settings(
+        tariff=args.tariff, gpu_price=every_gpu, gpu_prices_by_model=per_model, cpu_price=args.cpu_price,
+        host_prices=args.host_price, amortise_years=args.amortise_years, utilisation=args.utilisation,
+        value_per_hour=args.value_per_hour, cpu_tdp_w=args.cpu_tdp_w, cpu_tdp_by_host=args.cpu_tdp,
+        idle_fraction=args.idle_fraction, temp_threshold=args.temp_threshold, target_steps=args.target_steps,
+        target_loss=args.target_loss, baseline=baseline, include_incomplete=args.include_incomplete,
+    )  # fmt: skip
 
 
 def output_format(path: Path) -> str:

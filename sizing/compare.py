@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sizing import money, signature
+from sizing import money, signature, speedup
 from sizing.analysis import RunAnalysis
 from sizing.model import Prices
 from sizing.runchecks import within_run_speedup_ci95
@@ -50,6 +50,11 @@ class Group:
     def name(self) -> str:
         return f"{self.kind.upper()} {self.first.hardware_name} · {self.first.workload_name}"
 
+    @property
+    def machines(self) -> int | None:
+        """How many different machines the repeats ran on (signature.machine_count); None: not recorded."""
+        return signature.machine_count([a.hardware for a in self.analyses])
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -73,6 +78,8 @@ class Comparison:
 
     unknown_fields: tuple[str, ...] = ()  # workload fields unknown on either side
     within_run_ci95: tuple[float, float] | None = None  # speedup from batch means, one run per side
+    interval: speedup.SpeedupInterval | None = None  # the interval the speedup is given with
+    repeats_disagree: tuple[str, ...] = ()  # this group's and the baseline's, where their runs disagree
 
 
 def group_key(a: RunAnalysis) -> tuple:
@@ -115,6 +122,11 @@ def pick_baseline(groups: Sequence[Group], baseline_run_id: str | None = None) -
     return max(cpu, key=lambda g: sum(signature.like_for_like(w, g.first.workload) for w in gpu_workloads))
 
 
+def steps_only(group: Group) -> bool:
+    """Steps/s known, examples/s not (a job that says neither its batch nor its examples)."""
+    return group.examples_per_s.mean is None and bool(group.steps_per_s.mean)
+
+
 def compare(groups: Sequence[Group], baseline: Group | None, prices: Prices) -> list[Comparison]:
     found = []
     for g in groups:
@@ -128,6 +140,12 @@ def compare(groups: Sequence[Group], baseline: Group | None, prices: Prices) -> 
         factor = None
         if g.examples_per_s.mean and baseline.examples_per_s.mean:
             factor = g.examples_per_s.mean / baseline.examples_per_s.mean
+        in_steps = factor is None and not diffs and not unknown and steps_only(g) and steps_only(baseline)
+        if in_steps:  # the same job, examples per step not known on either side: steps/s compare
+            factor = g.steps_per_s.mean / baseline.steps_per_s.mean
+        rates = (g.examples_per_s, baseline.examples_per_s)
+        if in_steps:
+            rates = (g.steps_per_s, baseline.steps_per_s)
         saving, even = None, None
         if g.kind == "gpu" and not is_base:
             saving = money.energy_saving_per_gpu_hour(
@@ -144,7 +162,7 @@ def compare(groups: Sequence[Group], baseline: Group | None, prices: Prices) -> 
                 differences=diffs,
                 batches_match=batch is not None and batch == base_batch,
                 speedup=factor,
-                speedup_ci95=None if is_base else ratio_ci95(g.examples_per_s, baseline.examples_per_s),
+                speedup_ci95=None if is_base else ratio_ci95(*rates),
                 energy_saving_per_gpu_hour=saving,
                 break_even=even,
                 unknown_fields=unknown,
@@ -152,6 +170,10 @@ def compare(groups: Sequence[Group], baseline: Group | None, prices: Prices) -> 
                 if is_base
                 else within_run_speedup_ci95(
                     [a.throughput for a in g.analyses], [a.throughput for a in baseline.analyses]
+                ),
+                interval=None if is_base else speedup.speedup_interval(g.analyses, baseline.analyses),
+                repeats_disagree=tuple(
+                    d for d in dict.fromkeys(speedup.repeats_disagree(x.analyses) for x in (g, baseline)) if d
                 ),
             )
         )

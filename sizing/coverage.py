@@ -2,7 +2,8 @@
 
 A source is a cumulative counter (NVML `gpu<i>_energy_j`, RAPL `cpu_energy_j`) or a power column
 (`gpu<i>_power_w`, or a TDP model). Two consecutive valid readings cover the time between them when they
-are at most MAX_GAP_INTERVALS sampling intervals apart; a counter that goes down between them (driver
+are at most MAX_GAP_INTERVALS of the source's own sampling intervals apart (each source its own: a merged
+log keeps its interval); a counter that goes down between them (driver
 reload, GPU reset, wrap) covers nothing there and counts one reset. Energy is integrated over covered time
 only, so a gap never reads as zero joules and a reset never as a negative one.
 """
@@ -62,14 +63,19 @@ class SourceEnergy:
 
 
 def max_gap_s(times: np.ndarray, nominal_interval_s: float | None) -> float:
-    """The longest gap between two readings that still counts as covered."""
+    """The longest gap between two of one source's readings (`times`: that source's own) that still
+    counts as covered: MAX_GAP_INTERVALS × the source's own interval, the median spacing of its readings
+    (a 5 s nvidia-smi log merged into a 1 s run keeps its 5 s), else the nominal interval, else 1 s."""
     finite = np.sort(times[np.isfinite(times)])
     gaps = np.diff(finite)
     gaps = gaps[gaps > 0]
-    typical = nominal_interval_s or (float(np.median(gaps)) if gaps.size else 1.0)
-    if gaps.size:
-        typical = max(typical, float(np.median(gaps)))
+    typical = float(np.median(gaps)) if gaps.size else (nominal_interval_s or 1.0)
     return MAX_GAP_INTERVALS * typical
+
+
+def source_max_gap_s(times: np.ndarray, values: np.ndarray, nominal_interval_s: float | None) -> float:
+    """max_gap_s over the rows where this source has a reading."""
+    return max_gap_s(times[np.isfinite(values)], nominal_interval_s)
 
 
 def _pairs(times: np.ndarray, values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -4,9 +4,11 @@ into docs/sizing.md (a test checks they agree). Numbers come from the Thresholds
 from __future__ import annotations
 
 from sizing import bottleneck as b
+from sizing import decision as dc
 from sizing import gpu_state as gs
 from sizing import headroom as hr
 from sizing import sessions as ss
+from sizing import speedup as sp
 from sizing.coverage import COMPLETE_COVERAGE, MAX_GAP_INTERVALS
 from sizing.energy import CROSS_CHECK_TOLERANCE, ESTIMATE_SPACING_S, MIN_VALID_W
 from sizing.gpu_verdicts import (
@@ -15,15 +17,44 @@ from sizing.gpu_verdicts import (
     POWER_LIMIT_MARGIN,
     STRAGGLER_GAP_PCT,
 )
+from sizing.jobs import NODE_STRAGGLER_GAP_PCT
 from sizing.model import Thresholds
 from sizing.peaks import FLOPS_PER_FMA, FMA_UNITS
 from sizing.runchecks import RATE_MISMATCH_FRACTION
+from sizing.spans import SHORT_SPAN_FRACTION
 from sizing.thermal import CONSTANT_FREQUENCY, CPU_BELOW_PEAK
 
 
 def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
     t = t or Thresholds()
     return (
+        (
+            "Decision",
+            "the block that opens the report: what every speedup is against (the baseline), then one "
+            "line per GPU configuration, like-for-like first: its speedup with its interval (see Speedup "
+            "interval), J and $ per 1,000 examples (energy only, or GPU board only, said where so), its "
+            "break-even or why there is none, and its MFU with why the GPU is not at its limit; below "
+            f"{dc.FAR_BELOW_PEAK_MFU:.0%} MFU with the GPU waiting on the host, launch-bound or idle (or a "
+            "host-bound, GPU underused or I/O-bound verdict), it says the code feeding the GPU, not the "
+            f"GPU, sets the speedup. Then at most {dc.MAX_CAVEATS} caveats, the weightiest first: what "
+            "makes a figure wrong (a weak baseline, no like-for-like GPU run, repeats that disagree, a "
+            "board not the run's alone), then what makes it unsure (runs left out as incomplete, an "
+            "assumed UTC offset, run-to-run spread not measured, a drifting rate), then what leaves it "
+            "partial (energy of the GPU board only, no prices); how many more there are is said. The "
+            "summary and the sections below keep every figure.",
+        ),
+        (
+            "Speedup interval",
+            "repeats on both sides: the 95 % confidence interval of the ratio of means (see Repeats). "
+            "Repeats on one side only: the range from the slowest to the fastest of that side's runs "
+            "over the other side's single run, each end widened by that run's within-run 95 % interval "
+            "(see Stability); the single side's run-to-run spread is not measured. One run a side: the "
+            'within-run interval, always with "run-to-run spread not measured" beside it. Repeats '
+            "disagree (not the same conditions) where two runs' within-run 95 % intervals of "
+            "examples/s do not overlap, or, where a run has none, where the fastest is more than "
+            f"{sp.REPEATS_DISAGREE_FRACTION:.0%} above the slowest: said in the headline and the "
+            "Decision's caveats.",
+        ),
         (
             "Workload signature",
             "framework (training.json `framework`, tensorflow when absent), preset, backbone, image "
@@ -44,12 +75,22 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "runs given together whose run.json `nodes` share `rdzv_id`, `rdzv_endpoint` and `nnodes`, "
             "one per node rank 0 … N − 1 (the run directories of one data-parallel training, one per "
             "node), are sized as one job under node 0's run id: throughput from node 0's step log (every "
-            "rank's examples); each node's telemetry read over the job's steady state and training window "
-            "in unix time, clipped to that node's own `train` phase and recording, so a node that recorded "
-            "part of the window covers only that part; energy (the mean powers of the nodes added), the "
-            "GPUs charged and the hardware price (each node's host and GPUs) summed over the nodes; "
-            "temperatures and throttling per node; the verdict node 0's, with the other nodes' verdicts "
-            "beside it and their added labels. A node's run given without the others, or a "
+            "rank's examples; a synchronous step ends when the slowest node's gradients arrive, so it is "
+            "the slowest node's pace); each node's telemetry read over the job's steady state and "
+            "training window in unix time, clipped to that node's own `train` phase and recording, so a "
+            "node that recorded part of the window covers only that part; energy (the mean powers of the "
+            "nodes added), the GPUs charged and the hardware price (each node's host and GPUs) summed "
+            "over the nodes; "
+            "temperatures and throttling per node. The verdict is the slowest node's: of a GPU job, the "
+            "node whose least busy GPU has the lowest mean util (a node waiting on its host reads low "
+            "while the others spin in the collective, which reads busy); of a CPU job, or with fewer "
+            "than two nodes' GPU util known, node 0. When the slowest node names no cause, the least busy "
+            "node that waited does (host-bound, I/O-bound, GPU underused, busy but not computing, a GPU "
+            "straggler). A node ≥ "
+            f"{NODE_STRAGGLER_GAP_PCT:g} points of mean GPU util below the busiest node is the straggler "
+            "node, named in a label and first in the evidence; every node that waited is a label "
+            "(`node1: host-bound`); the other nodes' labels are added and their verdicts are evidence. "
+            "A node's run given without the others, or a "
             "node rank given twice, is sized alone, with a warning.",
         ),
         (
@@ -57,7 +98,10 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "runs with the same workload signature (every field known), device kind and hardware "
             "signature, and complete (see Valid runs); their mean, sample standard deviation (n − 1), "
             "min and max are shown. Runs with an unknown workload field, or whose CPU model and logical CPUs "
-            "(a CPU run) or GPU names (a GPU run) are unknown, are never repeats.",
+            "(a CPU run) or GPU names (a GPU run) are unknown, are never repeats. Runs on different "
+            "machines of the same kind (run.json `system` machine or instance id hashes differ; a new boot "
+            "id alone is the same machine) are repeats too; the Decision says on how many machines they "
+            "ran, so their spread is the spread between machines of that kind.",
         ),
         (
             "Like-for-like",
@@ -124,9 +168,17 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
         ),
         (
             "Windows",
-            "training window: the `train` phases of phases.csv, else the whole telemetry; measurement "
-            "window: the steady state clipped to it. Means, verdicts and per-unit energy use the "
-            "measurement window; temperatures, throttling and total energy the training window.",
+            "training window: the `train` phases of phases.csv, else the whole telemetry (cut to the "
+            "span its CPU and GPU columns share); measurement window: the steady state clipped to it. "
+            "Means, verdicts and per-unit energy use the measurement window; temperatures, throttling "
+            "and total energy the training window. The verdict's means are taken over the span its "
+            "column families share within the measurement window (the host's CPU, iowait, disk and "
+            "process columns; a GPU run's charged GPUs' utilization), each family's span from its own "
+            "non-empty rows, so recordings merged from different spans (a sysstat day file and the "
+            "job's nvidia-smi log) are judged over the time both saw; a merged run's warnings say that "
+            f"span and its sources, and a shared span under {SHORT_SPAN_FRACTION:.0%} of the window is a "
+            "caveat; families that do not overlap there leave the host's part unknown. An imported "
+            "log read with an assumed UTC offset is a caveat.",
         ),
         (
             "Units",
@@ -152,7 +204,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
         (
             "Energy coverage",
             "each source is integrated over the time its valid readings cover: two readings at most "
-            f"{MAX_GAP_INTERVALS:g} sampling intervals apart cover the time between them; a counter "
+            f"{MAX_GAP_INTERVALS:g} of the source's own sampling intervals apart (the median spacing "
+            "of its readings: a 5 s log merged into a 1 s run keeps its 5 s) cover the time between "
+            "them; a counter "
             "that goes down there (driver reload, GPU reset, wrap) covers nothing there and counts "
             "a reset (integrated piecewise). A counter's step is spread linearly over the rows that "
             "repeat its previous value (a counter read less often than rows are written, or moving in "
@@ -200,7 +254,12 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "baseline's energy cost for that hour's examples minus the GPU run's. Never when the "
             "saving is ≤ 0; does not pay back when it needs more GPU hours than the hardware's "
             "working hours; marked ESTIMATE when an energy estimate is in it. Its assumptions "
-            "(life, utilisation, value per hour, what the energy covers) are printed beside it.",
+            "(life, utilisation, value per hour, what the energy covers) are printed beside it, and "
+            "beside every never (tariff, price, value per hour, life). Without a value per hour the "
+            "time saved is worth anything from nothing up: a faster side pays back at most after what the "
+            'energy alone needs when that is within the working hours, else "time saved not valued: '
+            'cannot tell" (--value-per-hour would tell); never only when no value of an hour could '
+            "make the saving positive (no faster and no energy saved).",
         ),
         (
             "Scaling",
@@ -213,9 +272,14 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "examples per hour it "
             "buys; its payback = the price of the added GPUs (nothing for processes on one host) / "
             "what an hour at N saves against the "
-            "previous count (time at the value per hour plus energy). The largest count that pays back "
-            "is the last one reached by steps that each pay back within the working hours (life × "
-            "utilisation).",
+            "previous count (time at the value per hour plus energy; without a value per hour as in "
+            "Break-even: a bound from the energy alone, or time saved not valued: cannot tell). The "
+            "largest count that pays back is the last one reached by steps that each pay back within the "
+            "working hours (life × utilisation); a step that cannot be told makes it cannot tell. "
+            "Incomplete runs are left out of a series, and named on it, unless `--include-incomplete` "
+            "is given: then they are averaged in as repeats and marked, and a count measured only by "
+            "them is not judged: the next count's step is judged against the last count measured by a "
+            "complete run, and the verdict never stops at it.",
         ),
         (
             "Throttling",
@@ -247,7 +311,7 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"then using ≥ {b.HOST_THREAD_TREE_CORES:g} core); GPU underused (GPU < "
             f"{t.gpu_underused_util_pct:g} %, no other cause; where the busiest thread is not recorded it "
             "says that a thread the kernel moves between CPUs would not show in per-CPU utilization, and "
-            "where no CPU column is recorded, that the host's part is unknown). Thermally throttled "
+            "where no CPU column is recorded: host not recorded, cause unknown). Thermally throttled "
             "(thermal bits, or "
             "CPU frequency drops with thermal evidence), HW slowdown (0x8, 0x80) and CPU clock below "
             f"peak (cause unknown) are added in ≥ {t.throttled_sample_fraction:.0%} of samples.",

@@ -16,9 +16,9 @@ import pandas as pd
 from sizing.coverage import (
     SourceEnergy,
     counter_source,
-    max_gap_s,
     power_source,
     relative_difference,
+    source_max_gap_s,
 )
 from sizing.model import JOULES_PER_KWH, Prices, gpu_indices, times_of, values_of
 
@@ -178,11 +178,12 @@ def reading_spacing_s(times: np.ndarray, values: np.ndarray, window: tuple[float
 
 
 def _gpu_power_source(
-    name: str, label: str, times: np.ndarray, power: np.ndarray, window: tuple[float, float], gap: float
-) -> SourceEnergy | None:
+    name: str, label: str, times: np.ndarray, power: np.ndarray, window: tuple[float, float],
+    nominal: float | None,
+) -> SourceEnergy | None:  # fmt: skip
     """Integrated power; an ESTIMATE when its readings are ESTIMATE_SPACING_S or more apart (NVML samples
     power only part of the time, and a 1 s average lags and smooths a bursty load)."""
-    spacing = reading_spacing_s(times, power, window)
+    spacing, gap = reading_spacing_s(times, power, window), source_max_gap_s(times, power, nominal)
     if spacing is not None and spacing >= ESTIMATE_SPACING_S:
         label = f"ESTIMATE: {label}, readings {spacing:.3g} s apart"
         return power_source(name, label, times, power, window, gap, is_estimate=True)
@@ -190,7 +191,7 @@ def _gpu_power_source(
 
 
 def _gpu_sources(
-    telemetry: pd.DataFrame, index: int, window: tuple[float, float], gap: float
+    telemetry: pd.DataFrame, index: int, window: tuple[float, float], nominal: float | None
 ) -> tuple[SourceEnergy | None, list[SourceEnergy], list[str]]:
     """The GPU's chosen source (the first complete of: the board's energy counter, integrated instant
     power, integrated average power; else the best covered), every source read, and what the
@@ -198,10 +199,12 @@ def _gpu_sources(
     times, name = times_of(telemetry), f"gpu{index}"
     counter = values_of(telemetry, f"{name}_energy_j")
     from_counter = (
-        counter_source(name, GPU_COUNTER, times, counter, window, gap) if counter is not None else None
+        counter_source(name, GPU_COUNTER, times, counter, window, source_max_gap_s(times, counter, nominal))
+        if counter is not None
+        else None
     )
     from_power = [
-        _gpu_power_source(name, label, times, power, window, gap)
+        _gpu_power_source(name, label, times, power, window, nominal)
         for column, label in (("power_instant_w", GPU_INSTANT_POWER), ("power_w", GPU_POWER))
         if (power := values_of(telemetry, f"{name}_{column}")) is not None
     ]
@@ -229,22 +232,25 @@ def one_gpu_energy_j(
     telemetry: pd.DataFrame, index: int, start: float, end: float, nominal_interval_s: float | None = None
 ) -> tuple[float | None, str]:
     """One GPU's energy over [start, end] and what it comes from ('' when not measured)."""
-    times = times_of(telemetry)
-    chosen, _, _ = _gpu_sources(telemetry, index, (start, end), max_gap_s(times, nominal_interval_s))
+    chosen, _, _ = _gpu_sources(telemetry, index, (start, end), nominal_interval_s)
     if chosen is None or chosen.window_j is None:
         return None, ""
     return chosen.window_j, chosen.method
 
 
 def _cpu_source(
-    telemetry: pd.DataFrame, window: tuple[float, float], gap: float, tdp_w: float | None,
+    telemetry: pd.DataFrame, window: tuple[float, float], nominal: float | None, tdp_w: float | None,
     idle_fraction: float,
 ) -> tuple[SourceEnergy | None, list[SourceEnergy], str, list[str]]:  # fmt: skip
     """RAPL when complete, else the TDP ESTIMATE (TDP × (idle floor + (1 − idle floor) × CPU util))."""
     times = times_of(telemetry)
     read, checks = [], []
     counter = values_of(telemetry, "cpu_energy_j")
-    rapl = counter_source("cpu", CPU_RAPL, times, counter, window, gap) if counter is not None else None
+    rapl = (
+        counter_source("cpu", CPU_RAPL, times, counter, window, source_max_gap_s(times, counter, nominal))
+        if counter is not None
+        else None
+    )
     if rapl is not None and rapl.covered_s > 0:
         read.append(rapl)
         if rapl.resets:
@@ -253,6 +259,7 @@ def _cpu_source(
     if tdp_w is not None and util is not None:
         power = tdp_w * (idle_fraction + (1.0 - idle_fraction) * np.clip(util, 0.0, 100.0) / 100.0)
         label = f"ESTIMATE: CPU package from {tdp_w:g} W TDP, {idle_fraction:.0%} idle floor, × CPU util"
+        gap = source_max_gap_s(times, power, nominal)
         estimate = power_source("cpu", label, times, power, window, gap, is_estimate=True)
         if estimate is not None and estimate.covered_s > 0:
             read.append(estimate)
@@ -276,18 +283,17 @@ def energy_in(
     times = times_of(telemetry)
     if window is None or telemetry.empty or np.isfinite(times).sum() < 2 or window[1] <= window[0]:
         return None
-    gap = max_gap_s(times, nominal_interval_s)
     gpus, considered, checks = [], [], []
     for index in charged_gpus:
-        chosen, read, found = _gpu_sources(telemetry, index, window, gap)
+        chosen, read, found = _gpu_sources(telemetry, index, window, nominal_interval_s)
         gpus.append((index, chosen))
         considered += read
         checks += found
     idle = []
     for index in sorted(set(gpu_indices(telemetry)) - set(charged_gpus)):
-        chosen, _, _ = _gpu_sources(telemetry, index, window, gap)
+        chosen, _, _ = _gpu_sources(telemetry, index, window, nominal_interval_s)
         idle.append((index, chosen.mean_w if chosen is not None else None))
-    cpu, read, reason, found = _cpu_source(telemetry, window, gap, cpu_tdp_w, idle_fraction)
+    cpu, read, reason, found = _cpu_source(telemetry, window, nominal_interval_s, cpu_tdp_w, idle_fraction)
     return Energy(
         window_s=window[1] - window[0],
         is_gpu_run=bool(charged_gpus) if is_gpu_run is None else is_gpu_run,

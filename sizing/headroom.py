@@ -247,7 +247,7 @@ def _idle_waiting(n: dict, t: Thresholds, thread: HostThread) -> str | None:
     if not _below(busy, GPU_IDLE_UTIL_BELOW_PCT):
         return None
     if thread.fraction is None:
-        host = "the host not recorded: which part of it, unknown"
+        host = "host not recorded: cause unknown"
     else:
         host = (f"no host thread saturated ({thread.text(t)}): input, I/O, synchronisation or transfers, "
                 "not one thread's arithmetic")  # fmt: skip

@@ -6,9 +6,10 @@ its own telemetry. Runs given together that share `nodes.rdzv_id`, `rdzv_endpoin
 node rank 0..N−1, are sized as one job under node 0's run id: throughput from node 0's training.csv;
 each node's energy, temperatures, throttling and verdict over the job's windows (node 0's steady state
 and training window in unix time, clipped to the node's own `train` phase and recording, on its own
-clock); energy, GPUs and hardware prices summed over the nodes (sizing.node_energy). A job with a node
-missing or a node rank given twice is not combined: each of its runs is sized alone, and the report
-says why.
+clock); energy, GPUs and hardware prices summed over the nodes (sizing.node_energy); the verdict the
+slowest node's, a straggling node named, every node that waited on its host or a stall a label. A job
+with a node missing or a node rank given twice is not combined: each of its runs is sized alone, and
+the report says why.
 """
 
 from __future__ import annotations
@@ -18,12 +19,17 @@ from dataclasses import dataclass, replace
 
 from sizing import money, runchecks
 from sizing.analysis import RunAnalysis, analyse_run, cost_figures, energy_warnings, run_windows
-from sizing.bottleneck import Verdict
+from sizing.bottleneck import GPU_UNDERUSED, HOST_BOUND, IO_BOUND, Verdict
 from sizing.gpu_state import state_warnings
+from sizing.gpu_verdicts import BUSY_NOT_COMPUTING, STRAGGLER
+from sizing.headroom import FROM_UTILIZATION, Headroom
 from sizing.model import Prices, RunData, Thresholds, number
 from sizing.node_energy import job_energy, node_name
 
 JobKey = tuple[str, str, int]  # rdzv_id, rdzv_endpoint, nnodes
+NODE_STRAGGLER_GAP_PCT = 20.0  # points of mean GPU utilization below the job's busiest node
+NODE_WAITED = (HOST_BOUND, IO_BOUND, GPU_UNDERUSED, BUSY_NOT_COMPUTING)
+STRAGGLER_NODE = "straggler node"
 
 
 @dataclass(frozen=True)
@@ -98,15 +104,87 @@ def _price(prices: Sequence[money.HardwarePrice]) -> money.HardwarePrice:
     )
 
 
-def _verdict(parts: Sequence[RunAnalysis]) -> Verdict:
-    """Node 0's verdict with the labels the other nodes add (thermally throttled, …; not their own
-    primary verdicts), and each other node's verdict among the evidence."""
-    head = parts[0].verdict
-    added = (label for a in parts[1:] for label in a.verdict.labels[1:])
-    labels = tuple(dict.fromkeys((*head.labels, *added)))
-    others = tuple(f"{node_name(k)} ({a.hardware.get('host')}): {a.verdict.primary}"
-                   for k, a in enumerate(parts) if k)  # fmt: skip
-    return replace(head, labels=labels, evidence=(*head.evidence, *others))
+def _util_pct(a: RunAnalysis) -> float | None:
+    return a.verdict.numbers.get("gpu_util_pct") if a.kind == "gpu" else None
+
+
+def slowest_node(parts: Sequence[RunAnalysis]) -> tuple[int, float | None, int]:
+    """The node that sets a GPU job's pace, the gap in points between it and the busiest node, and the
+    busiest: the least busy by mean utilization of its least busy GPU (a node waiting on its host reads
+    low while the others spin in the collective waiting for it, which NVML counts as busy); node 0 with
+    no gap when fewer than two nodes' utilization is known (a CPU job: a waiting CPU may read busy)."""
+    known = [(u, k) for k, a in enumerate(parts) if (u := _util_pct(a)) is not None]
+    if len(known) < 2:
+        return 0, None, 0
+    low, slow = min(known)
+    high, fast = min((-u, k) for u, k in known)
+    return slow, -high - low, fast
+
+
+def _waited(primary: str) -> bool:
+    """A verdict that says the node waited (on its host, its storage, a collective, a straggling GPU)."""
+    return primary in NODE_WAITED or primary.startswith(STRAGGLER)
+
+
+def _verdict(parts: Sequence[RunAnalysis]) -> tuple[Verdict, int]:
+    """The job's verdict is its slowest node's (sizing.definitions: Multi-node job): that node's primary
+    verdict and evidence (when it names no cause, those of the least busy node that waited on its host,
+    its storage or a stall); a straggler label naming it when it is ≥ NODE_STRAGGLER_GAP_PCT points
+    below the busiest node; a "nodeK: verdict" label for every node that waited; the labels the other
+    nodes add; each other node's verdict among the evidence. And the node whose verdict it is."""
+    slow, gap, fast = slowest_node(parts)
+    judged = slow
+    if not _waited(parts[slow].verdict.primary):  # the slowest has no cause: a node that waited gives one
+        waiting = [k for k, a in enumerate(parts) if _waited(a.verdict.primary)]
+        judged = min(
+            waiting, key=lambda k: (_util_pct(parts[k]) is None, _util_pct(parts[k]) or 0.0, k), default=slow
+        )
+    head = parts[judged].verdict
+
+    def where(k: int) -> str:
+        return f"{node_name(k)} ({parts[k].hardware.get('host')})"
+
+    lead = []
+    if gap is not None and gap >= NODE_STRAGGLER_GAP_PCT:
+        lead.append(
+            f"{where(slow)} straggles: mean GPU util {_util_pct(parts[slow]):.1f} %, {gap:.1f} points below "
+            f"{node_name(fast)}'s {_util_pct(parts[fast]):.1f} % (≥ {NODE_STRAGGLER_GAP_PCT:g}): every "
+            "node's step waits on it"
+        )
+    waited = [
+        f"{node_name(k)}: {a.verdict.primary}" for k, a in enumerate(parts) if _waited(a.verdict.primary)
+    ]
+    straggler = [f"{STRAGGLER_NODE}: {node_name(slow)}"] if lead else []
+    added = (label for a in parts for label in a.verdict.labels[1:])
+    labels = tuple(dict.fromkeys((head.primary, *straggler, *waited, *head.labels[1:], *added)))
+    slowest = f"{where(judged)}: {head.primary}" + (f" ({'; '.join(head.evidence)})" if head.evidence else "")
+    others = []
+    for k, a in enumerate(parts):
+        if k != judged:
+            why = (
+                f" ({'; '.join(a.verdict.evidence)})"
+                if _waited(a.verdict.primary) and a.verdict.evidence
+                else ""
+            )
+            others.append(f"{where(k)}: {a.verdict.primary}{why}")
+    numbers = {**head.numbers, "slowest node rank": float(slow), "node util gap pct": gap}
+    return replace(head, labels=labels, evidence=(*lead, slowest, *others), numbers=numbers), judged
+
+
+def _headroom(parts: Sequence[RunAnalysis], judged: int, verdict: Verdict) -> Headroom | None:
+    """Node 0's MFU (its step log counts every rank, its peak every GPU) with why the GPU is not at its
+    limit from the node the verdict is (its counters, else the job's utilization verdict)."""
+    head, node = parts[0].headroom, parts[judged].headroom
+    if head is None or node is None or node.limit is None:
+        return head
+    if node.limit.startswith(FROM_UTILIZATION) and not node.limit_from_counters:
+        why = "; ".join(verdict.evidence) or "no rule matched"
+        evidence = f"no GPU profiling counters (GPM) in the window; the utilization verdict: {why}"
+        return replace(head, limit=f"{FROM_UTILIZATION}: {verdict.primary}", limit_from_counters=False,
+                       limit_evidence=evidence, numbers=node.numbers)  # fmt: skip
+    evidence = f"{node_name(judged)}: {node.limit_evidence}" if len(parts) > 1 else node.limit_evidence
+    return replace(head, limit=node.limit, limit_from_counters=node.limit_from_counters,
+                   limit_evidence=evidence, numbers=node.numbers)  # fmt: skip
 
 
 def _hardware(parts: Sequence[RunAnalysis]) -> dict:
@@ -140,6 +218,7 @@ def analyse_job(job: Job, prices: Prices, thresholds: Thresholds) -> RunAnalysis
     steady = job_energy([(k, a.steady_energy) for k, a in enumerate(parts)], steady_window, is_gpu)
     training = job_energy([(k, a.training_energy) for k, a in enumerate(parts)], training_s, is_gpu)
     nodes = list(enumerate(parts))
+    verdict, judged = _verdict(parts)
     price = _price([a.hardware_price for a in parts])
     ids = ", ".join(run.run_id for run in job.nodes)
     node0_energy = set(energy_warnings(head.run_id, head.kind, head.steady_energy))
@@ -165,7 +244,8 @@ def analyse_job(job: Job, prices: Prices, thresholds: Thresholds) -> RunAnalysis
         throttling=tuple(
             replace(t, source=f"{node_name(k)} {t.source}") for k, a in nodes for t in a.throttling
         ),
-        verdict=_verdict(parts),
+        verdict=verdict,
+        headroom=_headroom(parts, judged, verdict),
         warnings=tuple(dict.fromkeys(warnings)),
         incomplete=head.incomplete or (stopped[0] if stopped else None),
     )

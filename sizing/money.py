@@ -88,6 +88,82 @@ def energy_saving_per_gpu_hour(
     return gpu_examples_per_s * 3600.0 / 1000.0 * (base_usd_per_1k - gpu_usd_per_1k)
 
 
+PAYS_BACK, BEYOND_LIFE, NEVER, CANNOT_TELL = "pays back", "beyond the life", "never", "cannot tell"
+UNVALUED = "time saved not valued: cannot tell"
+VALUE_OPTION = "--value-per-hour would tell"
+
+
+@dataclass(frozen=True)
+class Payback:
+    """Hours of training until an investment is paid back by what an hour saves: (speedup − 1) hours at
+    the value per hour plus the energy saved. Without a value per hour the time saved is worth anything
+    from $0 up, so the hours are a bound ("at most" for a faster side, "at least" for a slower one), or
+    cannot be told."""
+
+    hours: float | None  # None: never, or cannot tell (then: the energy alone's hours, when it saves)
+    verdict: str  # PAYS_BACK (within the life), BEYOND_LIFE, NEVER or CANNOT_TELL
+    bound: str = ""  # "", "at most", "at least"
+
+
+def payback(
+    amount_usd: float,
+    speedup: float,
+    energy_saving_per_h: float | None,
+    value_per_hour: float | None,
+    life_h: float,
+) -> Payback:
+    """The payback of `amount_usd` (≤ 0: costs nothing extra) within `life_h` working hours. With a
+    value per hour the saving is one number (energy not measured counts nothing); without one it lies
+    between the energy saving and what any value of an hour adds (sizing.definitions: Break-even)."""
+    inf = float("inf")
+    if value_per_hour is not None:
+        low = high = (speedup - 1.0) * value_per_hour + (energy_saving_per_h or 0.0)
+    elif energy_saving_per_h is None:
+        return Payback(None, CANNOT_TELL)
+    elif speedup > 1.0:
+        low, high = energy_saving_per_h, inf
+    elif speedup < 1.0:
+        low, high = -inf, energy_saving_per_h
+    else:
+        low = high = energy_saving_per_h
+    if amount_usd <= 0:
+        if low > 0:
+            return Payback(0.0, PAYS_BACK)
+        return Payback(None, NEVER) if high <= 0 else Payback(None, CANNOT_TELL)
+    if high <= 0:
+        return Payback(None, NEVER)
+    exact = low == high
+    if low > 0 and amount_usd / low <= life_h:
+        return Payback(amount_usd / low, PAYS_BACK, "" if exact else "at most")
+    if amount_usd / high > life_h:
+        return Payback(amount_usd / high, BEYOND_LIFE, "" if exact else "at least")
+    return Payback(amount_usd / low if low > 0 else None, CANNOT_TELL)
+
+
+def assumptions_text(prices: Prices, investment_text: str, with_life: bool = True) -> str:
+    """What a "never" or "does not pay back" rests on: the tariff, the price paid, the value of an hour
+    and (unless the sentence says it) the life."""
+    tariff = f"tariff ${prices.tariff_per_kwh:g}/kWh" if prices.tariff_per_kwh is not None else "no tariff"
+    value = (
+        f"an hour saved worth {fmt_usd(prices.value_per_hour)}"
+        if prices.value_per_hour is not None
+        else "time saved not valued (--value-per-hour)"
+    )
+    life = f"; {prices.amortise_years:g}-year life at {prices.utilisation:.0%} use" if with_life else ""
+    return f"{tariff}; {investment_text}; {value}{life}"
+
+
+def unvalued_reason(found: Payback, life_h: float, energy_measured: bool) -> str:
+    """Why a payback cannot be told without a value per hour, and what would tell."""
+    if not energy_measured:
+        why = "energy not measured on both sides"
+    elif found.hours is not None:
+        why = f"the energy alone pays back after {found.hours:,.0f} h, beyond the {life_h:,.0f} h of the life"
+    else:
+        why = "the energy alone saves nothing"
+    return f"{UNVALUED} ({why}; {VALUE_OPTION})"
+
+
 @dataclass(frozen=True)
 class BreakEven:
     """GPU training hours until the hardware paid back; None with a reason when there is no such number."""
@@ -98,6 +174,7 @@ class BreakEven:
     investment_text: str  # "its $2,000", "the price difference $1,000 ($3,000 − $2,000)"
     hours_beyond_life: float | None = None
     is_estimate: bool = False
+    bound: str = ""  # "at most": the energy alone pays back this soon, the time saved not valued
 
 
 def investment(side: HardwarePrice, baseline: HardwarePrice, baseline_kind: str) -> tuple[float | None, str]:
@@ -136,18 +213,22 @@ def break_even(
     if prices.value_per_hour is None and energy_saving is None:
         return BreakEven(None, "not computed: needs the value of an hour saved (--value-per-hour) or "
                          "energy measured on both sides", amount, text)  # fmt: skip
-    saving = (speedup - 1.0) * (prices.value_per_hour or 0.0) + (energy_saving or 0.0)
-    if amount <= 0:
-        if saving > 0:
-            return BreakEven(0.0, None, amount, "costs no more than the baseline", None, is_estimate)
-        return BreakEven(None, "never pays back: costs no more but saves nothing", amount, text)
-    if saving <= 0:
-        return BreakEven(None, "never pays back at these prices (it saves nothing)", amount, text)
-    hours, life = amount / saving, life_hours(prices)
-    if hours > life:
-        reason = (
-            f"does not pay back within the {prices.amortise_years:g}-year life at {prices.utilisation:.0%} "
-            f"use ({hours:,.0f} GPU hours needed, {life:,.0f} available)"
-        )
-        return BreakEven(None, reason, amount, text, hours, is_estimate)
-    return BreakEven(hours, None, amount, text, None, is_estimate)
+    life = life_hours(prices)
+    found = payback(amount, speedup, energy_saving, prices.value_per_hour, life)
+    if found.verdict == PAYS_BACK and found.hours == 0:
+        return BreakEven(0.0, None, amount, "costs no more than the baseline", None, is_estimate)
+    if found.verdict == PAYS_BACK:
+        return BreakEven(found.hours, None, amount, text, None, is_estimate, found.bound)
+    if found.verdict == NEVER:
+        what = "costs no more but saves nothing" if amount <= 0 else "it saves nothing"
+        anyway = ", whatever an hour is worth" if prices.value_per_hour is None else ""
+        reason = f"never pays back at these prices ({what}{anyway}: {assumptions_text(prices, text)})"
+        return BreakEven(None, reason, amount, text)
+    if found.verdict == CANNOT_TELL:
+        return BreakEven(None, unvalued_reason(found, life, True), amount, text, found.hours, is_estimate)
+    needed = f"{found.bound} {found.hours:,.0f}" if found.bound else f"{found.hours:,.0f}"
+    reason = (
+        f"does not pay back within the {prices.amortise_years:g}-year life at {prices.utilisation:.0%} "
+        f"use ({needed} GPU hours needed, {life:,.0f} available)"
+    )
+    return BreakEven(None, reason, amount, text, found.hours, is_estimate)

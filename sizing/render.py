@@ -30,9 +30,22 @@ def markdown_table(table: Table) -> str:
     return "\n".join(lines)
 
 
+def decision_markdown(report: Report) -> list[str]:
+    d = report.decision
+    parts = ["## Decision", ""] + ([_md_cell(d.baseline), ""] if d.baseline else [])
+    parts += [f"- {_md_cell(line)}" for line in (*(o.line for o in d.options), *d.lines_without_option)]
+    if d.caveats:
+        parts += ["", "Caveats, the weightiest first:", ""]
+        parts += [f"{i}. {_md_cell(text)}" for i, text in enumerate(d.caveats, 1)]
+    if d.caveats_not_shown:
+        parts += ["", f"{d.caveats_not_shown} more in the summary and sections below."]
+    return [*parts, ""]
+
+
 def render_markdown(report: Report) -> str:
     parts = [f"# {report.title}", "", f"Generated {report.generated_utc} from {len(report.runs)} run(s).", ""]
-    parts += [f"- {_md_cell(line)}" for line in report.headline] + [""]
+    parts += decision_markdown(report)
+    parts += ["## Summary", ""] + [f"- {_md_cell(line)}" for line in report.headline] + [""]
     parts += [markdown_table(t) for s in report.sections for t in s.tables]
     parts += ["## Definitions", ""] + [f"- **{term}**: {text}" for term, text in report.definitions] + [""]
     if report.warnings:

@@ -11,6 +11,7 @@ from sizing import money_text as mt
 from sizing import validity
 from sizing.analysis import RunAnalysis, analyse_run
 from sizing.context import ReportContext, ReportSettings
+from sizing.decision import Decision, decision, decision_json
 from sizing.definitions import definitions
 from sizing.headroom import group_phrase
 from sizing.jobs import Job, analyse_job, gather_jobs
@@ -52,6 +53,7 @@ SECTIONS: list[SectionFunction] = [
 class Report:
     title: str
     generated_utc: str
+    decision: Decision
     headline: tuple[str, ...]
     sections: tuple[Section, ...]
     definitions: tuple[tuple[str, str], ...]
@@ -87,6 +89,7 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
     return Report(
         title="Is the GPU worth it? Sizing report",
         generated_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        decision=decision(ctx),
         headline=tuple(headline(ctx)),
         sections=tuple(section(ctx) for section in SECTIONS),
         definitions=definitions(settings.thresholds),
@@ -159,11 +162,11 @@ def headline(ctx: ReportContext) -> list[str]:
         if c.is_baseline:
             continue
         g = c.group
-        ci = f" (95 % CI {c.speedup_ci95[0]:.2f}–{c.speedup_ci95[1]:.2f}×)" if c.speedup_ci95 else ""
+        ci = f" ({c.interval.text})" if c.interval else ""
         speed = fmt(c.speedup, 2, "×", unknown="speedup n/a")
         room = group_phrase([a.headroom for a in g.analyses]) if g.kind == "gpu" else ""
         line = (
-            f"{g.name}: {speed}{ci} the baseline's examples/s{validity.within_run_text(c)}; "
+            f"{g.name}: {speed} the baseline's examples/s{ci}; "
             + (f"{room}; " if room else "")
             + mt.money_phrase(g, ctx.settings.prices)
         )
@@ -180,6 +183,7 @@ def headline(ctx: ReportContext) -> list[str]:
 
 def to_json(report: Report) -> dict:
     """The JSON output (docs/sizing.md; docs/sizing.schema.json)."""
-    return report_json(report.context, report.generated_utc, list(report.headline),
-                       {s.key: s.data for s in report.sections}, dict(report.definitions),
-                       list(report.warnings))  # fmt: skip
+    found = report_json(report.context, report.generated_utc, list(report.headline),
+                        {s.key: s.data for s in report.sections}, dict(report.definitions),
+                        list(report.warnings))  # fmt: skip
+    return {**found, "decision": decision_json(report.decision)}

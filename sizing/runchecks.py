@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from runformat.diskfull import DISK_FULL
 from sizing.model import number
 from sizing.sessions import DRIFT_WARN_FRACTION
 from sizing.stats import ratio_ci95, spread
@@ -26,7 +27,12 @@ RATE_MISMATCH_FRACTION = 0.05
 
 def incomplete_reason(meta: dict, training_info: dict) -> str | None:
     """Why the run is not a complete measurement (training.json status, else run.json end_reason), or
-    None. A run that records neither (another tool's) is taken as complete."""
+    None. A run that records neither (another tool's) is taken as complete. A full disk (either file's
+    `failure`) is named as such, whoever noticed it first."""
+    for failure in (meta.get("failure"), training_info.get("failure")):
+        if isinstance(failure, dict) and failure.get("reason") == DISK_FULL:
+            path = failure.get("path")
+            return "run failed: the disk filled up" + (f" ({path} could not be written)" if path else "")
     status = training_info.get("status")
     if isinstance(status, str) and status in INCOMPLETE_TRAINING:
         error = training_info.get("error")

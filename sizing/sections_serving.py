@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from sizing.context import ReportContext
 from sizing.model import Section, Table
-from sizing.serving import ServingSection, serving_section
-from sizing.text import NO_PRICE
+from sizing.serving import ServingSection, cost_cell, serving_section
 
 HEADERS = ("Run", "Device", "Runtime", "Batch", "Images/s", "p99 ms/image", "J per 1,000 images",
            "$ per million images")  # fmt: skip
@@ -35,10 +34,7 @@ def _row(r) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
         if r.joules_per_1000_images is not None
         else r.energy_method
     )
-    if r.usd_per_million_images is not None:
-        cost = f"${r.usd_per_million_images:,.2f}"
-    else:
-        cost = r.cost_note or NO_PRICE
+    cost = cost_cell(r)
     return (r.run_id, r.device, r.runtime, str(r.batch_size), f"{r.images_per_s:.2f}",
             f"{r.ms_per_image_p99:.1f}", energy, cost)  # fmt: skip
 

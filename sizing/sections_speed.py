@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from sizing import money
 from sizing import money_text as mt
+from sizing import speedup as sp
 from sizing import throughput as tp
+from sizing.compare import Comparison
 from sizing.context import ReportContext
 from sizing.energy import gpu_name
 from sizing.json_out import break_even_json, spread_json
 from sizing.model import DEFAULT_UTILISATION, JOULES_PER_KWH, Section, Table
 from sizing.text import NO_PRICE, NOT_MEASURED, fmt, fmt_seconds, fmt_spread, fmt_usd, marked
-from sizing.validity import like_for_like_text
+from sizing.validity import interval_json, like_for_like_text
 
 
 def _pairs(pairs: tuple[tuple[str, float], ...], unit: str) -> str:
@@ -101,11 +103,10 @@ def comparison_rows(ctx: ReportContext) -> list[tuple[str, ...]]:
     for c in ctx.comparisons:
         g = c.group
         if c.is_baseline:
-            like, speed, even = "baseline", "1.00× (baseline)", "baseline"
+            like, speed, even, interval = "baseline", "1.00× (baseline)", "baseline", "—"
         else:
             like = "yes" if c.like_for_like else like_for_like_text(c)
-            ci = f" (95 % CI {c.speedup_ci95[0]:.2f}–{c.speedup_ci95[1]:.2f})" if c.speedup_ci95 else ""
-            speed = fmt(c.speedup, 2, "×") + ci
+            speed, interval = fmt(c.speedup, 2, "×"), interval_cell(c) or "n/a (nothing bounds it)"
             even = "n/a (CPU)" if g.kind != "gpu" else mt.break_even_cell(c)
         steps = "n/a (batch differs)"
         if c.batches_match or c.is_baseline:
@@ -114,7 +115,8 @@ def comparison_rows(ctx: ReportContext) -> list[tuple[str, ...]]:
             )
         estimate = g.energy_is_estimate
         rows.append((
-            g.name, str(len(g.run_ids)), fmt_spread(g.examples_per_s, 3, tp.NO_WORK_COUNTER), speed, like,
+            g.name, str(len(g.run_ids)), fmt_spread(g.examples_per_s, 3, tp.NO_WORK_COUNTER), speed, interval,
+            like,
             marked(fmt_spread(g.j_per_1k_examples, 0, f"{NOT_MEASURED} ({mt.energy_unknown_reason(g)})"),
                    estimate),
             marked(fmt_usd(g.energy_usd_per_1k.mean, NOT_MEASURED), estimate),
@@ -123,6 +125,20 @@ def comparison_rows(ctx: ReportContext) -> list[tuple[str, ...]]:
             steps, even,
         ))  # fmt: skip
     return rows
+
+
+def interval_cell(c: Comparison) -> str:
+    """The interval in a table cell: '95 % CI 1.9–2.1', 'range 6.9–9.0, one side repeated', 'within-run
+    8.5–9.7; run-to-run spread not measured'."""
+    i = c.interval
+    if i is None:
+        return ""
+    span = f"{i.low:.2f}–{i.high:.2f}"
+    if i.basis == sp.REPEATS:
+        return f"95 % CI {span}"
+    if i.basis == sp.ONE_SIDE:
+        return f"range {span}, repeats on one side"
+    return f"within-run {span}; {sp.SPREAD_NOT_MEASURED}"
 
 
 def _j_per_1k_steps(g) -> float | None:
@@ -148,6 +164,7 @@ def comparison_data(ctx: ReportContext) -> list[dict]:
             "steps_per_s": spread_json(g.steps_per_s) if same_batch else None,
             "speedup": 1.0 if c.is_baseline else c.speedup,
             "speedup_ci95": list(c.speedup_ci95) if c.speedup_ci95 else None,
+            "speedup_interval": interval_json(c), "repeats_disagree": list(c.repeats_disagree),
             "like_for_like": True if c.is_baseline else c.like_for_like, "differences": list(c.differences),
             "energy_j_per_1k_examples": spread_json(g.j_per_1k_examples),
             "energy_j_per_1k_steps": _j_per_1k_steps(g) if same_batch else None,
@@ -161,8 +178,9 @@ def comparison_data(ctx: ReportContext) -> list[dict]:
 
 
 def comparison_section(ctx: ReportContext) -> Section:
-    headers = ("Configuration", "Runs", "Examples/s", "Speedup", "Like-for-like", "J per 1,000 examples",
-               "Energy $ per 1,000 examples", "Hardware $ per 1,000 examples", "Total $ per 1,000 examples",
+    headers = ("Configuration", "Runs", "Examples/s", "Speedup", "Speedup interval", "Like-for-like",
+               "J per 1,000 examples", "Energy $ per 1,000 examples", "Hardware $ per 1,000 examples",
+               "Total $ per 1,000 examples",
                "Per step (same batch only)", "Break-even (GPU hours)")  # fmt: skip
     note = (
         "Mean ± sample standard deviation (min–max, n) over repeats (same workload and hardware). "

@@ -21,7 +21,7 @@ from sizing.analysis import charged_gpu_columns
 from sizing.energy import energy_in, energy_usd
 from sizing.gpu_state import gpu_state_of
 from sizing.model import Prices, RunData, number, samples_in
-from sizing.text import NO_PRICE, NOT_MEASURED
+from sizing.text import NO_PRICE, NOT_MEASURED, fmt_usd
 
 INFERENCE_JSON = "inference.json"
 
@@ -163,6 +163,15 @@ def usd_per_million_images(
     )
 
 
+def cost_cell(r: ServingRow) -> str:
+    """'$0.05, energy only (hardware: no price given)': a partial figure says so in its own cell."""
+    if r.usd_per_million_images is None:
+        return r.cost_note or NO_PRICE
+    cost = fmt_usd(r.usd_per_million_images)
+    partial = r.cost_note and r.cost_note.startswith(("energy only", "hardware only"))
+    return f"{cost}, {r.cost_note}" if partial else cost
+
+
 def cpu_cores_replaced(rows: list[ServingRow], workloads: dict[str, dict]) -> tuple[float | None, str]:
     """Best GPU images/s ÷ best CPU images/s per core used (cores from the process's CPU use), over the
     like-for-like GPU/CPU pairs (same training workload); without one, over all, marked NOT like-for-like."""
@@ -212,7 +221,7 @@ def markdown(section: ServingSection) -> str:
             if r.joules_per_1000_images is not None
             else r.energy_method
         )
-        cost = f"${r.usd_per_million_images:,.2f}" if r.usd_per_million_images is not None else r.cost_note
+        cost = cost_cell(r)
         lines.append(
             f"| {r.run_id} | {r.device} | {r.runtime} | {r.batch_size} | {r.images_per_s:.2f} | "
             f"{r.ms_per_image_p99:.1f} | {energy} | {cost} |"

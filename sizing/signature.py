@@ -4,12 +4,18 @@ Two runs are like-for-like when every field of their workload signatures is know
 unknown on either side (a run without training.json, an imported run) is never equal to anything, not even
 to another unknown. They are repeats of one configuration when, in addition, their device kind and
 hardware signature are equal.
+
+The hardware signature also carries the machine's identity (run.json `system.machine_id_hash`,
+`instance_id_hash`, `boot_id_hash`), which grouping leaves out: two VMs of one kind are repeats of one
+configuration, and `machine_count` says how many different machines the repeats ran on (their spread is
+then run-to-run on different machines of that kind, not one machine's).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -20,6 +26,8 @@ POLICY_DTYPES = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 CPU_EMULATED_DTYPES = {"float16"}
 EMULATED_ON_CPU = "emulated on a CPU"
 WORKLOAD_FIELDS = ("framework", "preset", "backbone", "image_size", "batch_size", "precision", "dataset")
+JOB_FIELDS = ("job", "framework", "batch_size", "precision")  # a job's (collect timed ... -- COMMAND)
+IDENTITY_FIELDS = ("machine_id_hash", "instance_id_hash")  # what tells machines apart (a boot does not)
 HARDWARE_FIELDS = (
     "cpu_model", "cpu_cores_logical", "mem_gib", "gpus", "gpu_driver", "gpu_settings", "node_hardware",
 )  # fmt: skip
@@ -63,7 +71,10 @@ def dataset_fingerprint(training_info: dict) -> str | None:
 
 def workload(training_info: dict, kind: str | None = None) -> dict:
     """framework, preset, backbone, image size, batch, precision class and dataset fingerprint; None for
-    each field the run does not record."""
+    each field the run does not record. A job's: job_workload."""
+    job = training_info.get("workload")
+    if isinstance(job, dict) and job.get("name"):
+        return job_workload(training_info, kind)
     has_training = bool(training_info)
     framework = training_info.get("framework") or (DEFAULT_FRAMEWORK if has_training else None)
     batch = number(training_info.get("batch_size"))
@@ -76,6 +87,31 @@ def workload(training_info: dict, kind: str | None = None) -> dict:
         "precision": precision_class(training_info.get("precision"), kind),
         "dataset": dataset_fingerprint(training_info),
     }
+
+
+def job_workload(training_info: dict, kind: str | None = None) -> dict:
+    """A job's signature: `job`, its name (--workload-name, else its command line), and the fields it
+    declared (framework, batch, precision; None where not declared; a job has no preset, backbone, image
+    size or dataset of ours). A field that neither of two jobs declared is not compared: the same job
+    stands for it; one declared on one side only is unknown on the other."""
+    batch = number(training_info.get("batch_size"))
+    return {
+        **dict.fromkeys(WORKLOAD_FIELDS),
+        "job": str(training_info["workload"]["name"]),
+        "framework": str(training_info["framework"]) if training_info.get("framework") else None,
+        "batch_size": int(batch) if batch is not None else None,
+        "precision": precision_class(training_info.get("precision"), kind),
+    }
+
+
+def _fields(*sides: dict) -> tuple[str, ...]:
+    """The workload fields signatures are compared on (jobs: `job` and what either side declared)."""
+    jobs = [side.get("job") is not None for side in sides]
+    if not any(jobs):
+        return WORKLOAD_FIELDS
+    if not all(jobs):
+        return ("job", *WORKLOAD_FIELDS)
+    return ("job", *(name for name in JOB_FIELDS[1:] if any(side.get(name) is not None for side in sides)))
 
 
 def used_gpus(meta: dict, training_info: dict) -> tuple[list[dict], str]:
@@ -116,7 +152,36 @@ def hardware(meta: dict, training_info: dict, kind: str, gpu_settings: str | Non
         "gpu_settings": gpu_settings if kind == "gpu" else None,
         "virtual_machine": system.get("virtual_machine"),
         "cgroup_cpu_limit_cpus": number(system.get("cgroup_cpu_limit_cpus")),
+        **{name: _text(system.get(name)) for name in (*IDENTITY_FIELDS, "boot_id_hash")},
     }
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def same_machine(hw: dict, other: dict) -> bool | None:
+    """False when an identity known on both sides differs (two VMs cloned from one image share a
+    machine-id but not an instance id); True when one is known on both and none differs; else None."""
+    both = [(hw.get(f), other.get(f)) for f in IDENTITY_FIELDS if hw.get(f) and other.get(f)]
+    if any(a != b for a, b in both):
+        return False
+    return True if both else None
+
+
+def machine_count(hardwares: Sequence[dict]) -> int | None:
+    """How many different machines the runs were recorded on; None when that cannot be told (a run
+    without a recorded identity, or two runs that share no identity field)."""
+    machines: list[dict] = []
+    for hw in hardwares:
+        if not any(hw.get(f) for f in IDENTITY_FIELDS):
+            return None
+        found = [same_machine(hw, m) for m in machines]
+        if None in found:
+            return None
+        if True not in found:
+            machines.append(hw)
+    return len(machines) if machines else None
 
 
 def hardware_name(hw: dict, kind: str) -> str:
@@ -135,6 +200,11 @@ def hardware_name(hw: dict, kind: str) -> str:
 
 def workload_name(wl: dict) -> str:
     """The known fields joined by '/', always ending in the dtype (or "dtype unknown")."""
+    if wl.get("job"):  # "python train.py [torch, batch 32, float32]"
+        name = wl["job"] if len(wl["job"]) <= 60 else wl["job"][:59] + "…"
+        batch = f"batch {wl['batch_size']}" if wl.get("batch_size") else None
+        dtype = wl.get("precision") or "dtype not declared"
+        return f"{name} [{', '.join(str(p) for p in (wl.get('framework'), batch, dtype) if p)}]"
     parts = [
         wl.get("framework"),
         wl.get("preset"),
@@ -147,6 +217,8 @@ def workload_name(wl: dict) -> str:
 
 
 def workload_key(wl: dict) -> tuple:
+    if wl.get("job"):
+        return tuple((f, wl.get(f)) for f in _fields(wl))
     return tuple(wl.get(f) for f in WORKLOAD_FIELDS)
 
 
@@ -163,14 +235,14 @@ def hardware_key(kind: str, hw: dict) -> tuple:
 def unknown_fields(wl: dict, baseline: dict | None = None) -> list[str]:
     """The workload fields unknown on either side."""
     sides = [wl] if baseline is None else [wl, baseline]
-    return [name for name in WORKLOAD_FIELDS if any(side.get(name) is None for side in sides)]
+    return [name for name in _fields(*sides) if any(side.get(name) is None for side in sides)]
 
 
 def differences(wl: dict, baseline: dict) -> list[str]:
     """What is known to differ between two workloads, one phrase per field ("batch_size 16 vs 2")."""
     return [
         f"{name} {wl.get(name)} vs {baseline.get(name)}"
-        for name in WORKLOAD_FIELDS
+        for name in _fields(wl, baseline)
         if wl.get(name) is not None and baseline.get(name) is not None and wl.get(name) != baseline.get(name)
     ]
 

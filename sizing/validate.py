@@ -57,7 +57,7 @@ CHECKS: dict[str, Check] = {
 RUN_FIELDS: dict[str, str] = {
     "label": TEXT, "device": TEXT, "host": TEXT, "start_unix": NUMBER, "end_unix": NUMBER,
     "interval_s": NUMBER, "end_reason": TEXT, "exit_code": NUMBER, "error": TEXT, "system": OBJECT,
-    "imported_from": OBJECT, "gpu_state": OBJECT,
+    "imported_from": OBJECT, "gpu_state": OBJECT, "failure": OBJECT,
 }  # fmt: skip
 SYSTEM_FIELDS: dict[str, str] = {
     "cpu_model": TEXT, "cpu_cores_logical": COUNT, "cpu_cores_physical": COUNT, "mem_total_bytes": NUMBER,
@@ -76,6 +76,7 @@ TRAINING_FIELDS: dict[str, str] = {
     "global_step": COUNT, "initial_step": COUNT, "warmup_steps_excluded": COUNT,
     "steady_steps_per_s": NUMBER, "steady_examples_per_s": NUMBER, "duration_budget_s": NUMBER,
     "host": TEXT, "pid": NUMBER, "loss_read_every_steps": COUNT, "world_size": COUNT, "flops": OBJECT,
+    "failure": OBJECT,
 }  # fmt: skip
 FLOPS_FIELDS: dict[str, str] = {
     "per_example": NUMBER, "method": TEXT, "counted_batch": COUNT, "uncounted": TEXT_LIST, "math_dtype": TEXT,

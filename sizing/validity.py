@@ -99,14 +99,6 @@ def rate_doubts(analyses: Sequence[RunAnalysis]) -> list[str]:
     return found
 
 
-def within_run_text(c: Comparison) -> str:
-    """With one run per side (no interval over repeats): the speedup's within-run interval."""
-    if c.speedup_ci95 or not c.within_run_ci95:
-        return ""
-    low, high = c.within_run_ci95
-    return f" (within-run 95 % interval {low:.2f}–{high:.2f}×, from batch means; no repeats)"
-
-
 def comparison_suffix(c: Comparison, ctx: ReportContext) -> str:
     """What makes this headline line's speedup and break-even doubtful, to end the same line."""
     base = ctx.baseline
@@ -117,6 +109,7 @@ def comparison_suffix(c: Comparison, ctx: ReportContext) -> str:
     if weak:
         parts.append(f"against a WEAK baseline ({'; '.join(weak)})")
     parts.append(gpu_waited(c.group))
+    parts.extend(c.repeats_disagree)
     doubts = rate_doubts([*c.group.analyses, *base.analyses])
     if doubts:
         parts.append("steady rate in doubt: " + "; ".join(doubts))
@@ -177,4 +170,11 @@ def comparison_json_fields(c: Comparison, ctx: ReportContext) -> dict:
         "speedup_within_run_ci95_low": c.within_run_ci95[0] if c.within_run_ci95 else None,
         "speedup_within_run_ci95_high": c.within_run_ci95[1] if c.within_run_ci95 else None,
         "gpu_waited_on": gpu_waited(c.group) or None,
+        "speedup_interval": interval_json(c),
+        "repeats_disagree": list(c.repeats_disagree),
     }
+
+
+def interval_json(c: Comparison) -> dict | None:
+    i = c.interval
+    return None if i is None else {"low": i.low, "high": i.high, "basis": i.basis, "text": i.text}

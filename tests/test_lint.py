@@ -58,6 +58,19 @@ def test_training_never_imports_collect_and_dashboard_never_imports_either() -> 
     assert not offenders, offenders
 
 
+def test_only_sizing_itself_imports_its_command_line() -> None:
+    """The dashboard builds its settings through sizing.settings, as the command line does."""
+    offenders = [
+        f"{source.relative_to(REPO)}: {line}"
+        for package in PRODUCT_PACKAGES
+        if package != "sizing"
+        for source in (REPO / package).rglob("*.py")
+        for line in _imports_of(source, ("sizing.cli",))
+    ]
+    assert not offenders, offenders
+    assert _imports_of(REPO / "dashboard" / "sizing_view.py", ("sizing.settings",))
+
+
 def test_sizing_runs_without_dash() -> None:
     """`python -m sizing` with the Dash packages made unimportable: the package must not need them."""
     code = (

@@ -9,12 +9,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from schemacheck import validating
+from schemacheck import every_report_follows_the_schema  # noqa: F401  (autouse: every report is validated)
 from sizingfixtures import reference_cpu, reference_gpu, write_run
 
-import sizing
-import sizing.render
-import sizing.report
 from dashboard import runs
 
 
@@ -23,15 +20,6 @@ def _fresh_caches():
     runs.clear_caches()
     yield
     runs.clear_caches()
-
-
-@pytest.fixture(autouse=True)
-def _every_json_report_follows_the_schema(monkeypatch: pytest.MonkeyPatch):
-    """Every report a test turns into JSON (to_json, render_json, the CLI in-process) is validated."""
-    checked = validating(sizing.report.to_json)
-    for module in (sizing, sizing.render, sizing.report):
-        monkeypatch.setattr(module, "to_json", checked)
-    yield
 
 
 @pytest.fixture

@@ -36,6 +36,19 @@ def test_the_sizing_tab_shows_the_scaling_table_and_plot(tmp_path: Path) -> None
     assert "Throughput against device count" in titles
 
 
+def test_the_sizing_tab_says_the_time_saved_is_not_valued_without_a_value_per_hour(tmp_path: Path) -> None:
+    write_run(tmp_path / "runs", gpu_sweep_run(1))
+    write_run(tmp_path / "runs", gpu_sweep_run(2, rate=34.0))  # 1.70×, more energy per example
+    values = DEFAULTS.copy()
+    values[1], values[2] = 30_000, 10_000  # GPU price, host price; no value per hour
+    text = all_text(sizing_view.sizing_content(tmp_path, ["sweep-gpu1", "sweep-gpu2"], values))
+    assert (
+        "Largest count that pays back: time saved not valued: cannot tell at the step from 1 GPU to 2 GPUs"
+        in text
+    )
+    assert "1 GPUs" not in text and "never pays back" not in text
+
+
 def test_the_gpu_tab_shows_every_gpu_of_a_run_side_by_side_with_the_straggler(tmp_path: Path) -> None:
     run = gpu_sweep_run(4)
     telemetry = run.telemetry.copy()

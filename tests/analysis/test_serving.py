@@ -11,7 +11,7 @@ import pytest
 from sizing import RunData
 from sizing.load import load_run_dir
 from sizing.model import Prices
-from sizing.serving import markdown, serving_section
+from sizing.serving import cost_cell, markdown, serving_section
 from sizing.text import NO_PRICE
 
 T0 = 1_795_000_000.0
@@ -76,8 +76,9 @@ def test_cpu_run_with_rapl_gives_joules_per_1000_images(tmp_path: Path) -> None:
     # the default tariff prices the energy; no hardware price given: energy only, and says so
     assert row.usd_per_million_images == pytest.approx(10_000.0 * 1000 / 3.6e6 * 0.15)
     assert row.cost_note == "energy only (host not priced)"
+    assert cost_cell(row) == "$0.4167, energy only (host not priced)"  # in its own cell, not a bare $
     (bare,) = serving_section([run], Prices(tariff_per_kwh=None)).rows
-    assert bare.usd_per_million_images is None and bare.cost_note == NO_PRICE
+    assert bare.usd_per_million_images is None and bare.cost_note == NO_PRICE and cost_cell(bare) == NO_PRICE
     assert section.unavailable == [("cpu", "torchscript", "no TorchScript model")]
 
 

@@ -268,7 +268,7 @@ def test_the_h100_machines_headline_says_what_limits_the_speedup(tmp_path: Path)
     """The real GPU runs against the same machine's 16 CPUs: like-for-like at batch 2 with the GPU named
     underused (once, with its figure), batch 32 marked NOT like-for-like, the CPU rate's drift said."""
     assert sizing_main([*H100_RUNS, "--data-dir", str(EXAMPLES.parent), "--out", str(tmp_path / "r.md")]) == 0
-    headline = (tmp_path / "r.md").read_text(encoding="utf-8").split("## Settings")[0]
+    headline = (tmp_path / "r.md").read_text(encoding="utf-8").split("## Summary")[1].split("## Settings")[0]
     baseline, batch2, batch32 = [line for line in headline.splitlines() if line.startswith("- ")]
     assert "16 logical CPUs" in baseline and "drifted +9%" in baseline
     assert "batch 2/float32: 9.04× the baseline's examples/s" in batch2 and "like-for-like" not in batch2

@@ -233,7 +233,7 @@ def test_a_busy_thread_or_an_idle_gpu_at_their_boundaries(
 def test_an_idle_gpu_without_host_columns_says_the_host_was_not_recorded() -> None:
     columns = {f"gpu0_{k}": v for k, v in {**NEUTRAL, "util_pct": 20.0}.items()}
     found, _, evidence, _ = hr.gpu_limit(telemetry_frame(0.0, 10, **columns), [0], UNDERUSED, Thresholds())
-    assert found == hr.IDLE_WAITING and "the host not recorded" in evidence
+    assert found == hr.IDLE_WAITING and "host not recorded: cause unknown" in evidence
 
 
 def test_a_run_without_counters_keeps_its_verdict_from_utilization_only() -> None:

@@ -230,9 +230,65 @@ def test_the_other_nodes_add_their_labels_and_stand_in_the_evidence() -> None:
         gpu0_util_pct=np.where(before, 0.0, 30.0), gpu0_throttle_reasons=float(0x20)
     )
     (job,) = report(node0, replace(node1, telemetry=idle_hot)).analyses
-    assert job.verdict.primary == "GPU-bound" and "thermally throttled" in job.verdict.labels
-    assert "GPU underused" not in job.verdict.labels  # node 1's own verdict is evidence, not a label
-    assert "node1 (node1): GPU underused" in job.verdict.evidence
+    assert job.verdict.primary == "GPU underused"  # node 1, 65 points below node 0: the job's pace
+    assert "thermally throttled" in job.verdict.labels and "node1: GPU underused" in job.verdict.labels
+    assert "node0 (node0): GPU-bound" in job.verdict.evidence  # node 0's own verdict is evidence
+
+
+def with_node1(util_pct: float, cpu_pct: float = 30.0) -> RunData:
+    """gpu_job()'s node 1 with its GPU at util_pct and its CPU at cpu_pct through the training."""
+    _, node1 = gpu_job()
+    before = node1.telemetry["time_unix"] < GPU_TRAIN_START
+    telemetry = node1.telemetry.assign(gpu0_util_pct=np.where(before, 0.0, util_pct), cpu_util_pct=cpu_pct)
+    return replace(node1, telemetry=telemetry)
+
+
+def test_a_straggling_host_bound_node_is_the_jobs_verdict_and_reaches_the_headline() -> None:
+    """Node 1 waits on its host (CPU 95 %, its GPU at 40 %) while node 0's GPU reads 95 %."""
+    node0, _ = gpu_job()
+    result = report(reference_cpu(), node0, with_node1(40.0, cpu_pct=95.0))
+    job = next(a for a in result.analyses if a.run_id == "job-node0")
+    verdict = job.verdict
+    assert verdict.primary == "host-bound"
+    assert verdict.labels[:3] == ("host-bound", "straggler node: node1", "node1: host-bound")
+    assert verdict.evidence[0] == (
+        "node1 (node1) straggles: mean GPU util 40.0 %, 55.0 points below node0's 95.0 % (≥ 20): every "
+        "node's step waits on it"
+    )
+    assert verdict.evidence[1].startswith("node1 (node1): host-bound (mean GPU util 40.0 %; mean CPU util")
+    assert verdict.evidence[2] == "node0 (node0): GPU-bound"
+    assert verdict.numbers["slowest node rank"] == 1 and verdict.numbers["gpu_util_pct"] == pytest.approx(40)
+    assert job.headroom.limit == "from utilization only: host-bound"  # not node 0's GPU-bound
+    assert "node1 (node1) straggles" in job.headroom.limit_evidence
+    data = to_json(result)
+    (comparison,) = data["comparisons"]
+    assert comparison["gpu_waited_on"].startswith("the GPU run was host-bound (node1 (node1) straggles")
+    assert any("host-bound" in line and "node1" in line for line in result.headline), result.headline
+
+
+@pytest.mark.parametrize(("util", "straggles"), [(75.0, True), (75.5, False)])  # 20 points below 95 %
+def test_the_straggler_node_threshold(util: float, straggles: bool) -> None:
+    node0, _ = gpu_job()
+    (job,) = report(node0, with_node1(util)).analyses
+    assert ("straggler node: node1" in job.verdict.labels) is straggles
+    assert job.verdict.numbers["node util gap pct"] == pytest.approx(95.0 - util)
+    assert job.verdict.numbers["slowest node rank"] == 1  # the least busy node is the slowest either way
+    assert any(e.startswith("node1 (node1) straggles") for e in job.verdict.evidence) is straggles
+
+
+def test_a_host_bound_node_gives_the_cause_when_the_slowest_node_has_none() -> None:
+    """Node 0's GPU at 70 % with no cause (undetermined), node 1 host-bound at 78 %: within the gap; node 0
+    is the slowest, node 1's host-bound the job's verdict (GPU-bound nodes are never host-bound)."""
+    node0, _ = gpu_job()
+    before = node0.telemetry["time_unix"] < GPU_TRAIN_START
+    node0 = replace(node0, telemetry=node0.telemetry.assign(gpu0_util_pct=np.where(before, 0.0, 70.0)))
+    (job,) = report(node0, with_node1(78.0, cpu_pct=95.0)).analyses
+    assert job.verdict.primary == "host-bound" and job.verdict.numbers["slowest node rank"] == 0
+    assert "node1: host-bound" in job.verdict.labels and not any("straggler" in x for x in job.verdict.labels)
+    assert job.verdict.evidence[0].startswith("node1 (node1): host-bound (mean GPU util 78.0 %")
+    assert job.verdict.evidence[1].startswith("node0 (node0): undetermined")
+    (alone,) = report(node0, with_node1(78.0)).analyses  # node 1 at 78 % with no cause either
+    assert alone.verdict.primary == "undetermined" and alone.verdict.evidence[0].startswith("node0 (node0)")
 
 
 def test_a_node_that_did_not_finish_makes_the_job_incomplete() -> None:

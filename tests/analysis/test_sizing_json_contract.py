@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,7 +17,7 @@ from sizingfixtures import reference_cpu, reference_gpu
 
 from sizing import Prices, ReportSettings, build_report, to_json
 from sizing.cli import main as sizing_main
-from sizing.render import render_html, render_markdown
+from sizing.render import render_html, render_json, render_markdown
 
 UNIT_WORDS = ("_j", "_w", "usd", "joules", "kwh", "_s")
 
@@ -123,3 +124,71 @@ def test_html_and_markdown_escape_what_the_runs_say() -> None:
     assert "&lt;b&gt;bold&lt;/b&gt;" in page
     markdown = render_markdown(report)
     assert "<b>bold</b> \\| piped" in markdown  # a pipe cannot break the Markdown table
+
+
+def test_every_part_the_report_writes_is_typed_in_the_schema() -> None:
+    """A section (or a top-level part) added without a schema of its own fails here."""
+    from test_sizing_scaling import PRICES, gpu_sweep_run
+
+    runs = [reference_cpu(), *(gpu_sweep_run(n) for n in (1, 2, 4))]
+    data = to_json(build_report(runs, ReportSettings(PRICES)))
+    typed = schemacheck.SCHEMA["$defs"]["sections"]
+    assert set(data["sections"]) <= set(typed["required"]) & set(typed["properties"])
+    assert not set(data) - set(schemacheck.SCHEMA["properties"])
+    assert data["sections"]["scaling"]["series"] and data["sections"]["validity"]
+
+
+def _broken(data: dict, change: Callable[[dict], object]) -> dict:
+    copy = json.loads(json.dumps(data, default=str))
+    change(copy)
+    return copy
+
+
+GUESSED = {"low": 1.0, "high": 2.0, "basis": "guess", "text": "x"}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda d: d["sections"]["scaling"]["series"][0]["rows"][0].update(count="1"),
+        lambda d: d["sections"]["scaling"]["series"][0]["rows"][1].update(payback_hours=-1.0),
+        lambda d: d["sections"]["scaling"]["series"][0]["rows"][1].pop("pays_back_within_life"),
+        lambda d: d["sections"]["scaling"]["series"][0].update(largest_count_paying_back=0),
+        lambda d: d["sections"]["validity"][0].update(complete="yes"),
+        lambda d: d["sections"]["validity"][0].update(complete=False, incomplete_reason=None),
+        lambda d: d["sections"]["validity"][0].pop("steady_drift_pct"),
+        lambda d: d["comparisons"][0].update(speedup_interval=GUESSED),
+        lambda d: d["comparisons"][0].update(repeats_disagree="repeats disagree"),
+        lambda d: d["decision"].update(caveats=["a", "b", "c", "d"]),
+        lambda d: d["decision"]["options"][0].update(usd_is_energy_only=None),
+        lambda d: d["decision"]["options"][0].update(speedup_interval={"low": 1.0, "high": 2.0}),
+    ],
+)
+def test_the_scaling_validity_and_decision_parts_are_checked(change: Callable[[dict], object]) -> None:
+    from test_sizing_scaling import PRICES, gpu_sweep_run
+
+    runs = [reference_cpu(), *(gpu_sweep_run(n) for n in (1, 2)), reference_gpu()]
+    data = to_json(build_report(runs, ReportSettings(PRICES)))
+    schemacheck.validate_report_json(data)
+    assert data["decision"]["options"] and data["comparisons"][0]["speedup_interval"] is not None
+    with pytest.raises(jsonschema.ValidationError):
+        schemacheck.validate_report_json(_broken(data, change))
+
+
+def test_every_report_a_test_builds_is_validated_and_the_check_can_fail(
+    every_report_follows_the_schema: schemacheck.ReportWatch, tmp_path: Path
+) -> None:
+    watch = every_report_follows_the_schema
+    built = watch.reports
+    report = build_report([reference_cpu(), reference_gpu()], ReportSettings())
+    assert watch.reports == built + 1 and not watch.problems
+    replace(report, headline=())  # a report without a headline breaks the schema (minItems 1)
+    assert watch.problems and "headline" in watch.problems[0]
+    watch.problems.clear()
+    written = tmp_path / "out" / "report.json"
+    written.parent.mkdir()
+    written.write_text(json.dumps(_broken(to_json(report), lambda d: d.update(headline=[]))))
+    (found,) = schemacheck.validate_report_files(tmp_path)
+    assert str(written) in found
+    written.write_text(render_json(report), encoding="utf-8")
+    assert schemacheck.validate_report_files(tmp_path) == []

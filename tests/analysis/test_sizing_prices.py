@@ -101,7 +101,9 @@ def test_utilisation_spreads_the_price_and_bounds_the_break_even(
     (comparison,) = half_data["comparisons"]
     assert comparison["break_even_hours"] is None
     assert comparison["break_even_hours_beyond_life"] == pytest.approx(2000 / 0.0675, rel=1e-3)
-    assert "does not pay back within the 3-year life at 50% use" in half_data["headline"][1]
+    beyond = "the energy alone pays back after 29,630 h, beyond the 13,140 h of the life"
+    assert beyond in half_data["headline"][1]
+    assert "time saved not valued: cannot tell" in comparison["break_even_reason"]
     assert "3-year life at 50% use" in half_data["headline"][0]  # the assumption beside the cost
 
 

@@ -259,12 +259,13 @@ def test_break_even_wording_without_prices_and_from_energy_alone() -> None:
     bare = build_report(runs, ReportSettings())
     assert "break-even: not computed: GPU not priced (Crafted H100) (--gpu-price)" in bare.headline[1]
     energy_only = build_report(runs, ReportSettings(prices=Prices(gpu_price=2000.0)))
-    # no value per hour: only the energy saved pays back, $0.0675 per GPU hour → 2,000 / 0.0675 = 29,630
-    # hours, beyond the 26,280 hours of a 3-year life round the clock: no break-even figure
+    # no value per hour: the energy saved, $0.0675 per GPU hour, needs 2,000 / 0.0675 = 29,630 hours, beyond
+    # the 26,280 hours of a 3-year life round the clock; the 20× time saved is not valued: cannot tell
     assert (
-        "does not pay back within the 3-year life at 100% use (29,630 GPU hours needed, 26,280 "
-        "available)" in energy_only.headline[1]
+        "break-even: time saved not valued: cannot tell (the energy alone pays back after 29,630 h, beyond "
+        "the 26,280 h of the life; --value-per-hour would tell)" in energy_only.headline[1]
     )
+    assert "does not pay back" not in energy_only.headline[1] and "never" not in energy_only.headline[1]
     assert "29,629.6" not in energy_only.headline[1]
     longer = build_report(runs, ReportSettings(prices=Prices(gpu_price=2000.0, amortise_years=4.0)))
     assert "after 29,629.6 GPU training hours" in longer.headline[1]

@@ -223,6 +223,6 @@ def test_a_thread_busy_most_of_the_time_holds_the_gpu_back(mean_pct: float, expe
 def test_no_host_cause_is_never_claimed_where_the_host_was_not_recorded() -> None:
     verdict = judge("gpu", gpu0_util_pct=25.0)
     assert verdict.primary == b.GPU_UNDERUSED
-    assert "with the host not recorded (no CPU columns)" in verdict.evidence[0]
+    assert "and the host not recorded (no CPU columns): cause unknown" in verdict.evidence[0]
     only_mean = judge("gpu", gpu0_util_pct=25.0, cpu_util_pct=20.0)
     assert "per-CPU utilization not recorded" in only_mean.evidence[0]

@@ -12,6 +12,7 @@ from dash.exceptions import PreventUpdate
 from sizingfixtures import reference_cpu, write_run
 
 from dashboard import sizing_view
+from dashboard.tabs import sizing as sizing_tab
 
 DEFAULTS = [default for _, _, default, _, _ in sizing_view.FIELDS]
 
@@ -42,9 +43,9 @@ def all_text(components: list[Any]) -> str:
 
 def test_layout_has_every_input_and_reads_no_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # no data/ here: the layout must not need one
-    ids = {getattr(c, "id", None) for c in walk(sizing_view.layout())}
-    assert {sizing_view.field_id(name) for name, *_ in sizing_view.FIELDS} <= ids
-    assert {sizing_view.RESULT_ID, sizing_view.DOWNLOAD_ID} <= ids
+    ids = {getattr(c, "id", None) for c in walk(sizing_tab.layout())}
+    assert {sizing_tab.field_id(name) for name, *_ in sizing_view.FIELDS} <= ids
+    assert {sizing_tab.RESULT_ID, sizing_tab.DOWNLOAD_ID} <= ids
 
 
 def test_content_for_a_cpu_and_gpu_selection(crafted_data_dir: Path) -> None:
@@ -93,14 +94,14 @@ def test_download_payloads(crafted_data_dir: Path) -> None:
 
 def test_callbacks_are_wired_to_the_run_picker(crafted_data_dir: Path) -> None:
     app = dash.Dash(__name__)
-    app.layout = html.Div([dcc.Dropdown(id=sizing_view.PICKER_ID, multi=True), sizing_view.layout()])
-    sizing_view.register_callbacks(app, crafted_data_dir)
-    show = app.callback_map[f"{sizing_view.RESULT_ID}.children"]
-    assert any(i["id"] == sizing_view.PICKER_ID for i in show["inputs"])
-    assert any(i["id"] == sizing_view.TABS_ID for i in show["inputs"])
+    app.layout = html.Div([dcc.Dropdown(id=sizing_tab.PICKER_ID, multi=True), sizing_tab.layout()])
+    sizing_tab.register(app, crafted_data_dir)
+    show = app.callback_map[f"{sizing_tab.RESULT_ID}.children"]
+    assert any(i["id"] == sizing_tab.PICKER_ID for i in show["inputs"])
+    assert any(i["id"] == sizing_tab.TABS_ID for i in show["inputs"])
     assert len(show["inputs"]) == 2 + len(sizing_view.FIELDS)
-    assert f"{sizing_view.DOWNLOAD_ID}.data" in app.callback_map
-    content = show["callback"].__wrapped__(sizing_view.TAB_VALUE, ["ref-cpu"], *DEFAULTS)
+    assert f"{sizing_tab.DOWNLOAD_ID}.data" in app.callback_map
+    content = show["callback"].__wrapped__(sizing_tab.TAB_VALUE, ["ref-cpu"], *DEFAULTS)
     assert "CPU-bound" in all_text(content)
     with pytest.raises(PreventUpdate):  # another tab is showing: no report is built
         show["callback"].__wrapped__("timeseries", ["ref-cpu"], *DEFAULTS)

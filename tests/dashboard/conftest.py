@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.append(str(Path(__file__).parents[1] / "analysis"))
 
 from browserfixtures import browser, chromium  # noqa: F401  (fixtures: one Chromium per session)
 from dashfixtures import corrupt, make_run, truncate_last_line
 from inferencefixtures import write_inference
+from schemacheck import every_report_follows_the_schema  # noqa: F401  (autouse: every report is validated)
 
 from dashboard import parsecache, runs
 

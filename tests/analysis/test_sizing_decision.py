@@ -1,0 +1,194 @@
+"""The Decision block (issue 35): one short line per GPU option, at most three caveats by weight, and a
+speedup interval that never vanishes when repeats disagree (sizing.decision, sizing.speedup)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sizingfixtures import GPU_TRAIN_START, reference_cpu, reference_gpu, renamed, training_frame
+
+from sizing import Prices, ReportSettings, build_report, to_json
+from sizing import decision as dc
+from sizing import speedup as sp
+from sizing.analysis import RunAnalysis, analyse_run
+from sizing.cli import main as sizing_main
+from sizing.model import RunData, Thresholds
+from sizing.render import render_markdown
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
+H100_RUNS = ["20261124T111406Z-cpu-vm", "20261124T110829Z-gpu-vm", "20261124T113233Z-gpu-vm",
+             "20261124T112303Z-gpu-vm"]  # fmt: skip
+
+
+def gpu_at(run_id: str, step_s: float) -> RunData:
+    """reference_gpu with its 199 steady steps `step_s` long (0.1 s: 20 examples/s)."""
+    run = renamed(reference_gpu(), run_id)
+    losses = [4 - 0.02 * k for k in range(1, 201)]
+    return replace(run, training=training_frame(GPU_TRAIN_START, [20.0] + [step_s] * 199, losses))
+
+
+def analysis(rate: float, ci: tuple[float, float] | None, run_id: str = "r") -> RunAnalysis:
+    """An analysed run with examples/s `rate` and a within-run interval of examples/s `ci` (batch 2)."""
+    base = analyse_run(reference_gpu(run_id), Prices(), Thresholds())
+    steps_ci = (ci[0] / 2, ci[1] / 2) if ci else None
+    throughput = replace(
+        base.throughput, examples_per_s=rate, steps_per_s=rate / 2, steps_per_s_ci95=steps_ci
+    )
+    return replace(base, run_id=run_id, throughput=throughput)
+
+
+def test_repeats_on_one_side_give_the_ratios_range_widened_by_the_single_runs_interval() -> None:
+    gpus = [analysis(20.0, (19.0, 21.0), "g1"), analysis(27.0, (26.0, 28.0), "g2")]
+    (cpu,) = [analysis(1.0, (0.9, 1.1), "c")]
+    found = sp.speedup_interval(gpus, [cpu])
+    assert found is not None and found.basis == sp.ONE_SIDE
+    assert found.low == pytest.approx(20.0 / 1.1) and found.high == pytest.approx(27.0 / 0.9)
+    assert sp.SPREAD_NOT_MEASURED in found.text
+    reverse = sp.speedup_interval([cpu], gpus)  # the baseline repeated, the other side single
+    assert reverse is not None and reverse.low == pytest.approx(0.9 / 27.0)
+    assert reverse.high == pytest.approx(1.1 / 20.0)
+
+
+def test_one_run_a_side_always_says_the_run_to_run_spread_is_not_measured() -> None:
+    gpu, cpu = analyse_run(reference_gpu(), Prices(), Thresholds()), analyse_run(reference_cpu(), Prices(),
+                                                                                 Thresholds())  # fmt: skip
+    found = sp.speedup_interval([gpu], [cpu])
+    assert found is not None and found.basis == sp.WITHIN_RUN
+    assert found.text.endswith("from batch means; run-to-run spread not measured")
+
+
+def test_repeats_on_both_sides_get_a_t_interval() -> None:
+    gpus = [analysis(20.0, None, "g1"), analysis(22.0, None, "g2")]
+    cpus = [analysis(1.0, None, "c1"), analysis(1.1, None, "c2")]
+    found = sp.speedup_interval(gpus, cpus)
+    assert found is not None and found.basis == sp.REPEATS and found.low < 21.0 / 1.05 < found.high
+
+
+@pytest.mark.parametrize(("second_low", "disagree"), [(21.0, False), (21.01, True)])
+def test_repeats_disagree_where_their_intervals_do_not_overlap(second_low: float, disagree: bool) -> None:
+    runs = [analysis(20.0, (19.0, 21.0), "a"), analysis(22.0, (second_low, 23.0), "b")]
+    found = sp.repeats_disagree(runs)
+    assert bool(found) is disagree
+    if disagree:
+        assert found.startswith(
+            "repeats disagree: not the same conditions (b 21.0–23.0 examples/s, a 19.0–21.0"
+        )
+
+
+@pytest.mark.parametrize(("fastest", "disagree"), [(22.0, False), (22.001, True)])
+def test_repeats_without_intervals_disagree_beyond_ten_percent(fastest: float, disagree: bool) -> None:
+    runs = [analysis(20.0, None, "a"), analysis(fastest, (fastest - 1, fastest + 1), "b")]
+    assert bool(sp.repeats_disagree(runs)) is disagree
+    assert sp.repeats_disagree(runs[:1]) == ""  # one run: nothing to disagree with
+
+
+def test_two_gpu_runs_that_differ_by_35_percent_keep_an_interval_and_say_they_disagree() -> None:
+    runs = [reference_cpu(), gpu_at("gpu-a", 0.1), gpu_at("gpu-b", 0.1 / 1.35)]
+    report = build_report(runs, ReportSettings())
+    (option,) = report.decision.options
+    assert option.interval is not None and option.interval.basis == sp.ONE_SIDE
+    assert option.interval.high / option.interval.low > 1.3
+    assert "range" in option.line
+    workload = "tensorflow/small/resnet18/256px/batch 2/float32"
+    assert report.decision.caveats[0].startswith(f"GPU Crafted H100 · {workload}: repeats disagree")
+    gpu_line = next(line for line in report.headline if line.startswith("GPU "))
+    assert "repeats disagree" in gpu_line and "(range " in gpu_line  # never a bare figure
+    comparison = to_json(report)["comparisons"][0]
+    assert comparison["speedup_interval"]["basis"] == "repeats on one side"
+    assert comparison["repeats_disagree"] and comparison["repeats_disagree"][0].startswith("repeats disagree")
+
+
+def test_the_decision_opens_the_report_before_any_table() -> None:
+    prices = Prices(gpu_price=2000.0, cpu_price=1000.0, value_per_hour=10.0)
+    report = build_report([reference_cpu(), reference_gpu()], ReportSettings(prices))
+    markdown = render_markdown(report)
+    assert markdown.index("## Decision") < markdown.index("## Summary") < markdown.index("| ")
+    (option,) = report.decision.options
+    assert option.line.startswith("Crafted H100: 20.0× faster (within-run ")
+    assert "pays back after 10.5 GPU hours (3-year life at 100% use)" in option.line
+    assert "17,500 J and $0.0023 (energy + hardware) per 1,000 examples" in option.line
+    assert not option.usd_is_energy_only
+    assert report.decision.baseline.startswith("Against Crafted Xeon 8-core, 8 logical CPUs (CPU) training ")
+    data = to_json(report)["decision"]
+    assert data["options"][0]["break_even_hours"] == pytest.approx(option.break_even_hours)
+    assert data["caveats"] == list(report.decision.caveats)
+
+
+def test_energy_only_money_says_so_in_the_decision() -> None:
+    report = build_report([reference_cpu(), reference_gpu()], ReportSettings())
+    (option,) = report.decision.options
+    assert "$0.00073 (energy only)" in option.line and option.usd_is_energy_only
+    assert "break-even: needs --gpu-price" in option.line
+    assert report.decision.caveats[-1].startswith("No break-even without prices")
+
+
+def test_no_gpu_run_says_what_to_add() -> None:
+    report = build_report([reference_cpu()], ReportSettings())
+    assert report.decision.options == ()
+    assert report.decision.lines_without_option == (
+        "No GPU run to compare with the baseline: add one of the same workload.",
+    )
+
+
+def test_caveats_are_at_most_three_the_weightiest_first() -> None:
+    shared = reference_gpu("shared-gpu")
+    telemetry = shared.telemetry.copy()
+    telemetry["gpu0_util_pct"] = np.where(np.arange(len(telemetry)) < 5, 60.0, 95.0)  # busy before training
+    runs = [reference_cpu(), replace(shared, telemetry=telemetry)]
+    report = build_report(runs, ReportSettings())
+    weighted = dc.caveats(report.context, [c for c in report.context.comparisons if not c.is_baseline])
+    weights = [w for w, _ in weighted]
+    assert weights == sorted(weights) and len(weights) == 3
+    assert report.decision.caveats[0] == "shared-gpu: GPU utilization not attributable: the GPU was shared."
+    assert len(report.decision.caveats) <= dc.MAX_CAVEATS
+    assert report.decision.caveats_not_shown == max(0, len(weighted) - dc.MAX_CAVEATS)
+
+
+@pytest.mark.parametrize(("mfu", "says"), [(0.0999, True), (0.10, False)])
+def test_far_below_the_peak_with_the_gpu_waiting_says_the_code_sets_the_speedup(
+    mfu: float, says: bool
+) -> None:
+    report = build_report([reference_cpu(), reference_gpu()], ReportSettings())
+    comparison = next(c for c in report.context.comparisons if not c.is_baseline)
+    (a,) = comparison.group.analyses
+    from sizing.headroom import HOST_WAIT, Headroom
+
+    room = Headroom("gpu", mfu, 1.0, 1.0, "tf32", "", "Crafted H100", 1, "", False, None, None, HOST_WAIT,
+                    True, "evidence")  # fmt: skip
+    group = replace(comparison.group, analyses=(replace(a, headroom=room),))
+    option = dc.option(replace(comparison, group=group), report.context)
+    assert ("not the GPU, sets this speedup" in option.line) is says
+    assert f"MFU {mfu * 100:.2g} % (TF32): waiting on the host" in option.line
+
+
+@pytest.mark.skipif(
+    not all((EXAMPLES / r).is_dir() for r in H100_RUNS), reason="the H100 runs are not shipped"
+)
+def test_the_shipped_h100_report_opens_with_a_short_decision(tmp_path: Path) -> None:
+    out = tmp_path / "r.md"
+    assert sizing_main([*H100_RUNS, "--data-dir", str(EXAMPLES.parent), "--out", str(out)]) == 0
+    decision = out.read_text(encoding="utf-8").split("## Decision")[1].split("## Summary")[0]
+    options = [line for line in decision.splitlines() if line.startswith("- ")]
+    assert len(options) == 3 and all(len(line) < 420 for line in options)
+    assert options[0].startswith(
+        "- NVIDIA H100 80GB HBM3: 9.0× faster (within-run 8.5–9.7×; run-to-run spread"
+    )
+    assert "MFU 0.32 % (TF32)" in options[0] and "not the GPU, sets this speedup" in options[0]
+    assert "NOT like-for-like: batch_size 32 vs 2" in options[1]
+    caveats = [line for line in decision.splitlines() if line[:3] in ("1. ", "2. ", "3. ")]
+    assert 1 <= len(caveats) <= 3 and "4. " not in decision
+
+
+@pytest.mark.skipif(
+    not all((EXAMPLES / r).is_dir() for r in H100_RUNS), reason="the H100 runs are not shipped"
+)
+def test_the_after_block_in_docs_sizing_is_what_the_report_prints(tmp_path: Path) -> None:
+    out = tmp_path / "r.md"
+    assert sizing_main([*H100_RUNS, "--data-dir", str(EXAMPLES.parent), "--out", str(out)]) == 0
+    printed = out.read_text(encoding="utf-8").split("## Decision")[1].split("## Summary")[0].strip()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "sizing.md").read_text(encoding="utf-8")
+    after = doc.split("After, the same runs open with:")[1].split("```text\n")[1].split("\n```")[0].strip()
+    assert after == printed

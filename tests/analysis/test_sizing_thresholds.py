@@ -1,0 +1,371 @@
+"""Every verdict threshold of docs/sizing.md, pinned on both sides of its boundary (issue 35, item 3).
+
+Think mutation testing: flipping `>=` to `>` fails a test that puts a value exactly on the boundary, and
+one just past it; moving a constant fails test_every_threshold_has_its_documented_value (and, for those
+in the definitions, test_sizing_docs). The boundary tests name each constant (`coverage.MAX_GAP_INTERVALS`)
+so that they follow a deliberate change, made here and in docs/sizing.md together.
+
+Inventory: every threshold a verdict compares against (`- name = value: the rule`), then where both sides
+of it are pinned (`here`: this module and test_sizing_thresholds_rates.py; `file::words` a test of
+tests/analysis/test_sizing_<file>.py whose name holds those words). The tests below read this list.
+
+- Thresholds.gpu_bound_util_pct = 80: GPU-bound, the least busy used GPU ≥ it. Pinned: here
+- Thresholds.gpu_underused_util_pct = 50: GPU underused <; a straggler's peers ≥. Pinned: here
+- Thresholds.cpu_saturated_pct = 85: CPU-bound, and host-bound for a GPU run, CPU ≥. Pinned: here
+- Thresholds.core_saturated_pct = 90: a saturated logical CPU or thread ≥; cpu_freq_mhz judged while the
+  CPU is ≥. Pinned: here; verdicts::busiest_training_thread_shows; headroom::waiting_on_the_host_at
+- Thresholds.core_idle_pct = 50: an idle logical CPU <. Pinned: here
+- Thresholds.disk_saturated_pct = 80: I/O-bound, disk busy ≥. Pinned: here
+- Thresholds.iowait_pct = 20: I/O-bound, iowait ≥. Pinned: here
+- Thresholds.throttled_sample_fraction = 0.05: a throttle or clock label, at the power limit, clocks or
+  power held, in ≥ this share of samples. Pinned: here; verdicts::thermal_label_flips_at_five;
+  gpu_state::clock_setting_bit_in_enough; gpu_state::sw_power_cap_bit_in_enough
+- Thresholds.cpu_freq_drop_fraction = 0.15: a drop, busy-core frequency ≤ peak × (1 − it). Pinned: here
+- Thresholds.cpu_busy_pct = 50: a busy core for the frequency rule ≥. Pinned: here
+- Thresholds.cpu_freq_baseline_quantile = 0.9: the frequency peak, a quantile (no side). Pinned: here
+- Thresholds.temp_threshold_c = 80: time at or above it; thermal evidence ≥. Pinned: here
+- Thresholds.weak_baseline_cpu_fraction = 0.5: weak baseline, CPUs used (or host busy) <. Pinned: here
+- Thresholds.steal_pct = 5: weak baseline, steal >. Pinned: here
+- Thresholds.small_host_logical_cpus = 4: weak baseline, logical CPUs ≤. Pinned: here
+- bottleneck.HOST_THREAD_SAMPLE_FRACTION = 0.5: one thread saturated in ≥ this share of samples.
+  Pinned: verdicts::thread_saturated_in_half_the_samples; headroom::waiting_on_the_host_at
+- bottleneck.HOST_THREAD_TREE_CORES = 0.8: per-CPU evidence needs the training to use ≥ this many cores
+  (and ≥ it per saturated CPU for several). Pinned: here; headroom::waiting_on_the_host_at
+- bottleneck.HOST_THREAD_BUSY_MEAN_PCT = 70: the busiest thread busy ≥ it on average.
+  Pinned: verdicts::thread_busy_most_of_the_time; headroom::busy_thread_or_an_idle_gpu_at
+- coverage.COMPLETE_COVERAGE = 0.95: a source gives a figure at coverage ≥. Pinned: here
+- coverage.MAX_GAP_INTERVALS = 3: readings ≤ this many of the source's intervals apart cover the gap.
+  Pinned: here
+- energy.ESTIMATE_SPACING_S = 1: integrated power is an ESTIMATE at a spacing ≥. Pinned: here
+- energy.CROSS_CHECK_TOLERANCE = 0.1: a counter and integrated power flagged apart by >. Pinned: here
+- energy.MIN_VALID_W = 1: a measured source averaging < it is ignored. Pinned: here
+- gpu_state.SHARED_BEFORE_UTIL_PCT = 10: shared, util before the training ≥.
+  Pinned: gpu_state::before_the_first_train_phase_busy; gpu_state::gpu_state_before_training
+- gpu_state.SHARED_BEFORE_MEM_BYTES = 2147483648: shared, memory before the training ≥.
+  Pinned: gpu_state::board_memory_before_the_training
+- gpu_state.BEFORE_TRAINING_S = 60: the span read before the training. Pinned: gpu_state::only_the_minute
+- gpu_state.POWER_CAP_MARGIN_W = 1: a cap, the limit more than it below the default.
+  Pinned: gpu_state::power_limit_below_the_boards_own_default
+- gpu_state.TABLE_POWER_MARGIN = 0.1: a cap, more than it below the model's board power.
+  Pinned: gpu_state::a_tenth_below_the_models_board_power
+- gpu_state.CLOCK_MARGIN_MHZ = 1: clocks held, an applications clock more than it below default.
+  Pinned: gpu_state::applications_clocks_below_their_default; gpu_state::locked_at_their_max
+- gpu_state.UNEXPLAINED_CLOCK_FRACTION = 0.75: clocks held, no reason at an SM clock ≤ it × max.
+  Pinned: gpu_state::no_reason_far_below_the_max_clock
+- gpu_verdicts.POWER_LIMIT_MARGIN = 0.05: at the power limit, power ≥ (1 − it) × limit. Pinned: here
+- gpu_verdicts.BUSY_UTIL_PCT = 80: busy but not computing, util ≥. Pinned: here
+- gpu_verdicts.NOT_COMPUTING_POWER_FRACTION = 0.35: busy but not computing, power ≤ it × limit.
+  Pinned: here
+- gpu_verdicts.STRAGGLER_GAP_PCT = 30: a straggler, ≥ this many points below every other GPU. Pinned: here
+- headroom.COMPUTE_BOUND_PIPE_PCT = 50: compute-bound, a pipe ≥. Pinned: headroom::each_counter_rule
+- headroom.MEMORY_BOUND_DRAM_PCT = 50: memory-bound, DRAM ≥. Pinned: headroom::each_counter_rule
+- headroom.MEMORY_BOUND_TENSOR_BELOW_PCT = 25: memory-bound, tensor <. Pinned: headroom::each_counter_rule
+- headroom.LAUNCH_BOUND_UTIL_PCT = 80: launch-bound, util ≥. Pinned: headroom::each_counter_rule
+- headroom.LAUNCH_BOUND_SM_BELOW_PCT = 50: launch-bound, SM active <. Pinned: headroom::each_counter_rule
+- headroom.HOST_WAIT_UTIL_BELOW_PCT = 80: waiting on the host, util <.
+  Pinned: headroom::waiting_on_the_host_at; headroom::graphics_engine_judges
+- headroom.GPU_IDLE_UTIL_BELOW_PCT = 50: idle, waiting outside the GPU, util <.
+  Pinned: headroom::busy_thread_or_an_idle_gpu_at
+- runchecks.RATE_MISMATCH_FRACTION = 0.05: the steady rate vs training.json's warned >. Pinned: here
+- sessions.GAP_MIN_S = 30: a new session, a pause > max(it, …). Pinned: here
+- sessions.GAP_FACTOR = 20: … and > this many typical row intervals. Pinned: here
+- sessions.STEP_JUMP_FACTOR = 10: a new session, the step jumps > it × its stride. Pinned: here
+- sessions.BATCHES = 10: at most this many batch means. Pinned: here
+- sessions.MIN_ROWS_PER_BATCH = 5: each batch ≥ this many rows. Pinned: here
+- sessions.DRIFT_WARN_FRACTION = 0.05: not stationary, thirds apart by >. Pinned: here
+- speedup.REPEATS_DISAGREE_FRACTION = 0.1: repeats disagree, fastest > (1 + it) × slowest, or their
+  within-run intervals part. Pinned: here
+- throughput.DEFAULT_WARMUP_STEPS = 20: the warm-up steps. Pinned: analysis::warmup_rule
+- throughput.SHORT_RUN_STEPS = 60: below it the warm-up is a third. Pinned: analysis::warmup_rule
+- model.HOURS_PER_YEAR = 8760: break-even and scaling payback within the life (hours ≤ amortisation
+  years × it × utilisation), never when the saving is ≤ 0, without a value of time cannot tell.
+  Pinned: here; analysis::break_even_edge_cases
+- decision.FAR_BELOW_PEAK_MFU = 0.1: the Decision says the speedup measures the code feeding the GPU
+  below it (new in issue 35). Pinned: decision::far_below
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sizingfixtures import reference_cpu, telemetry_frame
+
+from sizing import bottleneck as b
+from sizing import gpu_verdicts as gv
+from sizing import thermal, validity
+from sizing.analysis import analyse_run, working_gpus
+from sizing.model import Prices, Thresholds
+
+T = Thresholds()
+TESTS = Path(__file__).parent
+BELOW = 0.01  # the step just past a boundary; the boundary itself is hit exactly
+
+
+def inventory() -> list[tuple[str, float, list[str]]]:
+    """(threshold, documented value, the tests named as pinning it) from the module's docstring."""
+    entries = re.split(r"\n- ", __doc__.split("\n\n- ", 1)[1])
+    found = []
+    for entry in entries:
+        name, value = re.match(r"(\S+) = (\S+):", entry).groups()
+        found.append((name, float(value), re.findall(r"(\w+)::(\w+)", entry)))
+    return found
+
+
+def resolve(name: str) -> float:
+    owner, attribute = name.split(".")
+    return getattr(T if owner == "Thresholds" else importlib.import_module(f"sizing.{owner}"), attribute)
+
+
+def test_every_threshold_has_its_documented_value() -> None:
+    found = inventory()
+    assert len(found) == 53
+    moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
+    assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
+
+
+def test_every_test_the_inventory_names_exists() -> None:
+    missing = []
+    for name, _, pinned in inventory():
+        for module, words in pinned:
+            text = (TESTS / f"test_sizing_{module}.py").read_text(encoding="utf-8")
+            if not re.search(rf"def test_\w*{words}\w*\(", text):
+                missing.append(f"{name}: {module}::{words}")
+    assert not missing, missing
+
+
+def judge(kind: str, samples: int = 20, throttles: tuple = (), **columns: object) -> b.Verdict:
+    return b.verdict(kind, telemetry_frame(0.0, samples, **columns), [], list(throttles), T)
+
+
+def cores(n: int, busy: dict[int, float], rest: float = 2.0) -> dict[str, float]:
+    return {f"cpu{i}_util_pct": busy.get(i, rest) for i in range(n)}
+
+
+# Verdicts (sizing.bottleneck)
+
+BELOW = 0.01  # the step just past a boundary; the boundary itself is hit exactly
+
+
+@pytest.mark.parametrize(
+    ("kind", "columns", "expected"),
+    [
+        ("gpu", {"gpu0_util_pct": T.gpu_bound_util_pct, "cpu_util_pct": 20.0}, b.GPU_BOUND),
+        ("gpu", {"gpu0_util_pct": T.gpu_bound_util_pct - BELOW, "cpu_util_pct": 20.0}, b.UNDETERMINED),
+        ("gpu", {"gpu0_util_pct": T.gpu_underused_util_pct - BELOW, "cpu_util_pct": 20.0}, b.GPU_UNDERUSED),
+        ("gpu", {"gpu0_util_pct": T.gpu_underused_util_pct, "cpu_util_pct": 20.0}, b.UNDETERMINED),
+        ("cpu", {"cpu_util_pct": T.cpu_saturated_pct}, b.CPU_BOUND),
+        ("cpu", {"cpu_util_pct": T.cpu_saturated_pct - BELOW}, b.UNDETERMINED),
+        ("gpu", {"gpu0_util_pct": 60.0, "cpu_util_pct": T.cpu_saturated_pct}, b.HOST_BOUND),
+        ("gpu", {"gpu0_util_pct": 60.0, "cpu_util_pct": T.cpu_saturated_pct - BELOW}, b.UNDETERMINED),
+        ("cpu", {"cpu_util_pct": 30.0, "cpu_iowait_pct": T.iowait_pct}, b.IO_BOUND),
+        ("cpu", {"cpu_util_pct": 30.0, "cpu_iowait_pct": T.iowait_pct - BELOW}, b.UNDETERMINED),
+        ("cpu", {"cpu_util_pct": 30.0, "disk_util_pct": T.disk_saturated_pct}, b.IO_BOUND),
+        ("cpu", {"cpu_util_pct": 30.0, "disk_util_pct": T.disk_saturated_pct - BELOW}, b.UNDETERMINED),
+    ],
+)
+def test_each_utilization_rule_at_and_just_past_its_boundary(kind: str, columns: dict, expected: str) -> None:
+    assert judge(kind, **columns).primary == expected
+
+
+@pytest.mark.parametrize(
+    ("busy_pct", "idle_pct", "proc_cpu_pct", "expected"),
+    [
+        (T.core_saturated_pct, 2.0, 200.0, b.HOST_BOUND),  # 2 of 8 CPUs saturated, 6 idle
+        (T.core_saturated_pct - BELOW, 2.0, 200.0, b.UNDETERMINED),  # none saturated
+        (95.0, T.core_idle_pct - BELOW, 200.0, b.HOST_BOUND),
+        (95.0, T.core_idle_pct, 200.0, b.UNDETERMINED),  # none idle: the whole host is in use
+        (95.0, 2.0, 2 * 100 * b.HOST_THREAD_TREE_CORES, b.HOST_BOUND),  # the training uses 0.8 core each
+        (95.0, 2.0, 2 * 100 * b.HOST_THREAD_TREE_CORES - BELOW, b.UNDETERMINED),  # not the training's
+    ],
+)
+def test_the_saturated_core_rule_at_its_boundaries(
+    busy_pct: float, idle_pct: float, proc_cpu_pct: float, expected: str
+) -> None:
+    """Several logical CPUs saturated in every sample while others idle; the count boundary (a mean of ≥ 1
+    saturated CPU) is what issue 35 replaces with a per-sample rule, so it is not pinned here."""
+    columns = cores(8, {0: busy_pct, 1: busy_pct}, rest=idle_pct)
+    assert judge("cpu", cpu_util_pct=30.0, proc_cpu_pct=proc_cpu_pct, **columns).primary == expected
+
+
+def _thread_in_half_the_samples(samples: int = 20) -> dict[str, np.ndarray]:
+    columns = {f"cpu{i}_util_pct": np.full(samples, 5.0) for i in range(4)}
+    for row in range(samples // 2):
+        columns[f"cpu{row % 4}_util_pct"][row] = 95.0
+    return columns
+
+
+@pytest.mark.parametrize(
+    ("proc_cpu_pct", "expected"),
+    [
+        (100 * b.HOST_THREAD_TREE_CORES, b.HOST_BOUND),
+        (100 * b.HOST_THREAD_TREE_CORES - BELOW, b.GPU_UNDERUSED),
+    ],
+)
+def test_a_thread_seen_per_cpu_counts_only_when_the_training_uses_a_core(
+    proc_cpu_pct: float, expected: str
+) -> None:
+    verdict = judge("gpu", gpu0_util_pct=30.0, cpu_util_pct=28.0, proc_cpu_pct=proc_cpu_pct,
+                    **_thread_in_half_the_samples())  # fmt: skip
+    assert verdict.primary == expected
+
+
+AT_FRACTION = round(T.throttled_sample_fraction * 100)  # flagged samples of 100 at the fraction
+
+
+@pytest.mark.parametrize(("flagged", "labelled"), [(AT_FRACTION, True), (AT_FRACTION - 1, False)])
+def test_cpu_clock_below_peak_is_a_label_from_the_throttled_fraction(flagged: int, labelled: bool) -> None:
+    below = thermal.ThrottleSummary("cpu", thermal.CPU_BELOW_PEAK, False, 100, flagged, 1, float(flagged))
+    verdict = judge("cpu", throttles=(below,), cpu_util_pct=30.0)
+    assert (b.CPU_CLOCK_BELOW_PEAK in verdict.labels) is labelled
+
+
+def test_a_gpu_that_did_one_percent_of_work_judges_a_run_that_does_not_say_which_trained() -> None:
+    """Not in docs/sizing.md's thresholds: sizing.analysis.working_gpus' ≥ 1 % mean utilization."""
+    frame = telemetry_frame(0.0, 10, gpu0_util_pct=90.0, gpu1_util_pct=1.0)
+    assert working_gpus(frame, [0, 1], attribution_known=False) == [0, 1]
+    idle = telemetry_frame(0.0, 10, gpu0_util_pct=90.0, gpu1_util_pct=1.0 - BELOW)
+    assert working_gpus(idle, [0, 1], attribution_known=False) == [0]
+
+
+# CPU frequency and temperature (sizing.thermal)
+
+
+def _one_busy_core(last_mhz: float, util_pct: float = 100.0) -> pd.DataFrame:
+    freq = np.full(20, 4000.0)
+    freq[-1] = last_mhz
+    return telemetry_frame(0.0, 20, cpu_util_pct=util_pct / 2, cpu0_freq_mhz=freq, cpu1_freq_mhz=1200.0,
+                           cpu0_util_pct=util_pct, cpu1_util_pct=2.0)  # fmt: skip
+
+
+@pytest.mark.parametrize(("above", "dropped"), [(False, 1), (True, 0)])
+def test_a_frequency_drop_at_exactly_the_drop_fraction_below_the_peak(above: bool, dropped: int) -> None:
+    edge = 4000.0 * (1.0 - T.cpu_freq_drop_fraction)
+    last = np.nextafter(edge, np.inf) if above else edge
+    drops = thermal.cpu_frequency_drops(_one_busy_core(last), T, 1.0, peaks_mhz={1: 4000.0})
+    assert drops.status == "measured" and drops.samples == 20 and drops.flagged_samples == dropped
+
+
+@pytest.mark.parametrize(("util_pct", "busy"), [(T.cpu_busy_pct, 1), (T.cpu_busy_pct - BELOW, 0)])
+def test_a_core_counts_as_busy_for_the_frequency_rule_at_the_busy_threshold(
+    util_pct: float, busy: int
+) -> None:
+    freq, counts, _ = thermal.busy_core_frequency(_one_busy_core(3000.0, util_pct), T)
+    assert set(counts) == {busy} and bool(np.isfinite(freq).all()) is bool(busy)
+
+
+@pytest.mark.parametrize(
+    ("util_pct", "judged"), [(T.core_saturated_pct, True), (T.core_saturated_pct - BELOW, False)]
+)
+def test_without_per_core_frequency_only_nearly_all_busy_samples_are_judged(
+    util_pct: float, judged: bool
+) -> None:
+    frame = telemetry_frame(0.0, 10, cpu_util_pct=util_pct, cpu_freq_mhz=np.linspace(3000.0, 3600.0, 10))
+    freq, _, basis = thermal.busy_core_frequency(frame, T)
+    assert bool(np.isfinite(freq).all()) is judged and basis == "cpu_freq_mhz while ≥ 90 % busy"
+
+
+def test_the_frequency_peak_is_the_90th_percentile_of_like_samples() -> None:
+    freq = np.arange(1.0, 11.0) * 100.0
+    assert thermal.frequency_peaks(freq, np.ones(10), T) == {1: pytest.approx(910.0)}
+
+
+def test_time_at_or_above_the_temperature_threshold_and_thermal_evidence() -> None:
+    edge = T.temp_threshold_c
+    frame = telemetry_frame(0.0, 4, cpu_temp_c=[edge, edge - BELOW, edge - BELOW, edge])
+    (cpu,) = thermal.temperature_summaries(frame, edge, 1.0)
+    assert cpu.time_above_s == 2.0
+    only_first, only_second = np.array([True, False, False, False]), np.array([False, True, False, False])
+    assert f"≥ {edge:g} °C" in thermal.thermal_evidence(frame, only_first, T)
+    assert thermal.thermal_evidence(frame, only_second, T) == ""
+
+
+# Weak baseline (sizing.validity)
+
+
+@pytest.fixture(scope="module")
+def cpu_analysis():
+    return analyse_run(reference_cpu(), Prices(), T)
+
+
+def _weak(a, hardware: dict | None = None, **numbers: float | None) -> list[str]:
+    found = replace(a, verdict=replace(a.verdict, numbers={**a.verdict.numbers, **numbers}),
+                    hardware={**a.hardware, "cpu_cores_logical": 8, **(hardware or {})})  # fmt: skip
+    return validity.weak_baseline_reasons(found, T)
+
+
+def test_a_weak_baseline_at_each_of_its_boundaries(cpu_analysis) -> None:
+    half = T.weak_baseline_cpu_fraction * 8 * 100
+    base = {"cpu_steal_pct": None}
+    assert not _weak(cpu_analysis, proc_cpu_pct=half, **base)
+    assert (
+        "its training used 4.0 of 8 logical CPUs" in _weak(cpu_analysis, proc_cpu_pct=half - BELOW, **base)[0]
+    )
+    util = 100 * T.weak_baseline_cpu_fraction
+    assert not _weak(cpu_analysis, proc_cpu_pct=None, cpu_util_pct=util, **base)
+    assert "under half" in _weak(cpu_analysis, proc_cpu_pct=None, cpu_util_pct=util - BELOW, **base)[0]
+    busy = {"proc_cpu_pct": 800.0}
+    assert not _weak(cpu_analysis, cpu_steal_pct=T.steal_pct, **busy)
+    assert _weak(cpu_analysis, cpu_steal_pct=T.steal_pct + BELOW, **busy)[0].startswith("hypervisor steal")
+    small = {"cpu_cores_logical": T.small_host_logical_cpus}
+    assert _weak(cpu_analysis, small, cpu_steal_pct=None, proc_cpu_pct=400.0) == [
+        "a small host (4 logical CPUs)"
+    ]
+    larger = {"cpu_cores_logical": T.small_host_logical_cpus + 1}
+    assert not _weak(cpu_analysis, larger, cpu_steal_pct=None, proc_cpu_pct=500.0)
+
+
+# GPU verdicts that read power and clocks (sizing.gpu_verdicts)
+
+H100 = {"power_limit_w": 700.0, "sm_clock_max_mhz": 1980.0}
+
+
+def gpu_frame(samples: int = 1, **columns: object) -> pd.DataFrame:
+    return pd.DataFrame({"time_unix": 1_795_000_000.0 + np.arange(samples), **columns})
+
+
+def test_at_the_power_limit_within_the_margin_and_below_the_max_clock() -> None:
+    edge = (1.0 - gv.POWER_LIMIT_MARGIN) * 700.0
+    assert gv.power_limited(gpu_frame(gpu0_power_w=edge, gpu0_sm_clock_mhz=1500.0), 0, H100, T) is not None
+    below = gpu_frame(gpu0_power_w=np.nextafter(edge, 0.0), gpu0_sm_clock_mhz=1500.0)
+    assert gv.power_limited(below, 0, H100, T) is None
+    at_max = gpu_frame(gpu0_power_w=700.0, gpu0_sm_clock_mhz=1980.0 - 1.0)  # within 1 MHz of the max
+    assert gv.power_limited(at_max, 0, H100, T) is None
+    clock = gpu_frame(gpu0_power_w=700.0, gpu0_sm_clock_mhz=np.nextafter(1980.0 - 1.0, 0.0))
+    assert gv.power_limited(clock, 0, H100, T) is not None
+
+
+@pytest.mark.parametrize(("flagged", "label"), [(AT_FRACTION, gv.POWER_LIMITED), (AT_FRACTION - 1, "")])
+def test_the_power_limit_label_from_the_throttled_fraction(flagged: int, label: str) -> None:
+    reasons = np.where(np.arange(100) < flagged, float(gv.SW_POWER_CAP), 0.0)
+    found = gv.power_limited(gpu_frame(100, gpu0_power_w=300.0, gpu0_throttle_reasons=reasons), 0, H100, T)
+    assert found is not None and found.label == label
+
+
+def test_busy_but_not_computing_at_its_boundaries() -> None:
+    power = gv.NOT_COMPUTING_POWER_FRACTION * 700.0
+    busy = gv.BUSY_UTIL_PCT
+    assert gv.busy_not_computing(gpu_frame(gpu0_util_pct=busy, gpu0_power_w=power), 0, H100) is not None
+    less_busy = gpu_frame(gpu0_util_pct=busy - BELOW, gpu0_power_w=power)
+    assert gv.busy_not_computing(less_busy, 0, H100) is None
+    more_power = gpu_frame(gpu0_util_pct=busy, gpu0_power_w=np.nextafter(power, np.inf))
+    assert gv.busy_not_computing(more_power, 0, H100) is None
+
+
+@pytest.mark.parametrize(
+    ("peers", "lagging", "straggles"),
+    [
+        (90.0, 90.0 - gv.STRAGGLER_GAP_PCT, True),
+        (90.0, 90.0 - gv.STRAGGLER_GAP_PCT + BELOW, False),
+        (T.gpu_underused_util_pct, 10.0, True),  # the peers busy exactly at the underused line
+        (T.gpu_underused_util_pct - BELOW, 10.0, False),  # the peers themselves underused
+    ],
+)
+def test_a_straggler_at_its_boundaries(peers: float, lagging: float, straggles: bool) -> None:
+    frame = gpu_frame(10, gpu0_util_pct=peers, gpu1_util_pct=lagging, gpu2_util_pct=peers)
+    assert (gv.straggler(frame, [0, 1, 2], T) is not None) is straggles

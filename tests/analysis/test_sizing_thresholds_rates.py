@@ -1,0 +1,221 @@
+"""The energy, stability, repeat and payback thresholds of docs/sizing.md on both sides of their boundary
+(issue 35, item 3; the inventory of every threshold is test_sizing_thresholds.py's docstring)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+from sizingfixtures import reference_gpu
+
+from sizing import coverage, energy, money, runchecks
+from sizing import sessions as ss
+from sizing import speedup as sp
+from sizing.analysis import analyse_run
+from sizing.model import Prices, Thresholds
+from sizing.throughput import throughput
+
+T = Thresholds()
+BELOW = 0.01  # the step just past a boundary; the boundary itself is hit exactly
+
+
+# Energy coverage (sizing.coverage, sizing.energy)
+
+
+def _counter_energy(times: np.ndarray, window: tuple[float, float], watts: float = 100.0, **columns):
+    frame = pd.DataFrame({"time_unix": times, "gpu0_energy_j": watts * times, **columns})
+    return energy.energy_in(frame, window, [0], None, 0.3, is_gpu_run=True, nominal_interval_s=1.0)
+
+
+def test_a_source_covering_the_complete_share_gives_a_figure() -> None:
+    edge = coverage.COMPLETE_COVERAGE * 100.0
+    assert coverage.SourceEnergy("gpu0", "m", edge, edge, 100.0).complete
+    assert not coverage.SourceEnergy("gpu0", "m", edge, edge - BELOW, 100.0).complete
+    covering = _counter_energy(np.arange(0.0, edge + 1.0), (0.0, 100.0))
+    assert covering.gpu_j == pytest.approx(100.0 * 100.0)
+    short = _counter_energy(np.append(np.arange(0.0, edge), edge - BELOW), (0.0, 100.0))
+    assert short.gpu_j is None and "gpu0 covers 95% of the run" in short.gpu_missing
+
+
+@pytest.mark.parametrize(
+    ("gap", "covered"), [(coverage.MAX_GAP_INTERVALS, True), (coverage.MAX_GAP_INTERVALS + BELOW, False)]
+)
+def test_a_gap_of_at_most_the_gap_limit_of_the_sources_own_interval_is_covered(
+    gap: float, covered: bool
+) -> None:
+    times = np.concatenate([np.arange(0.0, 21.0), 20.0 + gap + np.arange(0.0, 30.0)])
+    found = _counter_energy(times, (0.0, float(times[-1])))
+    (source,) = found.considered
+    assert source.covered_s == pytest.approx(times[-1] if covered else times[-1] - gap)
+
+
+@pytest.mark.parametrize(
+    ("spacing", "estimate"), [(energy.ESTIMATE_SPACING_S, True), (energy.ESTIMATE_SPACING_S - BELOW, False)]
+)
+def test_integrated_power_is_an_estimate_from_the_estimate_spacing(spacing: float, estimate: bool) -> None:
+    frame = pd.DataFrame({"time_unix": np.arange(60) * spacing, "gpu0_power_w": 300.0})
+    _, covers = energy.one_gpu_energy_j(frame, 0, 5.0, 40.0)
+    assert covers.startswith("ESTIMATE") is estimate
+
+
+@pytest.mark.parametrize(("power_w", "flagged"), [(90.0, False), (90.0 - BELOW, True)])
+def test_counter_and_integrated_power_apart_by_more_than_the_tolerance(power_w: float, flagged: bool) -> None:
+    assert energy.CROSS_CHECK_TOLERANCE == (100.0 - 90.0) / 100.0  # the counter reads 100 W
+    found = _counter_energy(np.arange(0.0, 101.0), (0.0, 100.0), gpu0_power_w=power_w)
+    assert any("differ by" in c for c in found.checks) is flagged
+
+
+@pytest.mark.parametrize(
+    ("watts", "ignored"), [(energy.MIN_VALID_W, False), (energy.MIN_VALID_W - BELOW, True)]
+)
+def test_a_source_averaging_under_the_minimum_is_ignored(watts: float, ignored: bool) -> None:
+    found = _counter_energy(np.arange(0.0, 51.0), (0.0, 50.0), watts=watts)
+    assert any("stuck or not supported" in c for c in found.checks) is ignored
+    assert (found.gpu_j is None) is ignored
+
+
+# Sessions, stability and the steady rate (sizing.sessions, sizing.runchecks)
+
+
+def _log(intervals_s: list[float], steps: list[float] | None = None) -> pd.DataFrame:
+    times = np.cumsum([0.0, *intervals_s])
+    step = np.arange(1.0, times.size + 1) if steps is None else np.cumsum([1.0, *steps])
+    return pd.DataFrame({"time_unix": 1_795_000_000.0 + times, "step": step})
+
+
+@pytest.mark.parametrize(
+    ("row_s", "pause_s", "resumed"),
+    [
+        (1.0, ss.GAP_MIN_S, False),  # 20 rows' worth is less than GAP_MIN_S: the minimum decides
+        (1.0, ss.GAP_MIN_S + BELOW, True),
+        (2.0, ss.GAP_FACTOR * 2.0, False),  # 20 × 2 s is more than GAP_MIN_S: the factor decides
+        (2.0, ss.GAP_FACTOR * 2.0 + BELOW, True),
+    ],
+)
+def test_a_pause_starts_a_session_beyond_its_limit(row_s: float, pause_s: float, resumed: bool) -> None:
+    rows = _log([row_s] * 20 + [pause_s] + [row_s] * 20)
+    assert ss.session_starts(rows) == ([0, 21] if resumed else [0])
+
+
+@pytest.mark.parametrize(("jump", "resumed"), [(ss.STEP_JUMP_FACTOR, False), (ss.STEP_JUMP_FACTOR + 1, True)])
+def test_a_step_jump_starts_a_session_beyond_its_factor(jump: float, resumed: bool) -> None:
+    rows = _log([1.0] * 40, [1.0] * 20 + [jump] + [1.0] * 19)
+    assert ss.session_starts(rows) == ([0, 21] if resumed else [0])
+
+
+@pytest.mark.parametrize(
+    ("rows", "batches"),
+    [(2 * ss.MIN_ROWS_PER_BATCH - 1, 0), (2 * ss.MIN_ROWS_PER_BATCH, 2),
+     (ss.BATCHES * ss.MIN_ROWS_PER_BATCH - 1, ss.BATCHES - 1),
+     (ss.BATCHES * ss.MIN_ROWS_PER_BATCH, ss.BATCHES), (ss.BATCHES * ss.MIN_ROWS_PER_BATCH * 3, ss.BATCHES)],
+)  # fmt: skip
+def test_batch_means_need_enough_rows_and_stop_at_the_most_batches(rows: int, batches: int) -> None:
+    steady = ss.Steady(np.ones(rows), np.ones(rows), 1, 0.0, None, 0)
+    assert len(ss.batch_rates(steady)) == batches
+
+
+@pytest.fixture(scope="module")
+def gpu_rate():
+    run = reference_gpu()
+    return throughput(run.training, run.training_info)
+
+
+@pytest.mark.parametrize(
+    ("last", "warned"), [(21.0, False), (19.0, False), (np.nextafter(21.0, np.inf), True)]
+)
+def test_drift_beyond_the_warning_fraction_is_warned(gpu_rate, last: float, warned: bool) -> None:
+    assert ss.DRIFT_WARN_FRACTION == 1.0 / 20.0  # the first third at 20 steps/s, the last at 21 or 19
+    rate = replace(gpu_rate, first_third_steps_per_s=20.0, last_third_steps_per_s=last)
+    assert any("not stationary" in w for w in runchecks.rate_problems("r", rate, {})) is warned
+
+
+@pytest.mark.parametrize(("steps_per_s", "warned"), [(21.0, False), (np.nextafter(21.0, np.inf), True)])
+def test_a_rate_beyond_the_mismatch_fraction_of_training_json_is_warned(
+    gpu_rate, steps_per_s: float, warned: bool
+) -> None:
+    assert runchecks.RATE_MISMATCH_FRACTION == 1.0 / 20.0  # training.json says 20 steps/s
+    rate = replace(gpu_rate, steps_per_s=steps_per_s, first_third_steps_per_s=None)
+    found = runchecks.rate_problems("r", rate, {"steady_steps_per_s": 20.0})
+    assert any("differs from training.json" in w for w in found) is warned
+
+
+# Repeats that disagree (sizing.speedup)
+
+
+@pytest.fixture(scope="module")
+def gpu_analysis():
+    return analyse_run(reference_gpu(), Prices(), T)
+
+
+def _repeat(a, run_id: str, rate: float, ci: tuple[float, float] | None = None):
+    found = replace(a.throughput, examples_per_s=rate, steps_per_s=rate, steps_per_s_ci95=ci)
+    return replace(a, run_id=run_id, throughput=found)
+
+
+def test_repeats_disagree_beyond_the_fraction_or_when_their_intervals_part(gpu_analysis) -> None:
+    edge = 10.0 * (1 + sp.REPEATS_DISAGREE_FRACTION)
+    assert sp.repeats_disagree([_repeat(gpu_analysis, "a", 10.0), _repeat(gpu_analysis, "b", edge)]) == ""
+    apart = [_repeat(gpu_analysis, "a", 10.0), _repeat(gpu_analysis, "b", np.nextafter(edge, np.inf))]
+    assert sp.repeats_disagree(apart).startswith("repeats disagree: not the same conditions")
+    touching = [_repeat(gpu_analysis, "a", 9.5, (9.0, 10.0)), _repeat(gpu_analysis, "b", 10.5, (10.0, 11.0))]
+    assert sp.repeats_disagree(touching) == ""
+    parted = [_repeat(gpu_analysis, "a", 9.5, (9.0, 10.0)),
+              _repeat(gpu_analysis, "b", 10.5, (np.nextafter(10.0, np.inf), 11.0))]  # fmt: skip
+    assert "intervals that do not overlap" in sp.repeats_disagree(parted)
+
+
+# Break-even and scaling payback (sizing.money, sizing.scaling)
+
+LIFE_H = 3 * 8760.0
+
+
+@pytest.mark.parametrize(
+    ("amount", "speedup", "energy_saving", "value", "verdict"),
+    [
+        (LIFE_H, 2.0, 0.0, 1.0, money.PAYS_BACK),  # exactly the life's hours
+        (np.nextafter(LIFE_H, np.inf), 2.0, 0.0, 1.0, money.BEYOND_LIFE),
+        (1000.0, 1.0, 0.0, 1.0, money.NEVER),  # saves exactly nothing
+        (1000.0, 1.0, 1e-6, 1.0, money.BEYOND_LIFE),  # saves a little
+        (0.0, 1.0, 1e-6, 1.0, money.PAYS_BACK),  # costs nothing extra and saves
+        (0.0, 1.0, 0.0, 1.0, money.NEVER),  # costs nothing extra, saves nothing
+        (1000.0, 1.0, -1.0, None, money.NEVER),  # no value of time: as fast, costs more energy
+        (1000.0, np.nextafter(1.0, np.inf), -1.0, None, money.CANNOT_TELL),  # faster: time not valued
+        (1000.0, 2.0, None, None, money.CANNOT_TELL),  # neither a value of time nor energy
+    ],
+)
+def test_a_payback_at_each_boundary(
+    amount: float, speedup: float, energy_saving: float | None, value: float | None, verdict: str
+) -> None:
+    assert money.payback(amount, speedup, energy_saving, value, LIFE_H).verdict == verdict
+
+
+def test_a_step_that_costs_nothing_extra_pays_back_at_once_bound_or_not() -> None:
+    """Without a value of time the hours are a bound ("at most"), except at no extra price: at once."""
+    assert money.payback(0.0, 2.0, 1.0, None, LIFE_H) == money.Payback(0.0, money.PAYS_BACK)
+    assert money.payback(1.0, 2.0, 1.0, None, LIFE_H) == money.Payback(1.0, money.PAYS_BACK, "at most")
+
+
+def test_break_even_within_the_life_is_at_most_the_lifes_hours() -> None:
+    gpu, cpu = money.HardwarePrice(None, LIFE_H, ()), money.HardwarePrice(None, 0.0, ())
+    prices = Prices(value_per_hour=1.0, amortise_years=3.0)
+    assert money.break_even(2.0, gpu, cpu, "cpu", 0.0, prices).hours == LIFE_H
+    dearer = money.HardwarePrice(None, np.nextafter(LIFE_H, np.inf), ())
+    beyond = money.break_even(2.0, dearer, cpu, "cpu", 0.0, prices)
+    assert beyond.hours is None and beyond.reason.startswith("does not pay back within the 3-year life")
+
+
+def test_without_a_value_of_time_a_faster_step_is_never_called_never() -> None:
+    """Issue 35: a 1.8× second GPU that costs more energy per example, with no --value-per-hour."""
+    from test_sizing_scaling import PRICES, gpu_sweep_run
+
+    from sizing import ReportSettings, build_report
+
+    for value, verdict in ((None, money.CANNOT_TELL), (0.0, money.NEVER)):
+        report = build_report([gpu_sweep_run(1), gpu_sweep_run(2)],
+                              ReportSettings(prices=replace(PRICES, value_per_hour=value)))  # fmt: skip
+        (series,) = next(s for s in report.sections if s.key == "scaling").data["series"]
+        step = series["rows"][1]
+        assert step["payback_verdict"] == verdict and step["never_pays_back"] is (verdict == money.NEVER)
+        assert series["largest_count_paying_back"] == (None if value is None else 1)

@@ -31,6 +31,7 @@ from dashfixtures import make_run  # noqa: E402
 
 from dashboard import parsecache, runs, sizing_view  # noqa: E402
 from dashboard.app import create_app  # noqa: E402
+from dashboard.tabs import sizing as sizing_tab  # noqa: E402
 
 TABS = ["processor", "memory", "disk", "cpu-temp", "gpu", "summary", "training", "details"]
 
@@ -214,17 +215,17 @@ def main() -> int:
             args.repeats,
         )
         sizing_form = {
-            f"{sizing_view.field_id(name)}.value": default for name, _, default, *_ in sizing_view.FIELDS
+            f"{sizing_tab.field_id(name)}.value": default for name, _, default, *_ in sizing_view.FIELDS
         }
         sizing_ms, sizing_size = measure(
             client,
             app,
             "sizing-result.children",
-            base | sizing_form | {"tabs.value": sizing_view.TAB_VALUE},  # built only while visible
+            base | sizing_form | {"tabs.value": sizing_tab.TAB_VALUE},  # built only while visible
             ["tabs.value"],
             args.repeats,
         )
-        print(f"  (Sizing page, dashboard/sizing_view.py: {sizing_ms:.1f} ms {sizing_size / 1e6:.3f} MB)")
+        print(f"  (Sizing page, dashboard/tabs/sizing.py: {sizing_ms:.1f} ms {sizing_size / 1e6:.3f} MB)")
         for name, (ms, size) in results.items():
             print(f"  {name:16s} {ms:7.1f} ms {size / 1e6:7.3f} MB", flush=True)
 

@@ -1,4 +1,4 @@
-"""The dashboard's "Inference" tab: latency and images/s per batch size, per runtime, CPU vs GPU.
+"""What the dashboard's "Inference" tab shows: latency and images/s per batch size, per runtime, CPU vs GPU.
 
 Reads each selected run's inference.json (written by `python -m training infer` and the phase after
 training) and nothing else; a runtime that could not take the model is listed with its reason.
@@ -11,16 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import dash
 import plotly.graph_objects as go
-from dash import Input, Output, State, dcc, html
-from dash.exceptions import PreventUpdate
+from dash import dcc, html
 
 from dashboard import figures
 from dashboard.views import GRAPH_CONFIG, selected_runs
 
-TAB_VALUE = "inference"
-CONTENT_ID = "tab-inference"
 INFERENCE_JSON = "inference.json"
 DEVICE_DASH = {"cpu": "dot", "gpu": "solid"}
 TABLE_COLUMNS = (
@@ -38,28 +34,6 @@ TABLE_COLUMNS = (
     "peak RSS",
     "peak GPU memory",
 )
-
-
-def tab() -> Any:
-    return dcc.Tab(
-        label="Inference",
-        value=TAB_VALUE,
-        children=dcc.Loading(html.Div(id=CONTENT_ID), delay_show=400, type="circle"),
-    )
-
-
-def register_callbacks(app: dash.Dash, data_dir: Path) -> None:
-    @app.callback(
-        Output(CONTENT_ID, "children"),
-        Input("tabs", "value"),
-        Input("data-version", "data"),
-        State("run-picker", "value"),
-        prevent_initial_call=True,
-    )
-    def inference(tab_value: str, _version: str | None, run_ids: list[str] | None) -> list[Any]:
-        if tab_value != TAB_VALUE:
-            raise PreventUpdate
-        return inference_view(data_dir, run_ids)
 
 
 def read_inference(run_dir: Path) -> tuple[dict | None, str | None]:

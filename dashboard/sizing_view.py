@@ -1,7 +1,6 @@
-"""The dashboard's "Sizing" page: is the GPU worth it, for the runs selected in the picker.
+"""What the dashboard's "Sizing" tab shows (its form and callbacks: dashboard.tabs.sizing).
 
-`layout()` builds the form (tariff, prices, thresholds) and an empty result area; `register_callbacks`
-wires the form and the app's `run-picker` to `sizing_content`, which turns the sizing package's report
+`sizing_content` turns the sizing package's report for the selected runs and the form's values
 (tables, headline, figures) into Dash components. Every figure comes from `sizing.build_report`, exactly
 as in `python -m sizing`; this page only reads the runs (through dashboard.runs' caches) and lays it out.
 """
@@ -13,28 +12,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import dash
-from dash import Input, Output, State, dcc, html
-from dash.exceptions import PreventUpdate
+from dash import dcc, html
 
 from dashboard.colors import colors_for
 from dashboard.runs import RunInfo, get_run, read_phases, read_telemetry, read_training, run_warnings
 from sizing import Report, ReportSettings, RunData, Table, UsageError, build_report
-from sizing.cli import settings_from_values
 from sizing.figures import report_figures
 from sizing.model import DEFAULT_UTILISATION, Prices
 from sizing.render import render_html, render_markdown
+from sizing.settings import settings_from_values
 
-PICKER_ID = "run-picker"
-TABS_ID = "tabs"  # the dashboard's dcc.Tabs, and the value of its Sizing tab
-TAB_VALUE = "sizing"
-RESULT_ID = "sizing-result"
-DOWNLOAD_ID = "sizing-download"
-DOWNLOAD_HTML_ID = "sizing-download-html"
-DOWNLOAD_MD_ID = "sizing-download-md"
 GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
-FORM_STYLE = {"display": "flex", "flexWrap": "wrap", "gap": "0.5em 1.5em", "margin": "0.5em 0 1em"}
-FIELD_STYLE = {"display": "flex", "flexDirection": "column", "fontSize": "0.9em"}
 
 # (input id suffix, label, default, step, minimum); step None: a text field
 FIELDS: tuple[tuple[str, str, float | None, float | None, float | None], ...] = (
@@ -53,71 +41,6 @@ FIELDS: tuple[tuple[str, str, float | None, float | None, float | None], ...] = 
     ("gpu-prices-by-model", "GPU prices per model (MODEL=USD, …)", None, None, None),
     ("host-prices", "Host prices (HOST=USD, …)", None, None, None),
 )  # fmt: skip
-
-
-def field_id(name: str) -> str:
-    return f"sizing-{name}"
-
-
-def layout() -> Any:
-    """The Sizing page: the form and an empty result area (no data is read here)."""
-    inputs = [
-        html.Label(
-            [
-                html.Span(label),
-                dcc.Input(
-                    id=field_id(name), type="number", value=default, step=step, min=minimum, debounce=True
-                )
-                if step is not None
-                else dcc.Input(id=field_id(name), type="text", value=default or "", debounce=True),
-            ],
-            className="sizing-field",
-            style=FIELD_STYLE,
-        )
-        for name, label, default, step, minimum in FIELDS
-    ]
-    downloads = [
-        html.Button("Download report (HTML)", id=DOWNLOAD_HTML_ID, n_clicks=0),
-        html.Button("Download report (Markdown)", id=DOWNLOAD_MD_ID, n_clicks=0),
-        dcc.Download(id=DOWNLOAD_ID),
-    ]
-    return html.Div(
-        [
-            html.H2("Is the GPU worth it?"),
-            html.P(
-                "Speedup, energy and cost per 1,000 examples, break-even and bottleneck verdicts for the "
-                "runs selected above, like-for-like where the workloads match (python -m sizing).",
-                className="hint",
-            ),
-            html.Div(inputs, className="sizing-form", style=FORM_STYLE),
-            html.Div(downloads, className="sizing-downloads", style=FORM_STYLE),
-            dcc.Loading(html.Div(id=RESULT_ID)),
-        ],
-        className="sizing",
-    )
-
-
-def register_callbacks(app: dash.Dash, data_dir: Path) -> None:
-    """Wire the picker and the form to the result area and the downloads."""
-    form = [Input(field_id(name), "value") for name, *_ in FIELDS]
-
-    @app.callback(Output(RESULT_ID, "children"), Input(TABS_ID, "value"), Input(PICKER_ID, "value"), *form)
-    def _show(tab: str | None, run_ids: Sequence[str] | None, *values: float | None) -> list[Any]:
-        if tab != TAB_VALUE:
-            raise PreventUpdate  # hidden: switching to the tab renders it with the current selection
-        return sizing_content(data_dir, run_ids, values)
-
-    @app.callback(
-        Output(DOWNLOAD_ID, "data"),
-        Input(DOWNLOAD_HTML_ID, "n_clicks"),
-        Input(DOWNLOAD_MD_ID, "n_clicks"),
-        State(PICKER_ID, "value"),
-        *[State(field_id(name), "value") for name, *_ in FIELDS],
-        prevent_initial_call=True,
-    )
-    def _download(_html: int, _md: int, run_ids: Sequence[str] | None, *values: float | None) -> Any:
-        kind = "markdown" if dash.ctx.triggered_id == DOWNLOAD_MD_ID else "html"
-        return download_payload(data_dir, run_ids, values, kind) or dash.no_update
 
 
 def settings_of(values: Sequence[float | None]) -> ReportSettings:
@@ -175,6 +98,21 @@ def build(
         return None, [*notes, str(exc)]
 
 
+def decision_block(built: Report) -> list[Any]:
+    """The report's Decision block: the baseline, one line per GPU option, the weightiest caveats."""
+    d = built.decision
+    lines = [*(o.line for o in d.options), *d.lines_without_option]
+    block: list[Any] = [html.H4("Decision")]
+    if d.baseline:
+        block.append(html.P(d.baseline))
+    block.append(html.Ul([html.Li(html.B(line)) for line in lines], className="sizing-decision"))
+    if d.caveats:
+        block.append(html.Ol([html.Li(text) for text in d.caveats], className="sizing-caveats"))
+    if d.caveats_not_shown:
+        block.append(html.P(f"{d.caveats_not_shown} more in the summary and tables below.", className="hint"))
+    return block
+
+
 def sizing_content(
     data_dir: Path, run_ids: Sequence[str] | None, values: Sequence[float | None]
 ) -> list[Any]:
@@ -183,6 +121,8 @@ def sizing_content(
     parts: list[Any] = [html.P(note, className="hint") for note in notes]
     if built is None:
         return parts
+    parts += decision_block(built)
+    parts.append(html.H4("Summary"))
     parts.append(html.Ul([html.Li(line) for line in built.headline], className="sizing-summary"))
     parts += [_table(t) for section in built.sections for t in section.tables]
     parts += [

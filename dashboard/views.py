@@ -1,6 +1,7 @@
 """What each view shows, as Dash components: pure functions of the data dir, the selection and the controls.
 
-The callbacks in dashboard.app only read their inputs, call one function here and return its result.
+The callbacks (dashboard.tabs, and the frame in dashboard.app) only read their inputs, call one function
+here and return its result.
 """
 
 from __future__ import annotations

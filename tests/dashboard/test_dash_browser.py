@@ -23,7 +23,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from sparsefixtures import make_sparse_run
 
-from dashboard.sizing_view import RESULT_ID
+from dashboard.tabs.sizing import RESULT_ID
 
 pytestmark = [
     pytest.mark.browser,

@@ -10,6 +10,7 @@ from dash.exceptions import PreventUpdate
 
 from dashboard import inference_view
 from dashboard.app import create_app
+from dashboard.tabs import inference as inference_tab
 
 
 def _texts(component) -> list[str]:
@@ -52,10 +53,10 @@ def test_a_run_without_inference_says_how_to_get_it(data_dir: Path, run_ids: dic
 def test_the_tab_is_wired_into_the_app(with_inference: Path, run_ids: dict[str, str]) -> None:
     app = create_app(with_inference)
     [callback] = [
-        spec["callback"] for key, spec in app.callback_map.items() if inference_view.CONTENT_ID in key
+        spec["callback"] for key, spec in app.callback_map.items() if inference_tab.CONTENT_ID in key
     ]
     with pytest.raises(PreventUpdate):
         callback.__wrapped__("timeseries", None, [run_ids["cpu"]])
-    children = callback.__wrapped__(inference_view.TAB_VALUE, None, [run_ids["cpu"]])
+    children = callback.__wrapped__(inference_tab.TAB_VALUE, None, [run_ids["cpu"]])
     assert any(type(c).__name__ == "Graph" for c in children)
     assert "Inference" in json.dumps(app.layout(), default=lambda o: o.to_plotly_json())

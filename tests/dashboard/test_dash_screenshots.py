@@ -64,8 +64,8 @@ def test_regenerate_screenshots(browser: Any, data_dir: Path, tmp_path: Path, mo
     )
     assert done.returncode == 0, done.stderr
     browser.get(report.absolute().as_uri())
-    wait_for(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "ul.headline"), "the report's headline")
-    save_region_screenshot(browser, "h1", "ul.headline", SCREENSHOT_DIR / "sizing-headline.png")
+    wait_for(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "ol.caveats"), "the report's Decision")
+    save_region_screenshot(browser, "h1", "ol.caveats", SCREENSHOT_DIR / "sizing-headline.png")
     if inference_runs is not None:
         (shipped / "data" / "runs").symlink_to(inference_runs)  # the page says data/runs, as for a user
     found = runs.discover_runs(Path("data"))

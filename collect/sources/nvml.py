@@ -46,7 +46,8 @@ FI_DEV_POWER_INSTANT = 186  # NVML_FI_DEV_POWER_INSTANT (nvml.h), for bindings t
 # of CPU on a 10 ms tick there (docs/gpu-evidence.md): the source is read twice that often, which sees every
 # change, and its last reading repeated on the ticks in between.
 GPU_HELD_PERIOD_S = 0.05
-# One read of the board's energy counter cost 3.5-4.8 ms of CPU on that H100, a hundred times any other call.
+# One read of the board's energy counter costs milliseconds of CPU on an H100, hundreds of times any other
+# call (docs/measurements.md).
 # It is read about once a second and its last value repeated in between: a counter loses nothing by that, the
 # joules between two reads are exact (sizing spreads them over the rows between).
 ENERGY_MIN_PERIOD_S = 1.0

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
 import sys
 from pathlib import Path
 
 from collect.importers import nvsmi
+from collect.jobpatterns import PatternError, compile_patterns
+from collect.jobrecord import JobDeclared, JobRecorder, job_environment
+from collect.jobtimed import add_progress_options, options_problem, progress_lines
 from collect.session import (
     EXIT_COLLECTOR_FAILED,
     EXIT_INTERRUPTED,
@@ -19,7 +21,7 @@ from collect.session import (
     SessionResult,
     run_session,
 )
-from collect.usage import data_dir_problem
+from collect.usage import command_problem, data_dir_problem
 from runformat import RUN_JSON, format_duration, read_json
 from runformat.cli import OneLineParser, duration_type
 
@@ -80,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--sigterm-grace", type=_grace, default=10.0, help="wait after SIGTERM before SIGKILL (10s)"
     )
     run.add_argument("--no-echo", action="store_true", help="keep the command's output in command.log only")
+    add_progress_options(run)  # with any of them, the command's progress becomes training.csv (a job)
     run.add_argument(
         "command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...] ({run_dir} is substituted)"
     )
@@ -103,19 +106,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     nvsmi.add_arguments(nvsmi_parser)
     return parser
-
-
-def _command_problem(command: list[str]) -> str | None:
-    if not command:
-        return "missing command: use  run [options] -- COMMAND [ARGS...]"
-    program = command[0]
-    if os.sep in program:
-        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
-            return f"{program}: not an executable file"
-        return None
-    if shutil.which(program) is None:
-        return f"{program}: command not found"
-    return None
 
 
 def _announce_start(run_dir: Path, interval_s: float, device: str) -> None:
@@ -177,9 +167,12 @@ def main(argv: list[str]) -> int:
         return nvsmi.main(args)
     command: list[str] | None = None
     grace = (20.0, 10.0)
+    job: JobRecorder | None = None
     if args.subcommand == "run":
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
-        problem = _command_problem(command)
+        problem = command_problem(command)
+        if problem is None and _asks_progress(args):
+            job, problem = _job(args, command)
         if problem:
             parser.exit(EXIT_USAGE, f"python -m collect run: error: {problem}\n")
         grace = (args.sigint_grace, args.sigterm_grace)
@@ -206,10 +199,18 @@ def main(argv: list[str]) -> int:
         stop_grace_s=grace,
         tick_sink=exposition,
     )
+    if job is not None:
+        options.extra_record = {"job": job.run_record()}
+        options.extra_env = job_environment(args.device, job.patterns, dict(os.environ), hide_gpus=False)
+        options.output_sink = job.on_output
+
+    def on_start(run_dir: Path) -> None:
+        if job is not None:
+            job.start(run_dir)
+        _announce(_announce_start, run_dir, args.interval, args.device)
+
     try:
-        result = run_session(
-            options, on_start=lambda run_dir: _announce(_announce_start, run_dir, args.interval, args.device)
-        )
+        result = run_session(options, on_start=on_start)
     except ValueError as exc:
         print(f"python -m collect: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -223,10 +224,35 @@ def main(argv: list[str]) -> int:
         print("collect: interrupted while starting", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
+        if job is not None:
+            job.stop()
         if exposition is not None:
             exposition.close()
+    if job is not None:
+        training = job.finish(result.end_reason, None)
+        _announce(lambda: print("\n".join(progress_lines(training, job)), file=sys.stderr, flush=True))
     _announce(_announce_end, result)
     return result.exit_code
+
+
+def _asks_progress(args: argparse.Namespace) -> bool:
+    return any(
+        getattr(args, name) is not None
+        for name in ("progress_regex", "progress_format", "workload_name", "batch", "precision")
+    )
+
+
+def _job(args: argparse.Namespace, command: list[str]) -> tuple[JobRecorder | None, str | None]:
+    """The recorder of the command's progress, or the one-line problem with the options that ask for it."""
+    try:
+        patterns = compile_patterns(args.progress_regex, args.progress_format)
+    except PatternError as exc:
+        return None, str(exc)
+    problem = options_problem(args, command)
+    if problem:
+        return None, problem
+    declared = JobDeclared(args.workload_name, args.batch, args.precision)
+    return JobRecorder(command, patterns, declared, args.device, args.duration, hides_gpus=False), None
 
 
 def _announce(say, *args) -> None:  # type: ignore[no-untyped-def]

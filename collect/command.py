@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import select
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import IO
 
 _CHUNK = 1 << 16
+UNWRITTEN_LOG_BYTES = 64 * 1024  # the newest output kept while command.log cannot be written
 _PR_SET_PDEATHSIG = 1
 
 
@@ -143,9 +145,23 @@ class RunningCommand:
     so the collector can take a last sample of the finished process before `reap()`."""
 
     def __init__(
-        self, argv: list[str], env: dict[str, str], log_path: Path, echo: bool, orphan_grace_s: float = 30.0
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        echo: bool,
+        orphan_grace_s: float = 30.0,
+        on_output: Callable[[bytes], None] | None = None,
     ) -> None:
+        """`on_output` gets each chunk of output as it is logged (in the output thread), then b"" once at
+        its end; an exception in it stops only its own calls (`output_sink_error`)."""
+        self._on_output = on_output
+        self.output_sink_error: str | None = None
         self._log: IO[bytes] | None = open(log_path, "ab", buffering=0)  # noqa: SIM115
+        self._log_path = log_path
+        # Output that could not be logged (a full disk): its newest UNWRITTEN_LOG_BYTES, for write_unwritten.
+        self.unwritten_log = bytearray()
+        self.unwritten_dropped_bytes = 0
         self.watchdog: Watchdog | None = None
         with contextlib.suppress(OSError):
             self.watchdog = Watchdog(orphan_grace_s)
@@ -180,6 +196,21 @@ class RunningCommand:
             return None
 
     def _pump_output(self) -> None:
+        try:
+            self._pump_chunks()
+        finally:
+            self._tell_output(b"")
+
+    def _tell_output(self, chunk: bytes) -> None:
+        if self._on_output is None:
+            return
+        try:
+            self._on_output(chunk)
+        except Exception as exc:
+            self._on_output = None
+            self.output_sink_error = f"output reader stopped: {type(exc).__name__}: {exc}".splitlines()[0]
+
+    def _pump_chunks(self) -> None:
         assert self.process.stdout is not None
         fd = self.process.stdout.fileno()
         while True:
@@ -195,14 +226,36 @@ class RunningCommand:
             self._write_log(chunk)
             if self._echo:
                 self._write_console(chunk)
+            self._tell_output(chunk)
 
     def _write_log(self, chunk: bytes) -> None:
-        if self._log is None or self.log_error:
+        if self._log is None:
             return
-        try:
-            self._log.write(chunk)
-        except OSError as exc:
-            self.log_error = f"cannot write command.log: {exc.strerror or exc}"
+        if not self.log_error:
+            try:
+                while chunk:  # unbuffered: a write may take only part of it as the disk fills up
+                    written = self._log.write(chunk)
+                    if not written:
+                        raise OSError(errno.EIO, "nothing written")
+                    chunk = chunk[written:]
+            except OSError as exc:
+                self.log_error = f"cannot write command.log: {exc.strerror or exc}"
+        if chunk:
+            self.unwritten_log += chunk
+            excess = len(self.unwritten_log) - UNWRITTEN_LOG_BYTES
+            if excess > 0:
+                del self.unwritten_log[:excess]
+                self.unwritten_dropped_bytes += excess
+
+    def write_unwritten(self) -> None:
+        """Append what could not be logged (after the collector freed its reserve); best effort."""
+        if not self.unwritten_log:
+            return
+        lost = self.unwritten_dropped_bytes
+        note = f"[collect: {lost} bytes of output before this were lost: command.log unwritable]\n"
+        with contextlib.suppress(OSError), open(self._log_path, "ab") as log:
+            log.write((note.encode() if lost else b"") + bytes(self.unwritten_log))
+            self.unwritten_log.clear()
 
     def _write_console(self, chunk: bytes) -> None:
         try:

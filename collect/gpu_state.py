@@ -163,6 +163,7 @@ class GpuStateWatch:
         self.changes: list[dict[str, Any]] = []
         self.changes_dropped = 0
         self._others: dict[tuple[int, int], dict[str, Any]] = {}
+        self._command: dict[tuple[int, int], dict[str, Any]] = {}  # the command's own processes, per GPU
         self._process_reasons: list[str] = []
         self._nested = nested_pid_namespace(proc_root)
         if self._nested:
@@ -226,6 +227,8 @@ class GpuStateWatch:
             record["changes_dropped"] = self.changes_dropped
         others = sorted(self._others.values(), key=lambda o: (o["first_seen_unix"], o["index"], o["pid"]))
         record["other_processes"] = [dict(other) for other in others]
+        ours = sorted(self._command.values(), key=lambda o: (o["first_seen_unix"], o["index"], o["pid"]))
+        record["command_processes"] = [dict(own) for own in ours]
         record["before_training"] = [dict(readings) for readings in self.before_training]
         return record
 
@@ -331,22 +334,26 @@ class GpuStateWatch:
         count = 0
         for entry in entries:
             pid = int(entry.pid)
-            if pid == self._own_pid or pid in self._ours:
+            if pid == self._own_pid:
                 continue
-            if tree and _descends_from(self._proc_root, pid, tree):
+            memory = getattr(entry, "usedGpuMemory", None)
+            if pid in self._ours or (tree and _descends_from(self._proc_root, pid, tree)):
                 self._ours.add(pid)
+                self._seen(board.index, pid, memory, now_unix, self._command)
                 continue
             count += 1
-            self._seen(board.index, pid, getattr(entry, "usedGpuMemory", None), now_unix)
+            self._seen(board.index, pid, memory, now_unix, self._others)
         return count
 
-    def _seen(self, index: int, pid: int, used_memory: Any, now_unix: float) -> None:
+    def _seen(
+        self, index: int, pid: int, used_memory: Any, now_unix: float, seen: dict[tuple[int, int], dict]
+    ) -> None:
         memory = (
             int(used_memory) if isinstance(used_memory, int) and 0 <= used_memory < _NOT_AVAILABLE else None
         )
-        other = self._others.get((index, pid))
+        other = seen.get((index, pid))
         if other is None:
-            other = self._others[(index, pid)] = {
+            other = seen[(index, pid)] = {
                 "index": index,
                 "pid": pid,
                 "name": None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,6 +38,8 @@ class SessionOptions:
     raise_priority: bool = True
     tick_sink: TickSink | None = None  # gets each row right after it is written
     extra_record: dict[str, Any] = field(default_factory=dict)  # more run.json keys (e.g. a sweep's tag)
+    extra_env: dict[str, str] = field(default_factory=dict)  # more for the command's env ({run_dir} filled)
+    output_sink: Callable[[bytes], None] | None = None  # each chunk of the command's output, then b""
 
 
 @dataclass

@@ -20,7 +20,10 @@ from typing import TextIO
 from runformat import PHASES_CSV, TRAINING_CSV, format_duration
 
 PHASE_ORDER = ("train", "export", "evaluate", "detect", "infer")
+JOB_PHASES = ("train",)  # a job (collect timed ... -- COMMAND): its own command, no phase after it
 RATE_WINDOW_S = 30.0
+STARTING = "starting (framework, model and input pipeline)"
+JOB_STARTING = "running, no step seen yet"
 
 
 class CsvTail:
@@ -68,6 +71,8 @@ class TrainingState:
     steps_per_s: float | None = None
     train_elapsed_s: float | None = None
     phase: str = "starting"
+    phases: tuple[str, ...] = PHASE_ORDER
+    starting_text: str = STARTING
     _recent: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=4096))
 
     def add_row(self, row: dict[str, str]) -> None:
@@ -85,7 +90,7 @@ class TrainingState:
         self.steps_per_s = (step - s0) / (when - t0) if when > t0 else self.steps_per_s
 
     def phases_done(self, names: list[str]) -> None:
-        pending = [phase for phase in PHASE_ORDER if phase not in names]
+        pending = [phase for phase in self.phases if phase not in names]
         if names:
             self.phase = pending[0] if pending else "finishing"
 
@@ -97,7 +102,7 @@ def render_line(
     if state.phase == "train" and state.train_elapsed_s is not None:
         phase = f"train {format_duration(state.train_elapsed_s)} / {format_duration(budget_s)}"
     elif state.phase == "starting":
-        phase = "starting (framework, model and input pipeline)"
+        phase = state.starting_text
     else:
         phase = f"{state.phase} (training budget done)"
     parts = [format_duration(elapsed_s), phase]
@@ -127,13 +132,15 @@ class ProgressReporter:
         out: TextIO,
         clock: Callable[[], float] = time.monotonic,
         every_s: float | None = None,
+        job: bool = False,
     ) -> None:
+        """`job`: the user's own command (no phases after training; it may never report a step)."""
         self.budget_s = budget_s
         self.out = out
         self.clock = clock
         self.interactive = out.isatty()
         self.every_s = every_s if every_s is not None else (1.0 if self.interactive else 30.0)
-        self.state = TrainingState()
+        self.state = TrainingState(phases=JOB_PHASES, starting_text=JOB_STARTING) if job else TrainingState()
         self.peaks: dict[str, float] = {}
         self._peak_columns: list[str] | None = None
         self._run_dir: Path | None = None

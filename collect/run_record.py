@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import socket
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from collect.options import SessionOptions
 from collect.sources import SourceSet
 from collect.sysinfo import system_info
-from runformat import FORMAT_VERSION
+from runformat import FORMAT_VERSION, TRAINING_JSON, read_json
+from runformat.diskfull import DISK_FULL
+
+# Held in the run directory until the final run.json is written (runformat.diskfull.Reserve): room for
+# it (a few kB; up to ~150 kB with a thousand GPU state changes) and for the command's output the
+# collector could not log while the disk was full.
+COLLECTOR_RESERVE_BYTES = 512 * 1024
 
 
 def initial_record(
@@ -47,3 +54,12 @@ def initial_record(
         "sampler": {"priority": "not raised yet"},
         **options.extra_record,
     }
+
+
+def command_failure(run_dir: Path) -> dict[str, Any] | None:
+    """The command's own record of a full disk (training.json's `failure`), for run.json; else None."""
+    try:
+        failure = read_json(Path(run_dir) / TRAINING_JSON).get("failure")
+    except ValueError:
+        return None
+    return failure if isinstance(failure, dict) and failure.get("reason") == DISK_FULL else None

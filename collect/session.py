@@ -30,7 +30,7 @@ from collect.options import (
     end_reason_and_exit,
 )
 from collect.priority import PriorityChange, raise_priority
-from collect.run_record import initial_record
+from collect.run_record import COLLECTOR_RESERVE_BYTES, command_failure, initial_record
 from collect.rundir import SessionError, create_run_dir
 from collect.sources import SourceSet, build_sources
 from collect.stopping import Stopper, stop_signals_caught
@@ -43,6 +43,7 @@ from runformat import (
     TELEMETRY_CSV,
     write_json_atomic,
 )
+from runformat.diskfull import DiskFull, Reserve
 
 RUN_DIR_PLACEHOLDER = "{run_dir}"
 TIME_COLUMNS = ["time_unix", "elapsed_s", "late_ms", "skipped_ticks"]
@@ -69,6 +70,8 @@ class _Session:
         self.interval = options.interval_s
         self.ticks = TickStats(self.interval)
         self.error: str | None = None
+        self.failure: dict[str, Any] | None = None  # run.json's `failure` (a full disk)
+        self.reserve: Reserve | None = None
         self.progress_error: str | None = None
         self.writer: TelemetryWriter | None = None
         self.command: RunningCommand | None = None
@@ -92,6 +95,7 @@ class _Session:
         try:
             self.gpu_state = watch_gpu_state(self.sources, options.hardware.proc_root)  # before the command
             self.run_dir = create_run_dir(options.data_dir, options.device, start)
+            self.reserve = Reserve.create(self.run_dir, "collect", COLLECTOR_RESERVE_BYTES)
             columns = TIME_COLUMNS + self.sources.columns()
             self.writer = TelemetryWriter(self.run_dir / TELEMETRY_CSV, columns, self.sources.held_columns())
             self.record = initial_record(options, self.run_dir.name, self.sources, self.start_unix)
@@ -102,12 +106,16 @@ class _Session:
                 options.tick_sink.start(self.run_dir, self.record, self.sources)
         except (TelemetryWriteError, OSError) as exc:
             self.sources.close()
+            if self.reserve is not None:
+                self.reserve.release()
             if self.writer is not None:
                 self.writer.close()
             message = str(exc) if isinstance(exc, TelemetryWriteError) else f"cannot write run.json: {exc}"
             raise SessionError(message) from exc
         except BaseException:
             self.sources.close()
+            if self.reserve is not None:
+                self.reserve.release()
             raise
 
     def _launch(self) -> None:
@@ -116,12 +124,15 @@ class _Session:
         env[RUN_DIR_ENV] = str(self.run_dir)
         env[RUN_ID_ENV] = self.run_dir.name
         env.setdefault("PYTHONUNBUFFERED", "1")  # so a Python command's output shows up as it happens
+        for name, value in self.options.extra_env.items():
+            env[name] = value.replace(RUN_DIR_PLACEHOLDER, str(self.run_dir))
         self.command = RunningCommand(
             argv,
             env,
             self.run_dir / COMMAND_LOG,
             self.options.echo_output,
             orphan_grace_s=sum(self.options.stop_grace_s),
+            on_output=self.options.output_sink,
         )
         self.sources.process.attach(self.command.pid)
 
@@ -175,7 +186,7 @@ class _Session:
                 self.writer.write(row, self.sources.held_reads)
                 self.ticks.samples += 1
             except TelemetryWriteError as exc:
-                self._fail(str(exc), now)
+                self._fail(str(exc), now, exc.disk_full)
         if self.options.tick_sink is not None:
             self.options.tick_sink.tick(row)
         self.ticks.add(late_s, skipped)
@@ -189,18 +200,20 @@ class _Session:
         if self.gpu_state is not None:
             self.gpu_state.maintain(after)
 
-    def _fail(self, message: str, now: float) -> None:
+    def _fail(self, message: str, now: float, disk_full: DiskFull | None = None) -> None:
         """The collector cannot go on recording: say so once, stop the command gracefully."""
         if self.error is None:
             self.error = message
             _say(f"collect: {message}; stopping")
+            if disk_full is not None:
+                self.failure = disk_full.record("collector", self.run_dir)
         if self.writer is not None:
             self.writer.close()
             self.writer = None
         if self.command is None:
             self.finished_reason = "failed"
         else:
-            self.stopper.request("failed", now)
+            self.stopper.request("disk full" if disk_full else "failed", now)
 
     def loop(self) -> None:
         self.ticks.start_clock(time.monotonic())
@@ -284,8 +297,15 @@ class _Session:
             record["sampler"]["progress_error"] = self.progress_error
         if self.command is not None and self.command.log_error:
             record["sampler"]["command_log_error"] = self.command.log_error
+        if self.command is not None and self.command.output_sink_error:
+            record["sampler"]["output_sink_error"] = self.command.output_sink_error
         if self.error is not None:
             record["error"] = self.error
+        failure = self.failure
+        if failure is None and self.command is not None and self.command.returncode not in (None, 0):
+            failure = command_failure(self.run_dir)  # the training's own full disk
+        if failure is not None:
+            record["failure"] = failure
         return record
 
     def run(self) -> SessionResult:
@@ -327,6 +347,10 @@ class _Session:
 
     def _write_final_record(self) -> int:
         end_reason, exit_code = self.end_reason_and_exit()
+        if self.reserve is not None:  # its room is for what follows, even on a full disk
+            self.reserve.release()
+        if self.command is not None:
+            self.command.write_unwritten()
         try:
             write_json_atomic(self.run_dir / RUN_JSON, self.final_record(end_reason))
         except OSError as exc:

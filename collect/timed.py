@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from collect import preflight
 from collect.devicecount import counts_problem, parse_counts, resolve_gpu_counts, visible_gpu_count
 from collect.progress import ProgressReporter
 from collect.session import SessionError, SessionOptions, SessionResult, run_session
@@ -36,6 +37,7 @@ from runformat import (
     training_progress,
 )
 from runformat.cli import USAGE_ERROR, OneLineParser
+from runformat.diskfull import DISK_FULL
 from runformat.multinode import Nodes, add_node_options, nodes_from_args, nodes_problem
 
 NO_GPU = 1
@@ -49,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="python -m collect timed",
         description="Train the Faster R-CNN workload for DURATION on one device while sampling the system.",
+        epilog="Your own training job instead: python -m collect timed DURATION [OPTIONS] -- COMMAND "
+        "(its options: python -m collect timed --help --)",
     )
     parser.add_argument("duration", help="training budget: 90s, 75m, 2h, 1h30m")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
@@ -81,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-export", action="store_true", help="skip export, evaluation, detections and inference"
     )
     parser.add_argument("--no-infer", action="store_true", help="skip the short inference benchmark")
+    parser.add_argument("--keep-checkpoints", type=int, metavar="N", help="checkpoints kept (default 3)")
+    parser.add_argument("--checkpoint-every", metavar="DURATION", help="between checkpoints (default 60s)")
     parser.add_argument("--max-steps", type=int, help="also stop after this many steps (for quick checks)")
     parser.add_argument(
         "--verbose", action="store_true", help="show the training's output, not a progress line"
@@ -119,6 +125,10 @@ def training_command(args: argparse.Namespace, count: int | None = None) -> list
         command.append("--no-export")
     if args.no_infer:
         command.append("--no-infer")
+    if args.keep_checkpoints is not None:
+        command += ["--keep-checkpoints", str(args.keep_checkpoints)]
+    if args.checkpoint_every is not None:
+        command += ["--checkpoint-every", args.checkpoint_every]
     if count is not None:
         command += ["--gpus" if args.device == "gpu" else "--procs", str(count)]
     nodes = nodes_from_args(args)
@@ -175,6 +185,8 @@ def matching_command(args: argparse.Namespace) -> str:
         parts += ["--data-dir", str(args.data_dir)]
     if args.max_steps is not None:
         parts += ["--max-steps", str(args.max_steps)]
+    if args.checkpoint_every is not None:  # checkpoints take time out of the budget: the same for both
+        parts += ["--checkpoint-every", args.checkpoint_every]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -256,15 +268,23 @@ def _json_or_empty(path: Path) -> dict:
 
 
 def main(argv: Sequence[str]) -> int:
+    if "--" in argv:  # `timed DURATION [OPTIONS] -- COMMAND`: the user's own training job
+        from collect.jobtimed import main as job_main
+
+        return job_main(argv)
     args = build_parser().parse_args(list(argv))
     try:
         budget_s = parse_duration(args.duration)
         interval_s = parse_duration(args.interval, minimum_s=0.01)
+        args.checkpoint_every_s = args.checkpoint_every and parse_duration(args.checkpoint_every)
     except ValueError as exc:
         print(f"python -m collect timed: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
     if args.batch is not None and args.batch < 1:
         print("python -m collect timed: error: --batch must be at least 1", file=sys.stderr)
+        return USAGE_ERROR
+    if args.keep_checkpoints is not None and args.keep_checkpoints < 1:
+        print("python -m collect timed: error: --keep-checkpoints must be at least 1", file=sys.stderr)
         return USAGE_ERROR
     problem = data_dir_problem(args.data_dir) or (args.dataset and dataset_problem(args.dataset))
     problem = problem or counts_problem(args.device, args.framework, args.procs, args.gpus)
@@ -272,6 +292,13 @@ def main(argv: Sequence[str]) -> int:
     counts, count_problem = device_counts(args) if not problem else ([], None)
     if problem or count_problem:
         print(f"python -m collect timed: error: {problem or count_problem}", file=sys.stderr)
+        return USAGE_ERROR
+    plan = preflight.plan_for(args, budget_s, interval_s, counts)
+    no_room, tight = preflight.space_check(plan, args.data_dir)
+    if no_room or tight:
+        level = "error" if no_room else "warning"
+        print(f"python -m collect timed: {level}: {no_room or tight}", file=sys.stderr, flush=True)
+    if no_room:
         return USAGE_ERROR
     exposition = _open_exposition(args.prometheus, FRAMEWORK_NAMES[args.framework])
     if exposition is False:
@@ -360,7 +387,7 @@ def _run(
         return 1, None
     progress.finish()
     if result.exit_code not in (0, 130) and not args.verbose:
-        _show_log_tail(result.run_dir)
+        _show_failure(result.run_dir)
     with contextlib.suppress(OSError, ValueError):  # the run is recorded; a closed console only loses this
         print("\n".join(summary_lines(result, progress.peaks, matching_command(args))), flush=True)
     return result.exit_code, result.run_dir
@@ -371,6 +398,18 @@ def _label(args: argparse.Namespace, budget_s: float, count: int | None) -> str:
     if count is None:
         return label
     return f"{label} x{count} {'GPUs' if args.device == 'gpu' else 'procs'}"
+
+
+def _show_failure(run_dir: Path) -> None:
+    """A full disk in one line (the collector's own was said when it happened); else the log's tail."""
+    failure = _json_or_empty(run_dir / RUN_JSON).get("failure")
+    if not isinstance(failure, dict) or failure.get("reason") != DISK_FULL:
+        _show_log_tail(run_dir)
+    elif failure.get("by") != "collector":
+        error = _json_or_empty(run_dir / TRAINING_JSON).get("error") or f"{DISK_FULL}: {failure.get('path')}"
+        line = f"The training stopped: {error}; its traceback is in {run_dir / COMMAND_LOG}"
+        with contextlib.suppress(OSError, ValueError):
+            print(line, file=sys.stderr)
 
 
 def _show_log_tail(run_dir: Path, lines: int = 15) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -37,6 +38,20 @@ def _unwritable(directory: Path, what: str) -> str | None:
     return None
 
 
+def command_problem(command: list[str]) -> str | None:
+    """None if the command's program can be started: an executable path, or a name found on PATH."""
+    if not command:
+        return "missing command: use  run [options] -- COMMAND [ARGS...]"
+    program = command[0]
+    if os.sep in program:
+        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+            return f"{program}: not an executable file"
+        return None
+    if shutil.which(program) is None:
+        return f"{program}: command not found"
+    return None
+
+
 def dataset_problem(dataset: Path) -> str | None:
     """None if dataset looks like a training dataset this user can read (dataset.json or train*.tfrecord)."""
     dataset = Path(dataset)
@@ -66,6 +81,7 @@ def options_problem(argv: list[str]) -> str | None:
     (the entry-point scripts call this with the system python3); other options are left to the parser."""
     import argparse
 
+    argv = argv[: argv.index("--")] if "--" in argv else argv  # a job's own command is not ours to read
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--dataset", type=Path)

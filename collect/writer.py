@@ -16,10 +16,23 @@ from collections.abc import Collection
 from pathlib import Path
 
 from collect.sources.base import Reading
+from runformat.diskfull import DiskFull, disk_full_in
 
 
 class TelemetryWriteError(Exception):
-    """Writing telemetry.csv failed (disk full, I/O error); the message is one line for the user."""
+    """Writing telemetry.csv failed (disk full, I/O error); the message is one line for the user.
+    `disk_full` says which file and how much was free when the disk (or the quota) was full."""
+
+    def __init__(self, message: str, disk_full: DiskFull | None = None) -> None:
+        super().__init__(message)
+        self.disk_full = disk_full
+
+
+def _write_error(path: Path, exc: OSError) -> TelemetryWriteError:
+    full = disk_full_in(exc, path)
+    if full is not None:
+        return TelemetryWriteError(full.line(), full)
+    return TelemetryWriteError(f"cannot write {path}: {exc.strerror or exc}")
 
 
 def format_cell(value: float | int | None) -> str:
@@ -35,22 +48,30 @@ class TelemetryWriter:
         self._held_version: object = None
         self._held_texts: dict[int, str] = {}  # a held run's index in _runs: its cells, formatted
         self._fd: int | None = None
+        self._size_bytes = 0  # the end of the last whole row
         try:
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             self._emit(",".join(self.columns) + "\n")
         except OSError as exc:
             self.close()
-            raise TelemetryWriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
+            raise _write_error(path, exc) from exc
 
     def _emit(self, line: str) -> None:
         assert self._fd is not None
         data = line.encode("ascii")
-        written = os.write(self._fd, data)
-        while 0 < written < len(data):  # a short write (the disk filling up): the rest, or the error
-            data = data[written:]
+        try:
             written = os.write(self._fd, data)
-        if written <= 0:
-            raise OSError(errno.EIO, "nothing written")
+            while 0 < written < len(data):  # a short write (the disk filling up): the rest, or the error
+                data = data[written:]
+                written = os.write(self._fd, data)
+            if written <= 0:
+                raise OSError(errno.EIO, "nothing written")
+        except OSError:
+            with contextlib.suppress(OSError):  # no half row: the file ends with the last whole one
+                os.ftruncate(self._fd, self._size_bytes)
+                os.lseek(self._fd, self._size_bytes, os.SEEK_SET)
+            raise
+        self._size_bytes += len(line)
 
     def write(self, row: Reading, held_version: object = None) -> None:
         """One row. With `held_version` (not None) equal to the previous row's, the held columns' cells are
@@ -66,7 +87,7 @@ class TelemetryWriter:
         try:
             self._emit(line + "\n")
         except OSError as exc:
-            raise TelemetryWriteError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+            raise _write_error(self.path, exc) from exc
         self.rows += 1
 
     def close(self) -> None:

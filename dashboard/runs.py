@@ -37,6 +37,7 @@ from runformat import (
     resolve_run_dir,
     training_progress,
 )
+from runformat.diskfull import DISK_FULL
 
 PHASES_COLUMNS = ("phase", "start_unix", "end_unix", "status")
 
@@ -94,7 +95,12 @@ class RunInfo:
 
     @property
     def end_reason(self) -> str:
-        return str(self.meta.get("end_reason") or "unknown")
+        """run.json's end_reason; `failed (disk full)` when a full disk ended the run (its `failure`)."""
+        reason = str(self.meta.get("end_reason") or "unknown")
+        failure = self.meta.get("failure")
+        if isinstance(failure, dict) and failure.get("reason") == DISK_FULL:
+            return f"{reason} ({DISK_FULL})"
+        return reason
 
     @property
     def start_utc(self) -> str:

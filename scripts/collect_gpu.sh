@@ -25,10 +25,20 @@ Options (passed through):
   --dataset DIR           train on this dataset (default: DATA_DIR/datasets/waldo)
   --no-export             skip export, evaluation, detections and inference
   --no-infer              skip the short inference benchmark after detections (about 1-2 min on a CPU)
+  --keep-checkpoints N    checkpoints kept on disk (default 3; each ~124 MB small, ~346 MB standard)
+  --checkpoint-every 60s  time between checkpoints
   --verbose               show the training's own output instead of the live progress line
   --prometheus HOST:PORT  also serve the samples at http://HOST:PORT/metrics under node_exporter's and
                           dcgm-exporter's names (PORT alone binds 127.0.0.1; see docs/fleet.md)
-Exit codes: the training's own (0 ok), 124 hard time limit hit, 130 interrupted, 2 usage error,
+
+Your own training job instead (no training of ours, no export or inference after it):
+  ./scripts/collect_gpu.sh DURATION [--label TEXT] [--progress-format keras|lightning|hf|tqdm]
+      [--progress-regex REGEX] [--workload-name NAME] [--batch N] [--precision DTYPE] -- COMMAND [ARGS...]
+  runs COMMAND (after checking that NVML sees a GPU), stops it at DURATION (SIGINT, SIGTERM 20 s later),
+  turns its progress into the run's step log and records which GPUs it used (README, "Your own training
+  job"; exit 124 when DURATION stopped it).
+Exit codes: the training's own (0 ok), 124 hard time limit hit, 130 interrupted, 2 usage error
+(or too little free space for what the run writes),
 1 no usable GPU.
 USAGE
 }
@@ -49,7 +59,7 @@ main() {
   # shellcheck source=scripts/lib.sh
   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
   check_duration "$1"
-  check_options "${@:2}" --device gpu
+  check_options --device gpu "${@:2}"
   check_prometheus "$@"
   have_nvidia_driver \
     || die "no NVIDIA driver found (no /proc/driver/nvidia, nvidia-smi failed): use ./scripts/collect_cpu.sh on this machine"

@@ -82,6 +82,7 @@ ensure_debian_packages() {
 check_prometheus() {
   local expect_value=0 arg value port
   for arg in "$@"; do
+    [[ "$arg" == "--" && $expect_value -eq 0 ]] && break  # the job's own arguments follow
     if ((expect_value)); then
       value="$arg"
       expect_value=0
@@ -104,11 +105,16 @@ check_prometheus() {
 }
 
 # framework_extras TF_EXTRAS ARGS...: the extras to install for a training run: TF_EXTRAS, or with
-# `--framework torch` among ARGS the same with `train` and `gpu` (TensorFlow) replaced by `torch`.
+# `--framework torch` among ARGS the same with `train` and `gpu` (TensorFlow) replaced by `torch`; for the
+# user's own job (`-- COMMAND` among ARGS) only what records and sizes it: its libraries are its own.
 framework_extras() {
   local tf_extras="$1" framework=tf previous="" arg
   shift
   for arg in "$@"; do
+    if [[ "$arg" == "--" ]]; then
+      printf 'sizing,dashboard\n'
+      return 0
+    fi
     [[ "$previous" == "--framework" ]] && framework="$arg"
     [[ "$arg" == --framework=* ]] && framework="${arg#--framework=}"
     previous="$arg"

@@ -6,7 +6,8 @@ usage() {
   cat <<'USAGE'
 Usage: ./scripts/test.sh [PYTEST-ARGS...]
 
-Creates .venv on first use, installs the project with its train, torch, infer, sizing, dashboard and test extras,
+Creates .venv on first use, installs the project with its train, torch, infer, sizing, dashboard, test and
+jobs-test (Lightning, Transformers: real libraries for the own-job tests) extras,
 installs Debian's chromium, chromium-driver, shellcheck, sysstat, prometheus, slurm-wlm and munge when run as root,
 then runs pytest in three worker processes on a 2-core machine (pytest-xdist; part of the tests' time is
 spent waiting on real processes, signals and servers, which a third worker fills). The tests that share a
@@ -27,7 +28,7 @@ main() {
   # shellcheck source=scripts/lib.sh
   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
   ensure_debian_packages chromium chromium-driver shellcheck sysstat prometheus slurm-wlm munge
-  ensure_venv "train,torch,infer,sizing,dashboard,test"
+  ensure_venv "train,torch,infer,sizing,dashboard,test,jobs-test"
   cd "$REPO_ROOT"
   # The suite starts hundreds of Python processes: they share the project's compiled bytecode (kept in
   # .venv, out of the checkout) even where PYTHONDONTWRITEBYTECODE is set, instead of each compiling it.

@@ -80,6 +80,7 @@ class Comparison:
     within_run_ci95: tuple[float, float] | None = None  # speedup from batch means, one run per side
     interval: speedup.SpeedupInterval | None = None  # the interval the speedup is given with
     repeats_disagree: tuple[str, ...] = ()  # this group's and the baseline's, where their runs disagree
+    in_steps: bool = False  # the speedup is of steps/s: examples per step not known on either side
 
 
 def group_key(a: RunAnalysis) -> tuple:
@@ -172,6 +173,7 @@ def compare(groups: Sequence[Group], baseline: Group | None, prices: Prices) -> 
                     [a.throughput for a in g.analyses], [a.throughput for a in baseline.analyses]
                 ),
                 interval=None if is_base else speedup.speedup_interval(g.analyses, baseline.analyses),
+                in_steps=in_steps and not is_base,
                 repeats_disagree=tuple(
                     d for d in dict.fromkeys(speedup.repeats_disagree(x.analyses) for x in (g, baseline)) if d
                 ),

@@ -130,6 +130,8 @@ def option(c: Comparison, ctx: ReportContext) -> Option:
         if c.speedup is None
         else f"{c.speedup:.1f}× " + ("faster" if c.speedup >= 1 else "as fast")
     )
+    if c.in_steps and c.speedup is not None:
+        speed += " in steps/s (examples per step not known)"
     usd_text, usd, energy_only = _usd(g)
     room, mfu, label = _headroom(g)
     even = _break_even(c, ctx)

@@ -33,6 +33,7 @@ from sizing.throughput import NO_WORK_COUNTER, common_target_loss
 from sizing.validate import nothing_to_size, validated_run
 
 SectionFunction = Callable[[ReportContext], Section]
+RATE_UNIT = {False: "examples/s", True: "steps/s (examples per step not known on either side)"}
 SECTIONS: list[SectionFunction] = [
     settings_section,
     runs_section,
@@ -166,7 +167,7 @@ def headline(ctx: ReportContext) -> list[str]:
         speed = fmt(c.speedup, 2, "×", unknown="speedup n/a")
         room = group_phrase([a.headroom for a in g.analyses]) if g.kind == "gpu" else ""
         line = (
-            f"{g.name}: {speed} the baseline's examples/s{ci}; "
+            f"{g.name}: {speed} the baseline's {RATE_UNIT[c.in_steps]}{ci}; "
             + (f"{room}; " if room else "")
             + mt.money_phrase(g, ctx.settings.prices)
         )

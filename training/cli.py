@@ -22,7 +22,7 @@ from training.cli_args import (
     positive_int,
     run_dir_or_none,
 )
-from training.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, RunDirError, UsageError
+from training.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, DiskFullStop, RunDirError, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc), EXIT_USAGE)
     except KeyboardInterrupt:
         return _fail("interrupted", 128 + signal.SIGINT)
+    except DiskFullStop as exc:
+        if not sys.stderr.isatty():  # the traceback is for a log (the collector's command.log), not a person
+            traceback.print_exception(exc)
+        return _fail(str(exc), EXIT_FAILED)
     except Exception as exc:
         from training.coco import CocoError
         from training.device import DeviceError

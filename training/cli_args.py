@@ -86,6 +86,9 @@ def add_train(commands, handler: Handler) -> None:
     )
     command.add_argument("--max-steps", type=positive_int, help="stop after N steps of this run")
     command.add_argument("--checkpoint-every", type=duration_type(), default=60.0)
+    command.add_argument(
+        "--keep-checkpoints", type=positive_int, default=3, help="checkpoints kept on disk (default 3)"
+    )
     command.add_argument("--seed", type=non_negative_int, default=0)
     command.add_argument("--no-export", action="store_true", help="skip export, evaluate, detect and infer")
     from training.inference.command import add_train_options

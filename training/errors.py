@@ -12,3 +12,8 @@ class UsageError(ValueError):
 
 class RunDirError(ValueError):
     """The run directory lacks what a phase needs; the message is one line for the user."""
+
+
+class DiskFullStop(Exception):
+    """The training stopped because the disk (or the quota) was full: its records say so (training.json
+    `failure`); the message is the one line for the console, the traceback is for the log."""

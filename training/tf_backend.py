@@ -7,10 +7,12 @@ resolve, close. Under the mirrored strategy each replica's losses are averaged b
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 from runformat import CHECKPOINTS_DIR
+from runformat.diskfull import DiskFullError, disk_full_in
 from training.device import DeviceInfo
 from training.distributed import World
 from training.experiment import build_config
@@ -43,19 +45,22 @@ def open_tf_session(options, device: DeviceInfo, state: dict[str, Any]) -> Train
     strategy = None
     if gpus > 1:
         strategy = tf.distribute.MirroredStrategy(devices=[f"/gpu:{index}" for index in range(gpus)])
-    return TrainingSession(params, device, strategy)
+    return TrainingSession(params, device, strategy, keep_checkpoints=options.keep_checkpoints)
 
 
 class TrainingSession:
     """Model Garden's task, model, optimizer and input pipeline on one device, with our checkpoints."""
 
-    def __init__(self, params, device: DeviceInfo, strategy=None) -> None:
+    def __init__(
+        self, params, device: DeviceInfo, strategy=None, keep_checkpoints: int = MAX_CHECKPOINTS
+    ) -> None:
         import tensorflow as tf
         from official.core import task_factory
         from official.vision.tasks import maskrcnn  # noqa: F401  (registers the task)
 
         self.tf = tf
         self.params = params
+        self.keep_checkpoints = keep_checkpoints
         self.world = World()  # one process, whatever the number of replicas
         self.strategy = strategy or tf.distribute.OneDeviceStrategy(
             "/gpu:0" if device.kind == "gpu" else "/cpu:0"
@@ -78,7 +83,7 @@ class TrainingSession:
     def restore_or_initialize(self, checkpoint_dir: Path) -> int:
         tf = self.tf
         self.manager = tf.train.CheckpointManager(
-            self.checkpoint, str(checkpoint_dir), max_to_keep=MAX_CHECKPOINTS, checkpoint_name="ckpt"
+            self.checkpoint, str(checkpoint_dir), max_to_keep=self.keep_checkpoints, checkpoint_name="ckpt"
         )
         latest = self.manager.latest_checkpoint
         if latest:
@@ -102,9 +107,22 @@ class TrainingSession:
             del self.iterator
 
     def save(self) -> str | None:
-        """Checkpoint at the current step; the run-relative path, or None if this step is already saved."""
+        """Checkpoint at the current step; the run-relative path, or None if this step is already saved.
+        A save that fails leaves no part of itself behind; on a full disk it raises DiskFullError."""
         assert self.manager is not None
-        path = self.manager.save(checkpoint_number=self.global_step())
+        step = self.global_step()
+        prefix = Path(self.manager.directory) / f"ckpt-{step}"
+        latest = self.manager.latest_checkpoint
+        if latest and Path(latest).name == prefix.name:
+            return None
+        try:
+            path = self.manager.save(checkpoint_number=step)
+        except BaseException as exc:
+            full = disk_full_in(exc)  # TensorFlow names its temporary file: the checkpoint is what failed
+            _remove_checkpoint(prefix)
+            if full is not None:
+                raise DiskFullError(prefix, full.free_bytes) from exc
+            raise
         return f"{CHECKPOINTS_DIR}/{Path(path).name}" if path else None
 
     def step(self) -> dict[str, Any]:
@@ -154,6 +172,15 @@ class TrainingSession:
             return {name: strategy.reduce(mean, value, axis=None) for name, value in outputs.items()}
 
         return step_fn
+
+
+def _remove_checkpoint(prefix: Path) -> None:
+    """The files of the checkpoint `prefix` (ckpt-N.index, ckpt-N.data-*) and its ckpt-N_temp directory."""
+    for path in [*prefix.parent.glob(f"{prefix.name}.*"), *prefix.parent.glob(f"{prefix.name}_temp*")]:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 class _LossCapture:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from runformat import CHECKPOINTS_DIR
+from runformat.diskfull import DiskFullError, disk_full_in
 from training.distributed import World
 from training.torch_model import TORCH_PRESETS, build_model, model_config
 
@@ -179,9 +180,18 @@ class TorchSession:
             "scaler": self.scaler.state_dict() if self.scaler is not None else {},
         }
         partial = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        self.torch.save(state, partial)
-        os.replace(partial, path)
-        for old in sorted(_checkpoints(self.checkpoint_dir))[:-MAX_CHECKPOINTS]:
+        try:
+            with open(partial, "wb") as handle:  # a Python file: torch's error then keeps the OSError
+                self.torch.save(state, handle)
+            os.replace(partial, path)
+        except BaseException as exc:
+            full = disk_full_in(exc, path)  # the free space before the half-written file goes
+            partial.unlink(missing_ok=True)
+            if full is not None:
+                raise DiskFullError(path, full.free_bytes) from exc
+            raise
+        keep = getattr(self.options, "keep_checkpoints", MAX_CHECKPOINTS)
+        for old in sorted(_checkpoints(self.checkpoint_dir))[:-keep]:
             old[1].unlink(missing_ok=True)
         return f"{CHECKPOINTS_DIR}/{path.name}"
 

@@ -123,6 +123,7 @@ def _train_here(args: argparse.Namespace, process_start: float, run_dir: Path, r
         init_checkpoint=args.init_checkpoint,
         max_steps=args.max_steps,
         checkpoint_every_s=args.checkpoint_every,
+        keep_checkpoints=args.keep_checkpoints,
         seed=args.seed,
         replicas=world.size if world.distributed else replicas,
         nodes=_node_fields(nodes_from_args(args)),

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from runformat import CHECKPOINTS_DIR, format_duration
+from runformat.diskfull import DiskFull, Reserve, disk_full_in
 from training.console import write_raw
 from training.device import DeviceInfo
 from training.distributed import (
@@ -35,11 +36,15 @@ from training.distributed import (
     gather_from_all,
     share_from_main,
 )
+from training.errors import DiskFullStop
 from training.runlog import Phase, TrainingCsv, write_training_json
 from training.trainstate import failure_text, initial_state, update_figures
 
 DEFAULT_WARMUP_EXCLUDED = 20
 LOSS_READ_EVERY_GPU = 10
+# Held in the run directory (runformat.diskfull.Reserve) until the final records: training.json (~12 kB
+# with TensorFlow's config), the step rows still queued and phases.csv's row, even on a full disk.
+TRAINING_RESERVE_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class TrainOptions:
     init_checkpoint: str | None = None
     max_steps: int | None = None
     checkpoint_every_s: float = 60.0
+    keep_checkpoints: int = 3
     seed: int = 0
     progress_every_s: float = 10.0
     framework: str = "tf"
@@ -145,15 +151,36 @@ def train(
     state = initial_state(options, device, world)
     if not world.is_main:
         return _train(options, device, stop, process_start, state, world)
-    with Phase(run_dir, "train") as phase:
-        try:
-            result = _train(options, device, stop, process_start, state, world)
-        except BaseException as exc:
-            phase.ok = False
-            state.update(status="failed", error=failure_text(exc, world), end_unix=time.time())
-            write_training_json(run_dir, state)
-            raise
+    reserve = Reserve.create(run_dir, "training", TRAINING_RESERVE_BYTES)
+    try:
+        with Phase(run_dir, "train") as phase:
+            try:
+                result = _train(options, device, stop, process_start, state, world, reserve)
+            except BaseException as exc:
+                phase.ok = False
+                reserve.release()
+                state.update(status="failed", error=failure_text(exc, world), end_unix=time.time())
+                full = disk_full_in(exc)
+                if full is None:
+                    write_training_json(run_dir, state)
+                    raise
+                raise DiskFullStop(_record_disk_full(run_dir, state, full)) from exc
+    finally:
+        reserve.release()
     return result
+
+
+def _record_disk_full(run_dir: Path, state: dict[str, Any], full: DiskFull) -> str:
+    """training.json of a training stopped by a full disk; the one line that says so."""
+    state.update(error=full.line(), failure=full.record("training", run_dir))
+    line = f"{full.line()}; stopped at step {state.get('global_step')}"
+    kept = state.get("last_checkpoint")
+    line += f", the last good checkpoint is {kept}" if kept else ", before its first checkpoint"
+    try:
+        write_training_json(run_dir, state)
+    except OSError as exc:
+        line += f"; training.json not updated either ({exc.strerror or exc})"
+    return line
 
 
 def _train(
@@ -163,6 +190,7 @@ def _train(
     process_start: float,
     state: dict[str, Any],
     world: World,
+    reserve: Reserve | None = None,
 ) -> TrainResult:
     run_dir = Path(options.run_dir)
     main = world.is_main
@@ -187,14 +215,18 @@ def _train(
     log = TrainingCsv(run_dir) if main else None
     try:
         status = run_loop(options, session, clock, stop, log, state)
-    except BaseException:
+    except BaseException as exc:
+        if reserve is not None and disk_full_in(exc) is not None:
+            reserve.release()  # room for the step rows still queued, and the final records
         with contextlib.suppress(Exception):  # training.json of a failed run keeps its steps
             update_figures(state, clock, session, options)
-        raise
-    finally:
-        session.close()  # the input pipeline is done with, however the loop ended
+        session.close()
         if log is not None:
-            log.close()
+            log.close(quiet=True)
+        raise
+    session.close()  # the input pipeline is done with, however the loop ended
+    if log is not None:
+        log.close()
     update_figures(state, clock, session, options)  # in case the final checkpoint fails
     if main and clock.ends:
         _record_flops(session, state, at_start=False)
@@ -273,7 +305,7 @@ def run_loop(
         clock.ends[-1] = pending[-1][1]
         for (started, ended, step, _), values in zip(pending, resolved, strict=True):
             if log is not None:
-                log.write(
+                log.add(
                     time_unix=ended,
                     elapsed_s=ended - clock.start_unix,
                     step=step,
@@ -282,7 +314,9 @@ def run_loop(
                     step_time_s=ended - started,
                     batch_size=options.global_batch_size,
                 )
-        pending.clear()
+        pending.clear()  # handed over: a row the disk has no room for stays queued in the log
+        if log is not None:
+            log.flush()
         return resolved[-1]
 
     try:
@@ -292,7 +326,7 @@ def run_loop(
             if world.distributed and (wish != CONTINUE or len(clock.ends) % read_every == 0):
                 wish = agree_stop(world, wish, getattr(session, "device", None))
             if wish != CONTINUE:
-                return STOP_NAMES[wish]
+                break
             started = time.time()
             raw = session.step()
             ended = time.time()
@@ -321,9 +355,14 @@ def run_loop(
                 update_figures(state, clock, session, options)
                 write_training_json(options.run_dir, state)
                 last_checkpoint = time.time()
-    finally:
+    except BaseException:
         if pending:
-            write_pending()
+            with contextlib.suppress(Exception):  # the error that stopped the loop is the one to report
+                write_pending()
+        raise
+    if pending:
+        write_pending()
+    return STOP_NAMES[wish]
 
 
 def _print_progress(step: int, loss: float, rate: float, elapsed: float, budget: float, first: bool) -> None:
@@ -333,5 +372,3 @@ def _print_progress(step: int, loss: float, rate: float, elapsed: float, budget:
         f"of {format_duration(budget)}",
         flush=True,
     )
-
-

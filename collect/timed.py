@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="N GPUs (torch DDP over NCCL, tf mirrored); a list is a sweep, one run per count",
     )
     parser.add_argument(
-        "--precision", choices=PRECISIONS, default="float32",
+        "--precision", choices=PRECISIONS,
         help="float32 (default, on both devices) or mixed (float16 on a GPU, bfloat16 on a CPU)",
     )
     add_node_options(parser)
@@ -110,9 +110,10 @@ def training_command(args: argparse.Namespace, count: int | None = None) -> list
         "--device", args.device,
         "--duration", args.duration,
         "--preset", args.preset,
-        "--precision", MIXED_DTYPE[args.device] if args.precision == "mixed" else "float32",
         "--data-dir", str(args.data_dir),
     ]
+    if args.precision is not None:  # else the workload's own default (float32 on every device)
+        command += ["--precision", MIXED_DTYPE[args.device] if args.precision == "mixed" else args.precision]
     if args.framework != "tf":
         command += ["--framework", args.framework]
     if args.batch is not None:
@@ -180,7 +181,8 @@ def matching_command(args: argparse.Namespace) -> str:
         parts += ["--gpus", args.procs]
     elif args.gpus is not None and args.gpus != "all":
         parts += ["--procs", args.gpus]
-    parts += ["--precision", args.precision]
+    if args.precision is not None:
+        parts += ["--precision", args.precision]
     if args.data_dir != Path("data"):
         parts += ["--data-dir", str(args.data_dir)]
     if args.max_steps is not None:

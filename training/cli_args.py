@@ -77,7 +77,7 @@ def add_train(commands, handler: Handler) -> None:
     command.add_argument(
         "--precision",
         choices=PRECISIONS,
-        help="default float32 on cpu; on gpu mixed float16 (tf), autocast bfloat16 or float16 (torch)",
+        help="default float32 on every device; float16 or bfloat16: mixed precision (tf) or autocast (torch)",
     )
     command.add_argument("--init-checkpoint", help="backbone checkpoint to start from (a local path)")
     command.add_argument("--data-dir", type=Path, default=Path(DEFAULT_DATA_DIR))

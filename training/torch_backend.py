@@ -56,15 +56,6 @@ def torch_fields(device_kind: str, ranks_on_node: int = 1) -> dict[str, Any]:
     }
 
 
-def default_torch_precision(device_kind: str) -> str:
-    """float32 on a CPU; autocast to bfloat16 on a GPU that has it, else float16 (with loss scaling)."""
-    if device_kind != "gpu":
-        return "float32"
-    import torch
-
-    return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
-
-
 class TorchSession:
     """One rank's model and optimizer; with a distributed `world`, DistributedDataParallel over it."""
 

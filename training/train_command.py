@@ -98,7 +98,7 @@ def _train_here(args: argparse.Namespace, process_start: float, run_dir: Path, r
         under_launcher,
         world_from_environment,
     )
-    from training.experiment import default_precision
+    from training.experiment import DEFAULT_PRECISION
     from training.trainer import SAME_STOP_WINDOW_S, StopRequest, TrainOptions, train
 
     world = world_from_environment()
@@ -106,11 +106,7 @@ def _train_here(args: argparse.Namespace, process_start: float, run_dir: Path, r
     stop.install()
     device = prepare(args.device, args.framework, replicas)
     dataset = args.dataset or _default_dataset(args.data_dir)
-    precision = args.precision or default_precision(args.device)
-    if args.framework == "torch" and not args.precision:
-        from training.torch_backend import default_torch_precision
-
-        precision = default_torch_precision(args.device)
+    precision = args.precision or DEFAULT_PRECISION
     options = TrainOptions(
         framework=args.framework,
         run_dir=run_dir,

@@ -140,8 +140,8 @@ def test_precision_reaches_the_training_and_the_other_device_command_matches() -
     cpu = build_parser().parse_args(["10m", "--precision", "mixed"])
     assert training_command(cpu)[training_command(cpu).index("--precision") + 1] == "bfloat16"
     default = build_parser().parse_args(["90s"])
-    assert training_command(default)[training_command(default).index("--precision") + 1] == "float32"
-    assert matching_command(default) == "./scripts/collect_gpu.sh 90s --preset small --precision float32"
+    assert "--precision" not in training_command(default)  # the workload's own default: float32 everywhere
+    assert matching_command(default) == "./scripts/collect_gpu.sh 90s --preset small"
     bounded = build_parser().parse_args(
         ["20s", "--data-dir", "/tmp/d", "--no-export", "--max-steps", "3", "--precision", "float32"]
     )
@@ -165,7 +165,7 @@ def test_a_short_real_run_prints_the_matching_gpu_command(cpu_script_run: Any) -
     assert training["precision"] == "float32" and training["gpu_uuids"] == []
     expected = (
         f"the same workload on the other device: ./scripts/collect_gpu.sh {cpu_script_run.budget} "
-        f"--preset small --precision float32 --data-dir {tmp_path}\n"
+        f"--preset small --data-dir {tmp_path}\n"
     )
     assert expected in result.stdout
     header = (run_dir / "telemetry.csv").read_text().splitlines()[0].split(",")

@@ -183,6 +183,12 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
     found += [(UNSURE, text if text.endswith(".") else f"{text}.") for a in analyses for text in a.caveats]
     if any(c.interval is None or c.interval.basis != sp.REPEATS for c in options):
         found.append((UNSURE, f"One run a side: {sp.SPREAD_NOT_MEASURED}; repeat the runs to bound it."))
+    unrecorded = [
+        a.run_id for c in options for a in c.group.analyses if a.verdict.numbers.get("cpu_util_pct") is None
+    ]
+    if unrecorded:
+        named = ", ".join(unrecorded)
+        found.append((UNSURE, f"The host was not recorded ({named}): what the GPU waited on is not known."))
     doubts = rate_doubts(analyses)
     if doubts:
         found.append((UNSURE, "Steady rate in doubt: " + "; ".join(doubts) + "."))
@@ -214,6 +220,9 @@ def decision(ctx: ReportContext) -> Decision:
     shown = tuple(text for _, text in weighted[:MAX_CAVEATS])
     if ctx.baseline is None:
         without = ("No complete run: nothing to compare.",)
+    elif not chosen and any(a.kind == "gpu" for a in ctx.left_out):
+        without = ("No complete GPU run: every GPU run was left out as incomplete (see the caveats; "
+                   "--include-incomplete averages them in).",)  # fmt: skip
     elif not chosen:
         without = ("No GPU run to compare with the baseline: add one of the same workload.",)
     else:

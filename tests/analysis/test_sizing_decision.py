@@ -192,3 +192,23 @@ def test_the_after_block_in_docs_sizing_is_what_the_report_prints(tmp_path: Path
     doc = (Path(__file__).resolve().parents[2] / "docs" / "sizing.md").read_text(encoding="utf-8")
     after = doc.split("After, the same runs open with:")[1].split("```text\n")[1].split("\n```")[0].strip()
     assert after == printed
+
+
+def test_a_gpu_run_without_host_columns_says_the_host_was_not_recorded() -> None:
+    gpu = reference_gpu()
+    host = [c for c in gpu.telemetry.columns if c.startswith(("cpu", "disk", "proc_"))]
+    report = build_report([reference_cpu(), replace(gpu, telemetry=gpu.telemetry.drop(columns=host))],
+                          ReportSettings())  # fmt: skip
+    weighted = dc.caveats(report.context, [c for c in report.context.comparisons if not c.is_baseline])
+    said = "The host was not recorded (ref-gpu): what the GPU waited on is not known."
+    assert (dc.UNSURE, said) in weighted
+
+
+def test_only_failed_gpu_runs_say_so_instead_of_asking_for_one() -> None:
+    gpu = reference_gpu()
+    failed = replace(gpu, training_info={**gpu.training_info, "status": "failed"})
+    report = build_report([reference_cpu(), failed], ReportSettings())
+    assert report.decision.options == ()
+    (line,) = report.decision.lines_without_option
+    assert line.startswith("No complete GPU run: every GPU run was left out")
+    assert report.decision.caveats[0] == "Left out as incomplete: ref-gpu (training failed)."

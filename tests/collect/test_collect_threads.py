@@ -272,9 +272,10 @@ def test_a_real_busy_thread_reads_as_one_core_and_exited_threads_are_let_go() ->
             total.append(reading["proc_cpu_pct"])
         after = _cpu_seconds_by_thread(process.pid)
         mean_busiest, mean_total = sum(busiest) / len(busiest), sum(total) / len(total)
-        assert mean_busiest >= 70.0
         assert mean_total <= 130.0 and mean_busiest >= mean_total - 10.0  # the rest of the tree idles
+        # how much CPU the busy thread got depends on the machine's load: what it got, psutil says
         psutil_busiest = max(after[tid] - before.get(tid, 0.0) for tid in after) / (now - start) * 100.0
+        assert psutil_busiest >= 20.0  # it ran: a busy thread, not an idle one
         assert mean_busiest == pytest.approx(psutil_busiest, abs=10.0)
         live = sorted(int(tid) for tid in os.listdir(f"/proc/{process.pid}/task"))
         assert len(live) == 3  # the main thread, the busy one, the idle one

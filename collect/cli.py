@@ -33,7 +33,7 @@ EPILOG = """exit codes: the command's own when it ended by itself (128+N if kill
 
 
 _duration = duration_type()
-_interval = duration_type(minimum_s=MIN_INTERVAL_S)
+_interval = duration_type(minimum_s=MIN_INTERVAL_S)  # the bound of collect.options.parse_interval
 
 
 def _grace(text: str) -> float:
@@ -156,7 +156,16 @@ def _attach_values(argv: list[str]) -> list[str]:
     return joined
 
 
+# Subcommands with a parser of their own: they get their arguments as given.
+OWN_PARSERS = {"timed": "collect.timed", "import-prometheus": "collect.importers.prometheus"}
+
+
 def main(argv: list[str]) -> int:
+    """Every `python -m collect` subcommand is dispatched here."""
+    if argv and argv[0] in OWN_PARSERS:
+        import importlib
+
+        return importlib.import_module(OWN_PARSERS[argv[0]]).main(list(argv[1:]))
     parser = build_parser()
     args = parser.parse_args(_attach_values(argv))
     if args.subcommand == "import-sysstat":

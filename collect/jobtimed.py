@@ -22,6 +22,7 @@ from typing import Any
 
 from collect.jobpatterns import FORMATS, PatternError, compile_patterns
 from collect.jobrecord import JobDeclared, JobRecorder, job_environment
+from collect.options import add_timed_options, parse_interval
 from collect.progress import ProgressReporter
 from collect.session import SessionError, SessionOptions, SessionResult, run_session
 from collect.sources import Hardware
@@ -60,9 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         "interrupted, 2 for a usage error, 1 when --device gpu finds no GPU or the collector failed.",
     )
     parser.add_argument("duration", help="how long the job may run: 90s, 75m, 2h, 1h30m")
-    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    parser.add_argument("--interval", default="1s", help="sampling interval (default 1s, down to 10ms)")
-    parser.add_argument("--label", default="", help="label shown in the dashboard")
+    add_timed_options(parser)
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     add_progress_options(parser)
     parser.add_argument("--verbose", action="store_true", help="show the job's output, not a progress line")
@@ -118,7 +117,7 @@ def main(argv: Sequence[str], hardware: Hardware | None = None) -> int:
     hardware = hardware or Hardware()
     try:
         budget_s = parse_duration(args.duration)
-        interval_s = parse_duration(args.interval, minimum_s=0.01)
+        interval_s = parse_interval(args.interval)
         patterns = compile_patterns(args.progress_regex, args.progress_format)
     except (ValueError, PatternError) as exc:
         return _usage(str(exc))

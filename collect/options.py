@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,11 +10,24 @@ from typing import Any, Protocol
 
 from collect.command import exit_status
 from collect.sources import Hardware, SourceSet
+from runformat import parse_duration
 
-MIN_INTERVAL_S = 0.01
+MIN_INTERVAL_S = 0.01  # the one lower bound of a sampling interval, wherever it is given
 EXIT_DEADLINE = 124
 EXIT_INTERRUPTED = 130
 EXIT_COLLECTOR_FAILED = 1
+
+
+def parse_interval(text: str) -> float:
+    """A sampling interval ('1s', '100ms'): ValueError, one line, below MIN_INTERVAL_S or malformed."""
+    return parse_duration(text, minimum_s=MIN_INTERVAL_S)
+
+
+def add_timed_options(parser: argparse.ArgumentParser) -> None:
+    """What `collect timed` asks of both of its forms, our training and a job's: device, sampling, where."""
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    parser.add_argument("--interval", default="1s", help="sampling interval (default 1s, down to 10ms)")
+    parser.add_argument("--label", default="", help="label shown in the dashboard")
 
 
 class TickSink(Protocol):

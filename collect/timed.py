@@ -20,6 +20,7 @@ from typing import Any
 
 from collect import preflight
 from collect.devicecount import counts_problem, parse_counts, resolve_gpu_counts, visible_gpu_count
+from collect.options import add_timed_options, parse_interval
 from collect.progress import ProgressReporter
 from collect.session import SessionError, SessionOptions, SessionResult, run_session
 from collect.sources import Hardware
@@ -55,9 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(its options: python -m collect timed --help --)",
     )
     parser.add_argument("duration", help="training budget: 90s, 75m, 2h, 1h30m")
-    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    parser.add_argument("--interval", default="1s", help="sampling interval (default 1s, down to 10ms)")
-    parser.add_argument("--label", default="", help="label shown in the dashboard")
+    add_timed_options(parser)
     parser.add_argument("--preset", choices=PRESET_NAMES, default="small")
     parser.add_argument(
         "--framework", choices=tuple(FRAMEWORK_NAMES), default="tf",
@@ -277,7 +276,7 @@ def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     try:
         budget_s = parse_duration(args.duration)
-        interval_s = parse_duration(args.interval, minimum_s=0.01)
+        interval_s = parse_interval(args.interval)
         args.checkpoint_every_s = args.checkpoint_every and parse_duration(args.checkpoint_every)
     except ValueError as exc:
         print(f"python -m collect timed: error: {exc}", file=sys.stderr)

@@ -7,7 +7,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from collect.options import MIN_INTERVAL_S
+from collect.options import parse_interval
 from runformat import parse_duration
 from runformat.cli import OneLineParser
 
@@ -44,7 +44,7 @@ def _time_type(text: str) -> float:
 
 def _step_type(text: str) -> float:
     try:
-        return parse_duration(text, minimum_s=MIN_INTERVAL_S)
+        return parse_interval(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 

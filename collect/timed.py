@@ -26,20 +26,11 @@ from collect.session import SessionError, SessionOptions, SessionResult, run_ses
 from collect.sources import Hardware
 from collect.sweep import new_sweep, run_sweep, sweep_exit_code, sweep_lines
 from collect.usage import PRESET_NAMES, data_dir_problem, dataset_problem
-from runformat import (
-    COMMAND_LOG,
-    EVAL_JSON,
-    INFERENCE_JSON,
-    RUN_JSON,
-    TRAINING_JSON,
-    format_duration,
-    parse_duration,
-    read_json,
-    training_progress,
-)
+from runformat import COMMAND_LOG, RUN_JSON, TRAINING_JSON, format_duration, parse_duration, read_run
 from runformat.cli import USAGE_ERROR, OneLineParser
 from runformat.diskfull import DISK_FULL
 from runformat.multinode import Nodes, add_node_options, nodes_from_args, nodes_problem
+from runformat.records import InferenceRecord, RunRecord, TrainingRecord, read_record
 
 NO_GPU = 1
 FRAMEWORK_NAMES = {"tf": "tensorflow", "torch": "torch"}  # --framework -> training.json's `framework`
@@ -198,34 +189,32 @@ def summary_lines(
     run_dir = result.run_dir
     head = f"Run {run_dir.name}: {result.end_reason} (exit code {result.exit_code}), {result.samples} samples"
     lines = [head]
-    training = _json_or_empty(run_dir / TRAINING_JSON)
-    nodes = _json_or_empty(run_dir / RUN_JSON).get("nodes") or {}
+    files = read_run(run_dir)
+    training, nodes = files.training, (files.run and files.run.nodes) or {}
     if nodes.get("node_rank"):
         lines.append(
             f"  training: node {nodes['node_rank']} of {nodes.get('nnodes')}; the step log, training.json "
             f"and checkpoints are in the run of node 0 ({nodes.get('step_log')})"
         )
-    if training:
-        steady = training.get("steady_steps_per_s")
-        progress = training_progress(run_dir)
+    if training is not None and files.progress is not None:
+        steady, progress = training.steady_steps_per_s, files.progress
         lines.append(
             f"  training: {progress.steps or 0} steps ({progress.status})"
-            + (f", steady {steady:.2f} steps/s" if isinstance(steady, (int, float)) else "")
-            + (f", first step {training['first_step_s']:.1f} s" if training.get("first_step_s") else "")
-            + f", device {training.get('device_used', '?')}"
+            + (f", steady {steady:.2f} steps/s" if steady is not None else "")
+            + (f", first step {training.first_step_s:.1f} s" if training.first_step_s else "")
+            + f", device {training.device_used or '?'}"
         )
         if progress.note:
             lines.append(f"  note: {progress.note}")
-    evaluation = _json_or_empty(run_dir / EVAL_JSON)
+    evaluation = files.evaluation
     if evaluation:
         lines.append(
             f"  accuracy: mAP@0.5 {evaluation.get('map_50', float('nan')):.3f}, "
             f"recall {evaluation.get('recall_50', float('nan')):.3f} "
             f"on {evaluation.get('num_images', '?')} held-out images"
         )
-    inference = _json_or_empty(run_dir / INFERENCE_JSON)
-    if inference.get("runtimes"):
-        lines.append("  inference: " + _inference_text(inference))
+    if files.inference is not None and files.inference.runtimes:
+        lines.append("  inference: " + _inference_text(files.inference))
     lines.append("  peaks: " + _peaks_text(peaks))
     lines.append(f"  run directory: {run_dir}")
     lines.append("  compare runs: ./scripts/dashboard.sh, then open http://127.0.0.1:8050")
@@ -234,17 +223,15 @@ def summary_lines(
     return lines
 
 
-def _inference_text(inference: dict) -> str:
+def _inference_text(inference: InferenceRecord) -> str:
     """Best images/s of each runtime (and at which batch size), or why a runtime could not run."""
     parts = []
-    for runtime in inference["runtimes"]:
-        cells = [c for c in runtime.get("cells", []) if isinstance(c.get("images_per_s"), (int, float))]
-        if cells:
-            best = max(cells, key=lambda c: c["images_per_s"])
-            rate = f"{best['images_per_s']:.1f} images/s (batch {best['batch_size']})"
-            parts.append(f"{runtime['runtime']} {rate}")
+    for runtime in inference.runtimes or ():
+        if cells := runtime.measured:
+            best = max(cells, key=lambda c: c.images_per_s or 0.0)
+            parts.append(f"{runtime.runtime} {best.images_per_s:.1f} images/s (batch {best.batch_size})")
         else:
-            parts.append(f"{runtime['runtime']} n/a")
+            parts.append(f"{runtime.runtime} n/a")
     return ", ".join(parts)
 
 
@@ -259,13 +246,6 @@ def _peaks_text(peaks: dict[str, float]) -> str:
             unit = "°C" if name.endswith("_temp_c") else "W"
             parts.append(f"{name.split('_')[0].upper()} {peaks[name]:.0f} {unit}")
     return ", ".join(parts)
-
-
-def _json_or_empty(path: Path) -> dict:
-    try:
-        return read_json(path)
-    except ValueError:
-        return {}
 
 
 def main(argv: Sequence[str]) -> int:
@@ -403,11 +383,13 @@ def _label(args: argparse.Namespace, budget_s: float, count: int | None) -> str:
 
 def _show_failure(run_dir: Path) -> None:
     """A full disk in one line (the collector's own was said when it happened); else the log's tail."""
-    failure = _json_or_empty(run_dir / RUN_JSON).get("failure")
-    if not isinstance(failure, dict) or failure.get("reason") != DISK_FULL:
+    run, _ = read_record(RunRecord, run_dir / RUN_JSON)
+    failure = (run and run.failure) or {}
+    if failure.get("reason") != DISK_FULL:
         _show_log_tail(run_dir)
     elif failure.get("by") != "collector":
-        error = _json_or_empty(run_dir / TRAINING_JSON).get("error") or f"{DISK_FULL}: {failure.get('path')}"
+        training, _ = read_record(TrainingRecord, run_dir / TRAINING_JSON)
+        error = (training and training.error) or f"{DISK_FULL}: {failure.get('path')}"
         line = f"The training stopped: {error}; its traceback is in {run_dir / COMMAND_LOG}"
         with contextlib.suppress(OSError, ValueError):
             print(line, file=sys.stderr)

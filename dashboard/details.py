@@ -21,6 +21,7 @@ from dashboard.cells import NA, gib, hint, mapping, text
 from dashboard.gpu_state_view import gpu_state_parts
 from dashboard.runs import RunInfo, read_phases, read_telemetry, run_warnings
 from runformat import format_duration
+from runformat.columns import GPU_COLUMN, TIME_COLUMNS, UTIL_PCT, core_indices, cpu_column
 from runformat.gpm import GPM_COLUMN
 
 PHASES = ("train", "export", "evaluate", "detect", "infer")
@@ -35,9 +36,9 @@ _SOURCE_OF = [
     ("network", re.compile(r"net_\w+")),
     ("process", re.compile(r"proc_\w+")),
     ("gpm", GPM_COLUMN),
-    ("nvml", re.compile(r"gpu\d+_\w+")),
+    ("nvml", GPU_COLUMN),
 ]
-_TIME_COLUMNS = {"time_unix", "elapsed_s"}
+_TIME_COLUMNS = set(TIME_COLUMNS)
 TRAINING_KEYS = (
     "status",
     "device_used",
@@ -266,11 +267,11 @@ def _sources_table(run: RunInfo) -> Any:
 
 def _compact(columns: list[str]) -> str:
     """Column names, per-core and per-GPU runs folded: `cpu0..cpu11_util_pct`."""
-    cores = [c for c in columns if re.fullmatch(r"cpu\d+_util_pct", c)]
+    numbers = core_indices(columns)
+    cores = [cpu_column(n, UTIL_PCT) for n in numbers]
     rest = [c for c in columns if c not in cores]
     if len(cores) > 2:
-        numbers = sorted(int(c[3:].split("_")[0]) for c in cores)
-        rest.insert(min(1, len(rest)), f"cpu{numbers[0]}..cpu{numbers[-1]}_util_pct")
+        rest.insert(min(1, len(rest)), f"cpu{numbers[0]}..{cpu_column(numbers[-1], UTIL_PCT)}")
     else:
         rest = columns
     return ", ".join(rest)

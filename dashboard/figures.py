@@ -28,11 +28,19 @@ from dashboard.timebase import (
     clock_of,
     series_xy,
 )
+from runformat.columns import (
+    TIME_COLUMNS,
+    UTIL_PCT,
+    core_indices,
+    cpu_column,
+    gpu_column,
+    gpu_indices,
+    gpu_pattern,
+)
 
 HEATMAP_BINS = 300
 PERCENT_RANGE = (0, 105)
-_PER_CORE = re.compile(r"cpu(\d+)_util_pct")
-_TIME_COLUMNS = {"time_unix", "elapsed_s"}
+_TIME_COLUMNS = set(TIME_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -69,12 +77,16 @@ COMPONENT_METRICS: dict[str, list[Metric]] = {
         Metric("cpu_temp_c", "CPU temperature", "°C"),
     ],
     "gpu": [
-        Metric(r"gpu\d+_util_pct", "GPU utilization", "%"),
-        Metric(r"gpu\d+_temp_c", "GPU temperature", "°C"),
-        Metric(r"gpu\d+_power_(w|instant_w|limit_w)", "GPU power: average, instant and limit", "W"),
-        Metric(r"gpu\d+_sm_clock_mhz|gpu\d+_mem_clock_mhz", "GPU clocks (SM and memory)", "MHz"),
-        Metric(r"gpu\d+_mem_used_bytes", "GPU memory used", "bytes"),
-        Metric(r"gpu\d+_mem_util_pct", "GPU memory-controller utilization", "%"),
+        Metric(gpu_pattern("util_pct"), "GPU utilization", "%"),
+        Metric(gpu_pattern("temp_c"), "GPU temperature", "°C"),
+        Metric(
+            gpu_pattern("power_w", "power_instant_w", "power_limit_w"),
+            "GPU power: average, instant and limit",
+            "W",
+        ),
+        Metric(gpu_pattern("sm_clock_mhz", "mem_clock_mhz"), "GPU clocks (SM and memory)", "MHz"),
+        Metric(gpu_pattern("mem_used_bytes"), "GPU memory used", "bytes"),
+        Metric(gpu_pattern("mem_util_pct"), "GPU memory-controller utilization", "%"),
     ],
 }
 
@@ -85,7 +97,7 @@ GPU_ACTIVITY = (
     ("tensor_active_pct", "tensor active", "dash"),
     ("dram_active_pct", "DRAM active", "dashdot"),
 )
-_GPM_ACTIVITY = re.compile(r"gpu(\d+)_(" + "|".join(suffix for suffix, _, _ in GPU_ACTIVITY[1:]) + ")")
+_GPM_SUFFIXES = [suffix for suffix, _, _ in GPU_ACTIVITY[1:]]
 
 # -------------------------------------------------------------------------------------------- figures
 
@@ -146,13 +158,13 @@ def metric_figure(
 def gpm_gpu_indices(run: RunInfo) -> list[int]:
     """The GPUs of a run with a reading of SM, tensor or DRAM activity (GPM) in some row."""
     frame = read_telemetry(run)
-    found = {int(match.group(1)) for name in frame.columns if (match := _GPM_ACTIVITY.fullmatch(str(name)))}
+    found = {index for suffix in _GPM_SUFFIXES for index in gpu_indices(frame.columns, suffix)}
     return sorted(index for index in found if _reads_gpm(frame, index))
 
 
 def _reads_gpm(frame: pd.DataFrame, index: int) -> bool:
     """Whether GPU `index` has a reading of SM, tensor or DRAM activity in some row."""
-    columns = [f"gpu{index}_{suffix}" for suffix, _, _ in GPU_ACTIVITY[1:]]
+    columns = [gpu_column(index, suffix) for suffix in _GPM_SUFFIXES]
     return any(frame[column].notna().any() for column in columns if column in frame)
 
 
@@ -173,7 +185,7 @@ def gpu_activity_figure(
         if not _reads_gpm(frame, index):
             continue
         for suffix, label, dash in GPU_ACTIVITY:
-            x, y = series_xy(run, frame, f"gpu{index}_{suffix}", x_mode, window, x_range, max_points)
+            x, y = series_xy(run, frame, gpu_column(index, suffix), x_mode, window, x_range, max_points)
             if len(x):
                 trace = line_trace(
                     x, y, f"{names[run.run_id]} · {label}", colors[run.run_id], True, run.run_id
@@ -191,7 +203,7 @@ def gpu_activity_figure(
 def per_core_columns(run: RunInfo) -> list[tuple[int, str]]:
     """(core number, column) of the run's per-core utilization columns, in core order."""
     frame = read_telemetry(run)
-    return sorted((int(m.group(1)), name) for name in frame.columns if (m := _PER_CORE.fullmatch(name)))
+    return [(index, cpu_column(index, UTIL_PCT)) for index in core_indices(frame.columns)]
 
 
 def heatmap_figure(

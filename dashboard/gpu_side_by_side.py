@@ -7,7 +7,6 @@ median utilization marked. Reads telemetry.csv only (through dashboard.runs), dr
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,8 +16,8 @@ from dash import dcc, html
 
 from dashboard import figures
 from dashboard.runs import RunInfo, read_telemetry
+from runformat import columns
 
-GPU_UTIL = re.compile(r"^gpu(\d+)_util_pct$")
 HEATMAP_BINS = 200
 STRAGGLER_GAP_PCT = 10.0  # utilization points below the other GPUs' median that mark a straggler
 MEANS = (("util_pct", "Utilization", "%"), ("power_w", "Power", "W"), ("sm_clock_mhz", "SM clock", "MHz"),
@@ -26,8 +25,7 @@ MEANS = (("util_pct", "Utilization", "%"), ("power_w", "Power", "W"), ("sm_clock
 
 
 def gpu_indices(run: RunInfo) -> list[int]:
-    columns = read_telemetry(run).columns
-    return sorted(int(m.group(1)) for c in columns if (m := GPU_UTIL.match(str(c))))
+    return columns.gpu_indices(read_telemetry(run).columns, columns.UTIL_PCT)
 
 
 def per_gpu_means(run: RunInfo, window: tuple[float, float]) -> dict[int, dict[str, float | None]]:
@@ -42,7 +40,7 @@ def per_gpu_means(run: RunInfo, window: tuple[float, float]) -> dict[int, dict[s
     for index in gpu_indices(run):
         means[index] = {}
         for suffix, _, unit in MEANS:
-            column = f"gpu{index}_{suffix}"
+            column = columns.gpu_column(index, suffix)
             values = clock.values(frame, column)[inside] if column in frame else np.array([])
             values = values[np.isfinite(values)]
             scale = 2**30 if unit == "GiB" else 1.0
@@ -92,7 +90,7 @@ def utilization_heatmap(run: RunInfo, x_mode: str, window: tuple[float, float]) 
     inside = (clock.seconds >= low_s) & (clock.seconds <= high_s)
     z = np.full((len(indices), HEATMAP_BINS), np.nan)
     for row, index in enumerate(indices):
-        values = clock.values(frame, f"gpu{index}_util_pct")
+        values = clock.values(frame, columns.gpu_column(index, columns.UTIL_PCT))
         keep = inside & np.isfinite(values)
         sums = np.bincount(bins[keep], weights=values[keep], minlength=HEATMAP_BINS)
         counts = np.bincount(bins[keep], minlength=HEATMAP_BINS)

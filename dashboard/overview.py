@@ -14,16 +14,17 @@ from plotly.subplots import make_subplots
 from dashboard.figures import PERCENT_RANGE, Metric, display_names, line_trace, run_colors, x_title
 from dashboard.runs import RunInfo, read_telemetry, read_training
 from dashboard.timebase import FULL_WINDOW, MAX_POINTS, X_SECONDS, clock_of, series_xy
+from runformat.columns import gpu_pattern
 
 SUMMARY_METRICS: list[tuple[str, Metric]] = [
     ("%", Metric("cpu_util_pct", "CPU", "%")),
     ("%", Metric("mem_util_pct", "memory", "%")),
     ("%", Metric("disk_util_pct", "disk", "%")),
-    ("%", Metric(r"gpu\d+_util_pct", "GPU", "%")),
-    ("%", Metric(r"gpu\d+_mem_util_pct", "GPU memory", "%")),
+    ("%", Metric(gpu_pattern("util_pct"), "GPU", "%")),
+    ("%", Metric(gpu_pattern("mem_util_pct"), "GPU memory", "%")),
     ("°C", Metric("cpu_temp_c", "CPU", "°C")),
-    ("°C", Metric(r"gpu\d+_temp_c", "GPU", "°C")),
-    ("W", Metric(r"gpu\d+_power_w", "GPU", "W")),
+    ("°C", Metric(gpu_pattern("temp_c"), "GPU", "°C")),
+    ("W", Metric(gpu_pattern("power_w"), "GPU", "W")),
 ]
 
 

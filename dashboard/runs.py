@@ -8,13 +8,13 @@ is also kept as Parquet outside data/ (dashboard.parsecache) so a restarted dash
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from dashboard.csvcache import CsvCache, warnings_of, with_warnings
@@ -23,7 +23,6 @@ from runformat import (
     DETECTIONS_JSON,
     EVAL_JSON,
     EXAMPLES_SUBDIR,
-    FORMAT_VERSION,
     INFERENCE_JSON,
     PHASES_CSV,
     RUN_JSON,
@@ -31,13 +30,15 @@ from runformat import (
     TELEMETRY_CSV,
     TRAINING_CSV,
     TRAINING_JSON,
+    RunFiles,
     TrainingProgress,
     is_valid_run_id,
-    read_json,
+    read_run,
     resolve_run_dir,
-    training_progress,
 )
 from runformat.diskfull import DISK_FULL
+from runformat.jsonio import read_object
+from runformat.records import RunRecord, TrainingRecord, as_record, raw_of
 
 PHASES_COLUMNS = ("phase", "start_unix", "end_unix", "status")
 
@@ -54,20 +55,29 @@ class RunInfo:
     evaluation: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
 
+    @functools.cached_property
+    def record(self) -> RunRecord:
+        """run.json as its record (runformat.records)."""
+        return as_record(RunRecord, self.meta)
+
+    @functools.cached_property
+    def training_record(self) -> TrainingRecord:
+        """training.json as its record, steps and status as corrected from training.csv."""
+        return as_record(TrainingRecord, self.training)
+
     @property
     def label(self) -> str:
-        return str(self.meta.get("label") or self.run_id)
+        return self.record.label or self.run_id
 
     @property
     def device(self) -> str:
-        return str(self.meta.get("device") or self.training.get("device_requested") or "unknown")
+        return self.record.device or self.training_record.device_requested or "unknown"
 
     @property
     def framework(self) -> str:
         """`tensorflow` or `torch` (training.json); runs from before the torch twin trained TensorFlow."""
-        name = self.training.get("framework")
-        if name:
-            return str(name)
+        if self.training_record.framework:
+            return self.training_record.framework
         config = self.training.get("config")
         model_garden = isinstance(config, dict) and "task" in config
         return "tensorflow" if self.training.get("tensorflow_version") or model_garden else "n/a"
@@ -78,27 +88,27 @@ class RunInfo:
 
     @property
     def host(self) -> str:
-        return str(self.meta.get("host") or "unknown")
+        return self.record.host or "unknown"
 
     @property
     def start_unix(self) -> float | None:
-        start = _number(self.meta.get("start_unix"))
-        return start if start is not None else _number(self.training.get("start_unix"))
+        start = self.record.start_unix
+        return start if start is not None else self.training_record.start_unix
 
     @property
     def duration_s(self) -> float | None:
-        actual = _number(self.meta.get("actual_duration_s"))
-        if actual is not None:
-            return actual
-        start, end = _number(self.meta.get("start_unix")), _number(self.meta.get("end_unix"))
-        return end - start if start is not None and end is not None else None
+        run = self.record
+        if run.actual_duration_s is not None:
+            return run.actual_duration_s
+        return (
+            run.end_unix - run.start_unix if run.start_unix is not None and run.end_unix is not None else None
+        )
 
     @property
     def end_reason(self) -> str:
         """run.json's end_reason; `failed (disk full)` when a full disk ended the run (its `failure`)."""
-        reason = str(self.meta.get("end_reason") or "unknown")
-        failure = self.meta.get("failure")
-        if isinstance(failure, dict) and failure.get("reason") == DISK_FULL:
+        reason = self.record.end_reason or "unknown"
+        if (self.record.failure or {}).get("reason") == DISK_FULL:
             return f"{reason} ({DISK_FULL})"
         return reason
 
@@ -169,7 +179,7 @@ def read_phases(run: RunInfo) -> pd.DataFrame:
 def read_detections(run: RunInfo) -> dict[str, Any]:
     """detections/detections.json, or {} if absent or unreadable (see `detections_warnings`)."""
     path = run.path / DETECTIONS_DIR / DETECTIONS_JSON
-    data, _ = _read_optional_json(path)
+    data, _ = _read_detections(path)
     images = data.get("images")
     if data and not isinstance(images, list):
         return {}
@@ -178,7 +188,7 @@ def read_detections(run: RunInfo) -> dict[str, Any]:
 
 def detections_warnings(run: RunInfo) -> list[str]:
     path = run.path / DETECTIONS_DIR / DETECTIONS_JSON
-    data, problem = _read_optional_json(path)
+    data, problem = _read_detections(path)
     if problem:
         return [problem]
     if data and not isinstance(data.get("images"), list):
@@ -214,46 +224,40 @@ def files_signature(run: RunInfo) -> tuple[tuple[str, int, int], ...]:
 
 
 def _load_run(path: Path, run_id: str, kind: str) -> RunInfo:
-    warnings: list[str] = []
-    meta, problem = _read_optional_json(path / RUN_JSON)
-    if problem:
-        warnings.append(problem)
-    elif not meta:
+    files = run_files(path)
+    warnings = list(files.warnings)
+    if files.run is None and RUN_JSON not in files.problems:
         warnings.append(f"{RUN_JSON} is missing")
-    elif meta.get("format_version") not in (None, FORMAT_VERSION):
-        warnings.append(
-            f"{RUN_JSON}: format_version {meta.get('format_version')!r}, expected {FORMAT_VERSION}"
-        )
-    training, problem = _read_optional_json(path / TRAINING_JSON)
-    if problem:
-        warnings.append(problem)
-    training, note = _with_progress(path, training)
+    training, note = _with_progress(raw_of(files.training), files.progress)
     if note:
         warnings.append(note)
-    evaluation, problem = _read_optional_json(path / EVAL_JSON)
-    if problem:
-        warnings.append(problem)
     if not (path / TELEMETRY_CSV).is_file():
         warnings.append(f"{TELEMETRY_CSV} is missing")
-    return RunInfo(run_id, path, kind, meta, training, evaluation, tuple(warnings))
+    return RunInfo(run_id, path, kind, files.meta, training, files.evaluation or {}, tuple(warnings))
 
 
-_JSON_CACHE: dict[Path, tuple[tuple[int, int], dict[str, Any], str | None]] = {}
-_PROGRESS_CACHE: dict[Path, tuple[tuple[Any, ...], TrainingProgress]] = {}
+_FILES_CACHE: dict[Path, tuple[tuple[tuple[int, int], ...], RunFiles]] = {}
+_DETECTIONS_CACHE: dict[Path, tuple[tuple[int, int], dict[str, Any] | None, str | None]] = {}
+_STAMPED = (RUN_JSON, TRAINING_JSON, TRAINING_CSV, EVAL_JSON, INFERENCE_JSON)
 
 
-def _with_progress(path: Path, training: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def run_files(path: Path) -> RunFiles:
+    """runformat.read_run of the directory, read again when one of its files changes, or while its
+    training.json says running (its pid can die unseen)."""
+    key = tuple(_stamp(path / name) for name in _STAMPED)
+    cached = _FILES_CACHE.get(path)
+    if cached and cached[0] == key and not (cached[1].training and cached[1].training.status == "running"):
+        return cached[1]
+    files = read_run(path)
+    _FILES_CACHE[path] = (key, files)
+    return files
+
+
+def _with_progress(training: dict[str, Any], progress: TrainingProgress | None) -> tuple[dict[str, Any], str]:
     """training.json with steps, global_step and status from training.csv when training.json is stale
-    (or lags behind it), and the note saying so; cached until either file or run.json changes."""
-    if not training:
+    (or lags behind it), and the note saying so."""
+    if not training or progress is None:
         return training, ""
-    key = tuple(_stamp(path / name) for name in (TRAINING_JSON, TRAINING_CSV, RUN_JSON))
-    cached = _PROGRESS_CACHE.get(path)
-    if cached and cached[0] == key and training.get("status") != "running":  # a pid can die unseen
-        progress = cached[1]
-    else:
-        progress = training_progress(path)
-        _PROGRESS_CACHE[path] = (key, progress)
     if (progress.steps, progress.global_step, progress.status) == (
         training.get("steps"),
         training.get("global_step"),
@@ -277,22 +281,15 @@ def _stamp(path: Path) -> tuple[int, int]:
     return (stat.st_mtime_ns, stat.st_size)
 
 
-def _read_optional_json(path: Path) -> tuple[dict[str, Any], str | None]:
+def _read_detections(path: Path) -> tuple[dict[str, Any], str | None]:
     """({}, None) when absent; ({}, warning) when unreadable; (data, None) otherwise. Cached by mtime+size."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return {}, None
-    key = (stat.st_mtime_ns, stat.st_size)
-    cached = _JSON_CACHE.get(path)
+    key = _stamp(path)
+    cached = _DETECTIONS_CACHE.get(path)
     if cached and cached[0] == key:
-        return cached[1], cached[2]
-    try:
-        data, problem = read_json(path), None
-    except ValueError as exc:
-        data, problem = {}, f"{_short_name(path)} is unreadable: {_one_line(exc)}"
-    _JSON_CACHE[path] = (key, data, problem)
-    return data, problem
+        return cached[1] or {}, cached[2]
+    data, problem = read_object(path, f"{DETECTIONS_DIR}/{DETECTIONS_JSON}")
+    _DETECTIONS_CACHE[path] = (key, data, problem)
+    return data or {}, problem
 
 
 _CSV_CACHE = CsvCache()
@@ -301,8 +298,8 @@ _CSV_CACHE = CsvCache()
 def clear_caches() -> None:
     """Forget every parsed file (tests, and callers that want to bound memory)."""
     _CSV_CACHE.clear()
-    _JSON_CACHE.clear()
-    _PROGRESS_CACHE.clear()
+    _FILES_CACHE.clear()
+    _DETECTIONS_CACHE.clear()
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -324,22 +321,6 @@ def _list_dirs(parent: Path) -> list[Path]:
         return []
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    number = float(value)
-    return number if np.isfinite(number) else None
-
-
-def _short_name(path: Path) -> str:
-    return f"{DETECTIONS_DIR}/{path.name}" if path.parent.name == DETECTIONS_DIR else path.name
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text.split(": cannot read JSON ", 1)[-1]
-
-
 __all__ = [
     "RunInfo",
     "clear_caches",
@@ -352,5 +333,6 @@ __all__ = [
     "read_phases",
     "read_telemetry",
     "read_training",
+    "run_files",
     "run_warnings",
 ]

@@ -15,7 +15,15 @@ from typing import Any
 from dash import dcc, html
 
 from dashboard.colors import colors_for
-from dashboard.runs import RunInfo, get_run, read_phases, read_telemetry, read_training, run_warnings
+from dashboard.runs import (
+    RunInfo,
+    get_run,
+    read_phases,
+    read_telemetry,
+    read_training,
+    run_files,
+    run_warnings,
+)
 from sizing import Report, ReportSettings, RunData, Table, UsageError, build_report
 from sizing.figures import report_figures
 from sizing.model import DEFAULT_UTILISATION, Prices
@@ -52,6 +60,7 @@ def settings_of(values: Sequence[float | None]) -> ReportSettings:
 def run_data(info: RunInfo) -> RunData:
     """One run's files, parsed through dashboard.runs' caches, as the sizing package takes them."""
     warnings = tuple(f"{info.run_id}: {w}" for w in run_warnings(info))
+    inference = run_files(info.path).inference
     return RunData(
         info.run_id,
         info.meta,
@@ -61,7 +70,7 @@ def run_data(info: RunInfo) -> RunData:
         read_training(info),
         read_phases(info),
         warnings,
-        info.path,
+        inference.raw if inference is not None else None,
     )
 
 

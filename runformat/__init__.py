@@ -1,8 +1,9 @@
 """The run-directory contract shared by the collector, the training workload and the dashboard.
 
 Writers and readers meet only in the run directory (see docs/run-format.md). This package holds the
-file names, the run-id rule and the small helpers every side needs to agree on; it has no
-dependencies beyond the standard library.
+file names, the run-id rule, the one reader of its JSON files (`read_run`, with the records of
+runformat.records), the telemetry column names (runformat.columns) and the small helpers every side needs
+to agree on; it has no dependencies beyond the standard library.
 """
 
 from runformat.duration import format_duration, parse_duration
@@ -31,6 +32,7 @@ from runformat.layout import (
     resolve_run_dir,
 )
 from runformat.progress import ENDED_UNRECORDED, TrainingProgress, training_progress
+from runformat.reader import RunFiles, read_run
 
 __all__ = [
     "CHECKPOINTS_DIR",
@@ -52,12 +54,14 @@ __all__ = [
     "TELEMETRY_CSV",
     "TRAINING_CSV",
     "TRAINING_JSON",
+    "RunFiles",
     "TrainingProgress",
     "format_duration",
     "is_valid_run_id",
     "new_run_id",
     "parse_duration",
     "read_json",
+    "read_run",
     "resolve_run_dir",
     "training_progress",
     "write_json_atomic",

@@ -9,8 +9,9 @@ the columns by suffix. Percentages are 0-100 (NVML's GPM unit); PCIe and NVLink 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from runformat.columns import gpu_column, gpu_suffix_column
 
 MIB = 1024 * 1024
 
@@ -106,11 +107,11 @@ GPM_SUFFIXES: tuple[str, ...] = tuple(m.suffix for m in GPM_METRICS)
 BY_SUFFIX: dict[str, GpmMetric] = {m.suffix: m for m in GPM_METRICS}
 BY_DCGM_FIELD: dict[str, GpmMetric] = {m.dcgm_field: m for m in GPM_METRICS}
 BY_NVML_ID: dict[int, GpmMetric] = {m.nvml_id: m for m in GPM_METRICS}
-GPM_COLUMN = re.compile(r"^gpu(\d+)_(" + "|".join(GPM_SUFFIXES) + r")$")
+GPM_COLUMN = gpu_suffix_column(GPM_SUFFIXES)
 
 
 def gpm_column(index: int, suffix: str) -> str:
     """gpu<index>_<suffix>, for a suffix of GPM_SUFFIXES."""
     if suffix not in BY_SUFFIX:
         raise KeyError(f"not a GPM column suffix: {suffix}")
-    return f"gpu{index}_{suffix}"
+    return gpu_column(index, suffix)

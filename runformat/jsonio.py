@@ -37,3 +37,27 @@ def read_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
     return data
+
+
+def read_object(path: Path, name: str | None = None) -> tuple[dict[str, Any] | None, str | None]:
+    """(the object, None); (None, None) when the file is absent; (None, a one-line warning naming the file
+    as `name`, by default its file name) when it is unreadable or not a JSON object."""
+    path = Path(path)
+    name = name or path.name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        return None, None
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"{name} is unreadable ({_reason(exc)})"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, f"{name} is unreadable ({_reason(exc)})"
+    return (data, None) if isinstance(data, dict) else (None, f"{name} is not a JSON object")
+
+
+def _reason(exc: Exception) -> str:
+    """`JSONDecodeError: Expecting value: line 1 column 1 (char 0)`, `PermissionError: Permission denied`."""
+    detail = exc.strerror if isinstance(exc, OSError) else (str(exc).splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__

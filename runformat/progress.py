@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runformat.jsonio import read_json
 from runformat.layout import RUN_JSON, TRAINING_CSV, TRAINING_JSON
+from runformat.records import RunRecord, TrainingRecord, raw_of, read_record
 
 ENDED_UNRECORDED = "ended unrecorded"
 
@@ -32,11 +33,21 @@ class TrainingProgress:
 
 def training_progress(run_dir: Path) -> TrainingProgress:
     run_dir = Path(run_dir)
-    training = _json_or_empty(run_dir / TRAINING_JSON)
-    status = str(training.get("status") or ("not started" if not training else "unknown"))
-    json_steps, json_global = _int(training.get("steps")), _int(training.get("global_step"))
-    csv_steps, csv_global = _csv_progress(run_dir / TRAINING_CSV, _float(training.get("start_unix")))
-    if status == "running" and _process_gone(run_dir, training):
+    training, _ = read_record(TrainingRecord, run_dir / TRAINING_JSON)
+    return progress_of(run_dir, training, lambda: read_record(RunRecord, run_dir / RUN_JSON)[0])
+
+
+def progress_of(
+    run_dir: Path, training: TrainingRecord | None, run: RunRecord | Callable[[], RunRecord | None] | None
+) -> TrainingProgress:
+    """training_progress from the records already read (`run` may be a function that reads run.json: it
+    is needed only while training.json says running)."""
+    status = (training and training.status) or ("not started" if not raw_of(training) else "unknown")
+    json_steps = training.steps if training else None
+    json_global = training.global_step if training else None
+    start = training.start_unix if training else None
+    csv_steps, csv_global = _csv_progress(Path(run_dir) / TRAINING_CSV, start)
+    if status == "running" and training is not None and _process_gone(training, run):
         return TrainingProgress(
             steps=csv_steps if csv_steps is not None else json_steps,
             global_step=csv_global if csv_global is not None else json_global,
@@ -56,20 +67,20 @@ def training_progress(run_dir: Path) -> TrainingProgress:
     return TrainingProgress(json_steps, json_global, status, stale=False, note="")
 
 
-def _process_gone(run_dir: Path, training: dict[str, Any]) -> bool:
+def _process_gone(training: TrainingRecord, run: RunRecord | Callable[[], RunRecord | None] | None) -> bool:
     """True when the training cannot still be running: its collector has finished, or its pid (on this
     host) no longer exists. False when that cannot be told (another host, an older training.json)."""
-    end_reason = _json_or_empty(run_dir / RUN_JSON).get("end_reason")
-    if end_reason not in (None, "running"):
+    run = run() if callable(run) else run
+    if run is not None and run.end_reason not in (None, "running"):
         return True
-    pid = _int(training.get("pid"))
-    if pid is None or pid <= 0 or training.get("host") != socket.gethostname():
+    pid = _int(training.pid)
+    if pid is None or pid <= 0 or training.host != socket.gethostname():
         return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    except PermissionError:
+    except (PermissionError, OverflowError):  # OverflowError: a pid no process can have
         return False
     return False
 
@@ -97,13 +108,6 @@ def _csv_progress(path: Path, start_unix: float | None) -> tuple[int | None, int
     except OSError:
         return None, None
     return rows, last_step
-
-
-def _json_or_empty(path: Path) -> dict[str, Any]:
-    try:
-        return read_json(path)
-    except ValueError:
-        return {}
 
 
 def _int(value: Any) -> int | None:

@@ -1,5 +1,8 @@
 """Reading run directories (docs/run-format.md) into RunData: reading only, every problem a warning.
 
+The JSON files come through runformat.read_run (one reader, one warning per problem file); the CSV files are
+parsed here with pandas.
+
 Accepts runs written by other tools too: any file may be missing; telemetry without `time_unix` but
 with `elapsed_s` is placed at run.json's `start_unix` (or 0).
 """
@@ -7,36 +10,25 @@ with `elapsed_s` is placed at run.json's `start_unix` (or 0).
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from runformat import (
-    EVAL_JSON,
     PHASES_CSV,
     RUN_JSON,
     TELEMETRY_CSV,
     TRAINING_CSV,
-    TRAINING_JSON,
+    TrainingProgress,
     is_valid_run_id,
     resolve_run_dir,
-    training_progress,
 )
+from runformat.reader import read_run
+from runformat.records import raw_of
 from sizing.jobs import node_place
-from sizing.model import RunData, UsageError, number
+from sizing.model import RunData, UsageError
 from sizing.validate import validated_run
-
-
-def read_json_file(path: Path) -> tuple[dict, str | None]:
-    if not path.is_file():
-        return {}, None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return {}, f"{path.name} unreadable ({type(exc).__name__})"
-    return (data, None) if isinstance(data, dict) else ({}, f"{path.name} is not a JSON object")
 
 
 def read_csv_file(path: Path, numeric: bool = True) -> tuple[pd.DataFrame, str | None]:
@@ -64,44 +56,35 @@ def read_csv_file(path: Path, numeric: bool = True) -> tuple[pd.DataFrame, str |
 
 def load_run_dir(path: Path) -> RunData:
     run_id = path.resolve().name
-    warnings = []
-    meta, note = read_json_file(path / RUN_JSON)
-    notes = [note]
-    info, note = read_json_file(path / TRAINING_JSON)
-    notes.append(note)
-    info, note = _with_progress(path, info)
-    notes.append(note)
-    evaluation, note = read_json_file(path / EVAL_JSON)
-    notes.append(note)
+    files = read_run(path)
+    meta = files.meta
+    info, progress_note = _with_progress(raw_of(files.training), files.progress)
+    notes = [*files.warnings, progress_note]
     telemetry, note = read_csv_file(path / TELEMETRY_CSV)
     notes.append(note)
     training, note = read_csv_file(path / TRAINING_CSV)
     notes.append(note)
     phases, note = read_csv_file(path / PHASES_CSV, numeric=False)
     notes.append(note)
-    warnings += [f"{run_id}: {n}" for n in notes if n]
+    warnings = [f"{run_id}: {n}" for n in notes if n]
     if not meta:
         warnings.append(f"{run_id}: no {RUN_JSON}: device and hardware unknown, inferred from telemetry")
     if not telemetry.empty and "time_unix" not in telemetry and "elapsed_s" in telemetry:
-        start = number(meta.get("start_unix")) or 0.0
+        start = (files.run and files.run.start_unix) or 0.0
         telemetry = telemetry.assign(time_unix=telemetry["elapsed_s"] + start)
     if not phases.empty:
         for column in ("start_unix", "end_unix"):
             if column in phases:
                 phases[column] = pd.to_numeric(phases[column], errors="coerce")
-    run = RunData(run_id, meta, info, evaluation, telemetry, training, phases, tuple(warnings), path)
+    evaluation = files.evaluation or {}
+    inference = raw_of(files.inference) if files.inference is not None else None
+    run = RunData(run_id, meta, info, evaluation, telemetry, training, phases, tuple(warnings), inference)
     return validated_run(run)
 
 
-def _with_progress(path: Path, info: dict) -> tuple[dict, str | None]:
+def _with_progress(info: dict, progress: TrainingProgress | None) -> tuple[dict, str | None]:
     """training.json with steps, global_step and status from training.csv where it is stale, and why."""
-    if not info:
-        return info, None
-    try:
-        progress = training_progress(path)
-    except (TypeError, ValueError, AttributeError) as exc:
-        return info, f"training progress unreadable ({type(exc).__name__}); training.json taken as is"
-    if not progress.note:
+    if not info or progress is None or not progress.note:
         return info, None
     corrected = {**info, "steps": progress.steps, "global_step": progress.global_step}
     return {**corrected, "status": progress.status}, progress.note

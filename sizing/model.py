@@ -6,19 +6,17 @@ Pure data and pure functions over pandas frames: no file access (sizing.load rea
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from runformat import columns
+
 HOURS_PER_YEAR = 8760.0
 DEFAULT_UTILISATION = 1.0
 JOULES_PER_KWH = 3.6e6
-GPU_COLUMN = re.compile(r"^gpu(\d+)_")
-CORE_UTIL_COLUMN = re.compile(r"^cpu(\d+)_util_pct$")
 
 
 class UsageError(Exception):
@@ -98,7 +96,7 @@ class Prices:
 
 @dataclass(frozen=True)
 class RunData:
-    """One run directory's parsed files; absent files are empty dicts / DataFrames."""
+    """One run directory's parsed files; absent files are empty dicts / DataFrames (inference.json: None)."""
 
     run_id: str
     meta: dict
@@ -108,7 +106,7 @@ class RunData:
     training: pd.DataFrame
     phases: pd.DataFrame
     warnings: tuple[str, ...] = ()
-    path: Path | None = None  # the run directory, for sections that read files of their own
+    inference: dict | None = None  # inference.json
 
 
 @dataclass(frozen=True)
@@ -152,11 +150,11 @@ def values_of(telemetry: pd.DataFrame, name: str) -> np.ndarray | None:
 
 
 def gpu_indices(telemetry: pd.DataFrame) -> list[int]:
-    return sorted({int(m.group(1)) for c in telemetry.columns if (m := GPU_COLUMN.match(str(c)))})
+    return columns.gpu_indices(telemetry.columns)
 
 
 def core_indices(telemetry: pd.DataFrame) -> list[int]:
-    return sorted({int(m.group(1)) for c in telemetry.columns if (m := CORE_UTIL_COLUMN.match(str(c)))})
+    return columns.core_indices(telemetry.columns)
 
 
 def mean_of(telemetry: pd.DataFrame, name: str) -> float | None:

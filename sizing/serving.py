@@ -1,4 +1,5 @@
-"""Serving: what the trained model costs to run, from each run's inference.json and its loaded telemetry.
+"""Serving: what the trained model costs to run, from each run's inference.json (RunData.inference, checked
+with the run's other files) and its loaded telemetry.
 
 Pure functions over RunData (sizing.load), under the same model as training: the same GPU attribution
 (sizing.analysis.charged_gpu_columns), the same energy sources with coverage and the TDP estimate with its
@@ -10,20 +11,18 @@ Definitions: docs/sizing.md, "Serving".
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
+from runformat import INFERENCE_JSON
+from runformat.records import CellRecord, InferenceRecord, as_record
 from sizing import money, signature
 from sizing.analysis import charged_gpu_columns
 from sizing.energy import energy_in, energy_usd
 from sizing.gpu_state import gpu_state_of
 from sizing.model import Prices, RunData, number, samples_in
 from sizing.text import NO_PRICE, NOT_MEASURED, fmt_usd
-
-INFERENCE_JSON = "inference.json"
 
 
 @dataclass(frozen=True)
@@ -60,11 +59,10 @@ def serving_section(runs: Sequence[RunData], prices: Prices | None = None) -> Se
     prices = prices or Prices()
     section = ServingSection()
     for run in runs:
-        summary = read_json_or_none(run.path / INFERENCE_JSON) if run.path is not None else None
-        if summary is None:
-            section.warnings.append(f"{run.run_id}: no inference.json (the run skipped or lost it)")
+        if run.inference is None:
+            section.warnings.append(f"{run.run_id}: no {INFERENCE_JSON} (the run skipped or lost it)")
             continue
-        rows, unavailable = run_rows(run, summary, prices)
+        rows, unavailable = run_rows(run, as_record(InferenceRecord, run.inference), prices)
         section.rows += rows
         section.unavailable += unavailable
         section.workloads[run.run_id] = signature.workload(run.training_info)
@@ -73,33 +71,27 @@ def serving_section(runs: Sequence[RunData], prices: Prices | None = None) -> Se
 
 
 def run_rows(
-    run: RunData, summary: dict, prices: Prices
+    run: RunData, summary: InferenceRecord, prices: Prices
 ) -> tuple[list[ServingRow], list[tuple[str, str, str]]]:
-    device = "gpu" if str(summary.get("device") or "cpu").lower().startswith(("gpu", "cuda")) else "cpu"
+    device = "gpu" if (summary.device or "cpu").lower().startswith(("gpu", "cuda")) else "cpu"
     rows, unavailable = [], []
-    runtimes = summary.get("runtimes")
-    for entry in runtimes if isinstance(runtimes, list) else []:
-        if not isinstance(entry, dict):
+    for entry in summary.runtimes or ():
+        name = entry.runtime or "?"
+        if not entry.available:
+            unavailable.append((run.run_id, name, entry.reason or "no reason given"))
             continue
-        name = str(entry.get("runtime", "?"))
-        if not entry.get("available"):
-            unavailable.append((run.run_id, name, str(entry.get("reason", "no reason given"))))
-            continue
-        cells = entry.get("cells")
-        for cell in cells if isinstance(cells, list) else []:
-            if not isinstance(cell, dict):
-                continue
-            if not _positive(cell.get("images_per_s")) or number(cell.get("start_unix")) is None \
-                    or number(cell.get("end_unix")) is None:  # fmt: skip
-                reason = str(cell.get("error", "no measured call"))
-                unavailable.append((run.run_id, f"{name} batch {cell.get('batch_size')}", reason))
+        for cell in entry.cells or ():
+            if not _positive(cell.images_per_s) or cell.start_unix is None or cell.end_unix is None:
+                reason = cell.error or "no measured call"
+                unavailable.append((run.run_id, f"{name} batch {cell.batch_size}", reason))
                 continue
             rows.append(_row(run, device, name, cell, prices))
     return rows, unavailable
 
 
-def _row(run: RunData, device: str, runtime: str, cell: dict, prices: Prices) -> ServingRow:
-    start, end = float(cell["start_unix"]), float(cell["end_unix"])
+def _row(run: RunData, device: str, runtime: str, cell: CellRecord, prices: Prices) -> ServingRow:
+    """The row of a measured cell: run_rows has checked its images/s and window."""
+    start, end = float(cell.start_unix), float(cell.end_unix)
     hardware = signature.hardware(run.meta, run.training_info, device)
     gpus, attribution, attribution_known = charged_gpu_columns(run, device)
     tdp = prices.tdp_for(str(hardware.get("host") or ""), str(hardware.get("cpu_model") or ""))
@@ -107,13 +99,13 @@ def _row(run: RunData, device: str, runtime: str, cell: dict, prices: Prices) ->
                        number(run.meta.get("interval_s")))  # fmt: skip
     if energy is not None and (unattributed := gpu_state_of(run, device, gpus).not_attributable):
         energy = replace(energy, not_attributable=unattributed)  # a shared GPU or a MIG slice
-    images = number(cell.get("images"))
+    images = cell.images
     joules = energy.total_j if energy is not None else None
     j_per_1000 = joules / images * 1000.0 if joules is not None and images else None
     method = energy.covers if energy is not None else f"{NOT_MEASURED} (no telemetry over the cell)"
     if not attribution_known:
         method += f" — charged for {attribution.split(' (')[0]}: the run does not say which GPUs it used"
-    images_per_s = float(cell["images_per_s"])
+    images_per_s = float(cell.images_per_s)
     cost, note = usd_per_million_images(
         j_per_1000, images_per_s, money.hardware_price(device, hardware, prices), prices
     )
@@ -126,10 +118,10 @@ def _row(run: RunData, device: str, runtime: str, cell: dict, prices: Prices) ->
         run_id=run.run_id,
         device=device,
         runtime=runtime,
-        batch_size=int(number(cell.get("batch_size")) or 0),
+        batch_size=cell.batch_size or 0,
         images_per_s=images_per_s,
-        latency_ms_p99=number(cell.get("latency_ms_p99")) or math.nan,
-        ms_per_image_p99=number(cell.get("ms_per_image_p99")) or math.nan,
+        latency_ms_p99=cell.latency_ms_p99 or math.nan,
+        ms_per_image_p99=cell.ms_per_image_p99 or math.nan,
         joules_per_1000_images=j_per_1000,
         energy_method=method,
         energy_is_estimate=bool(energy and energy.is_estimate and joules is not None),
@@ -232,14 +224,6 @@ def markdown(section: ServingSection) -> str:
     lines += ["", f"CPU cores one GPU replaces for this model: {cores} ({section.cpu_cores_note})"]
     lines += [f"- {w}" for w in section.warnings]
     return "\n".join(lines)
-
-
-def read_json_or_none(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _positive(value: object) -> bool:

@@ -18,11 +18,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from runformat.columns import (
+    CPU_IOWAIT_PCT,
+    CPU_STEAL_PCT,
+    CPU_UTIL_PCT,
+    DISK_UTIL_PCT,
+    PROC_BUSIEST_THREAD_PCT,
+    PROC_CPU_PCT,
+    UTIL_PCT,
+    cpu_pattern,
+)
 from sizing.model import gpu_indices, times_of, train_windows
 
-HOST_COLUMN = re.compile(
-    r"^(cpu\d*_util_pct|cpu_iowait_pct|cpu_steal_pct|disk_util_pct|proc_cpu_pct|proc_busiest_thread_pct)$"
+HOST_TOTALS = (
+    CPU_UTIL_PCT,
+    CPU_IOWAIT_PCT,
+    CPU_STEAL_PCT,
+    DISK_UTIL_PCT,
+    PROC_CPU_PCT,
+    PROC_BUSIEST_THREAD_PCT,
 )
+HOST_COLUMN = re.compile("^(?:" + "|".join([cpu_pattern(UTIL_PCT), *HOST_TOTALS]) + ")$")
 SHORT_SPAN_FRACTION = 0.9  # a shared span below this share of the window it cuts is said as a caveat
 COLLECTOR = "this workbench's collector"
 ASSUMED_OFFSET = "UTC offset assumed"

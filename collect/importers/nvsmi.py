@@ -23,9 +23,9 @@ from collect.importers.nvsmi_fields import GpuLog, NvsmiImportError, Value
 from collect.importers.nvsmi_merge import merge_into
 from collect.importers.nvsmi_parse import parse_log
 from collect.importers.rundir import RunDirError, imported_run_header, stage_and_publish, write_csv
-from collect.sources.nvml import GPU_COLUMN_SUFFIXES
 from runformat import RUN_JSON, TELEMETRY_CSV, new_run_id, write_json_atomic
 from runformat.cli import USAGE_ERROR, OneLineParser
+from runformat.columns import GPU_SUFFIXES, gpu_column
 from runformat.gpm import GPM_SUFFIXES
 
 PROG = "python -m collect import-nvidia-smi"
@@ -133,9 +133,9 @@ def _format_offset(delta: timedelta | None) -> str:
 
 
 def gpu_columns(log: GpuLog) -> list[str]:
-    standard = [s for s in (*GPU_COLUMN_SUFFIXES, *GPM_SUFFIXES) if s in log.suffixes]
+    standard = [s for s in (*GPU_SUFFIXES, *GPM_SUFFIXES) if s in log.suffixes]
     ordered = standard + [s for s in log.suffixes if s not in standard]
-    return [f"gpu{position}_{suffix}" for position in range(len(log.gpu_keys)) for suffix in ordered]
+    return [gpu_column(position, suffix) for position in range(len(log.gpu_keys)) for suffix in ordered]
 
 
 def gpu_rows(log: GpuLog, zone: timezone | None) -> list[dict[str, Value]]:
@@ -144,7 +144,7 @@ def gpu_rows(log: GpuLog, zone: timezone | None) -> list[dict[str, Value]]:
         row: dict[str, Value] = {"time_unix": round(to_unix(moment, zone), 3)}
         for position, key in enumerate(log.gpu_keys):
             for suffix, value in (readings.get(key) or {}).items():
-                row[f"gpu{position}_{suffix}"] = value
+                row[gpu_column(position, suffix)] = value
         rows.append(row)
     return rows
 
@@ -153,9 +153,9 @@ def describe_gpus(log: GpuLog, rows: list[dict[str, Value]]) -> list[dict[str, A
     described = []
     for position, key in enumerate(log.gpu_keys):
         facts = log.descriptions.get(key, {})
-        limit = _numbers(rows, f"gpu{position}_power_limit_w")
-        total = _numbers(rows, f"gpu{position}_mem_total_bytes")
-        max_sm = _numbers(rows, f"gpu{position}_sm_clock_max_mhz")
+        limit = _numbers(rows, gpu_column(position, "power_limit_w"))
+        total = _numbers(rows, gpu_column(position, "mem_total_bytes"))
+        max_sm = _numbers(rows, gpu_column(position, "sm_clock_max_mhz"))
         index = facts.get("index", key if key.isdigit() else str(position))
         described.append(
             {
@@ -176,7 +176,7 @@ def gpm_source(log: GpuLog, rows: list[dict[str, Value]], interval_s: float | No
     logged = [suffix for suffix in GPM_SUFFIXES if suffix in log.suffixes]
     gpus: list[dict[str, Any]] = []
     for position in range(len(log.gpu_keys)):
-        read = any(row.get(f"gpu{position}_{suffix}") is not None for row in rows for suffix in logged)
+        read = any(row.get(gpu_column(position, suffix)) is not None for row in rows for suffix in logged)
         entry: dict[str, Any] = {"index": position, "supported": read}
         gpus.append(entry if read else {**entry, "reason": GPM_EMPTY})
     if not logged or not any(gpu["supported"] for gpu in gpus):

@@ -7,7 +7,6 @@ rewritten beside itself and renamed over the old one, then run.json; a refused m
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -15,8 +14,7 @@ from typing import Any
 from collect.importers.nvsmi_fields import NvsmiImportError, Value
 from collect.importers.rundir import read_csv, utc, write_csv
 from runformat import RUN_JSON, TELEMETRY_CSV, TRAINING_CSV, read_json, write_json_atomic
-
-_GPU_COLUMN = re.compile(r"^gpu\d+_")
+from runformat.columns import GPU_COLUMN
 
 
 def _float(text: object) -> float | None:
@@ -52,7 +50,7 @@ def merge_into(
     if any(not isinstance(meta.get(key, {}), dict) for key in ("sources", "system")):
         raise NvsmiImportError(f"--into {run_dir}: run.json's sources or system is not an object")
     header, existing = read_csv(telemetry_path)
-    taken = [name for name in header if _GPU_COLUMN.match(name)]
+    taken = [name for name in header if GPU_COLUMN.match(name)]
     if taken:
         raise NvsmiImportError(
             f"--into {run_dir}: the run already has GPU columns ({taken[0]}, ...): nothing changed"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from collect.importers.promapi import Series
 from collect.sources.base import ratio_pct
+from runformat.columns import FREQ_MHZ, UTIL_PCT, cpu_column, gpu_column
 from runformat.gpm import GPM_METRICS
 
 MIB = 1024 * 1024
@@ -45,7 +46,7 @@ def cpu_columns(series: list[Series], grid: Grid) -> dict[str, Column]:
     by_cpu = group(series, "cpu")
     names = sorted(by_cpu, key=lambda name: (not name.isdigit(), int(name) if name.isdigit() else 0, name))
     columns: dict[str, Column] = {"cpu_util_pct": [], "cpu_iowait_pct": [], "cpu_steal_pct": []}
-    columns.update({f"cpu{name}_util_pct": [] for name in names})
+    columns.update({cpu_column(name, UTIL_PCT): [] for name in names})
     for when in grid.times:
         all_busy = all_total = all_iowait = all_steal = 0.0
         complete = True
@@ -66,7 +67,7 @@ def cpu_columns(series: list[Series], grid: Grid) -> dict[str, Column]:
                     all_iowait += increase
                 elif mode == "steal":
                     all_steal += increase
-            columns[f"cpu{name}_util_pct"].append(ratio_pct(busy, total) if found else None)
+            columns[cpu_column(name, UTIL_PCT)].append(ratio_pct(busy, total) if found else None)
             complete = complete and found
             all_busy, all_total = all_busy + busy, all_total + total
         whole = complete and bool(names)
@@ -83,7 +84,7 @@ def cpu_frequency_columns(series: list[Series], grid: Grid) -> dict[str, Column]
     }
     by_cpu = group(series, "cpu")
     for name in sorted((n for n in by_cpu if n.isdigit()), key=int):
-        columns[f"cpu{name}_freq_mhz"] = gauge(by_cpu[name], grid, lambda v: round(v[0] / 1e6, 1))
+        columns[cpu_column(name, FREQ_MHZ)] = gauge(by_cpu[name], grid, lambda v: round(v[0] / 1e6, 1))
     return columns
 
 
@@ -208,7 +209,7 @@ ENERGY_FIELD = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 
 def gpu_columns(position: int, families: dict[str, list[Series]], grid: Grid) -> dict[str, Column]:
     """gpu<position>_* from the DCGM series of one GPU (families already narrowed to it)."""
-    prefix = f"gpu{position}_"
+    prefix = gpu_column(position, "")
     columns: dict[str, Column] = {}
     for suffix, field, factor in DCGM_COLUMNS:
         series = families.get(field) or (
@@ -227,7 +228,7 @@ def gpm_columns(position: int, families: dict[str, list[Series]], grid: Grid) ->
     """gpu<position>_<GPM suffix> from dcgm-exporter's DCGM_FI_PROF_* of one GPU (ratios 0-1 to percent;
     bytes/s as they are); only the fields it exported: a column nothing scraped is absent, not empty.
     A MIG slice's series (label GPU_I_ID) is one instance's share, not the board's: left out."""
-    prefix = f"gpu{position}_"
+    prefix = gpu_column(position, "")
     columns: dict[str, Column] = {}
     for metric in GPM_METRICS:
         series = [s for s in families.get(metric.dcgm_field, []) if not s.labels.get("GPU_I_ID")]

@@ -38,7 +38,6 @@ from collect.importers.promcolumns import (
 )
 from collect.importers.promtraining import TRAINING_COLUMNS, busiest, training_rows
 from collect.importers.rundir import imported_run_header
-from collect.sources.process import PROCESS_COLUMNS
 from collect.writer import TelemetryWriter
 from runformat import (
     RUN_JSON,
@@ -49,6 +48,7 @@ from runformat import (
     write_json_atomic,
 )
 from runformat.cli import USAGE_ERROR
+from runformat.columns import PROCESS_COLUMNS
 from runformat.gpm import GPM_COLUMN
 
 FAILED = 1

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from runformat.columns import CPU_IOWAIT_PCT, CPU_STEAL_PCT, CPU_UTIL_PCT, UTIL_PCT, cpu_column
+
 SA_MAGIC = (b"\x96\xd5", b"\xd5\x96")
 SADF_ACTIVITIES = ["-u", "ALL", "-P", "ALL", "-r", "-S", "-q", "-d", "-n", "DEV"]
 SADF_TIMEOUT_S = 300
@@ -234,10 +236,10 @@ def _add_row(recording: Recording, kind: str, values: dict[str, str], time_unix:
         recording.activities.add("cpu")
         busy = 100.0 - num("%idle") - (num("%iowait") if "%iowait" in values else 0.0)
         cpu = values["CPU"].strip()
-        prefix = "cpu" if cpu in ("-1", "all") else f"cpu{cpu}"
-        row[f"{prefix}_util_pct"] = round(max(busy, 0.0), 2)
-        if prefix == "cpu":
-            for name, column in (("%iowait", "cpu_iowait_pct"), ("%steal", "cpu_steal_pct")):
+        whole = cpu in ("-1", "all")
+        row[CPU_UTIL_PCT if whole else cpu_column(cpu, UTIL_PCT)] = round(max(busy, 0.0), 2)
+        if whole:
+            for name, column in (("%iowait", CPU_IOWAIT_PCT), ("%steal", CPU_STEAL_PCT)):
                 if name in values:
                     row[column] = num(name)
     elif kind == "kbmemfree":

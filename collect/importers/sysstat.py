@@ -9,7 +9,6 @@ contract's column names (docs/run-format.md) with sysstat's own definitions behi
 from __future__ import annotations
 
 import itertools
-import re
 import statistics
 import sys
 from datetime import datetime, timezone
@@ -28,6 +27,7 @@ from collect.importers.sadf import (
     sadf_text,
 )
 from runformat import RUN_JSON, TELEMETRY_CSV, new_run_id, write_json_atomic
+from runformat.columns import UTIL_PCT, core_indices, cpu_column
 
 SOURCE_ACTIVITIES = {
     "cpu": ("cpu", "load"),
@@ -54,13 +54,13 @@ COLUMN_ORDER = [
 
 def telemetry_columns(recording: Recording) -> list[str]:
     present = {column for row in recording.rows.values() for column in row}
-    cores = sorted(int(m.group(1)) for column in present if (m := re.fullmatch(r"cpu(\d+)_util_pct", column)))
+    cores = core_indices(present)
     columns = ["time_unix", "elapsed_s"]
     for column in COLUMN_ORDER:
         if column in present or column == "cpu_temp_c":
             columns.append(column)
         if column == "cpu_steal_pct":
-            columns += [f"cpu{n}_util_pct" for n in cores]
+            columns += [cpu_column(n, UTIL_PCT) for n in cores]
     return columns
 
 
@@ -189,7 +189,7 @@ def _cpu_counts(info: dict[str, str], recording: Recording) -> list[tuple[float 
 
 def _system(info: dict[str, str], recording: Recording) -> dict[str, Any]:
     present = {column for row in recording.rows.values() for column in row}
-    cores = sum(1 for column in present if re.fullmatch(r"cpu\d+_util_pct", column))
+    cores = len(core_indices(present))
     stated = _cpu_counts(info, recording)
     logical = stated[-1][1] if stated else (cores or None)
     return {"cpu_cores_logical": logical, "os": info.get("os"), "kernel": info.get("kernel")}

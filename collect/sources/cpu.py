@@ -16,6 +16,16 @@ from pathlib import Path
 
 from collect.procfs import KernelFile
 from collect.sources.base import HELD_PERIOD_S, Reading, Source, SourceUnavailable, ratio_pct
+from runformat.columns import (
+    CPU_FREQ_MHZ,
+    CPU_IOWAIT_PCT,
+    CPU_STEAL_PCT,
+    CPU_UTIL_PCT,
+    FREQ_MHZ,
+    LOAD1,
+    UTIL_PCT,
+    cpu_column,
+)
 
 SLOW_GAUGE_REFRESH_S = 1.0
 STEADY_CPUINFO_REFRESH_S = 10.0
@@ -50,10 +60,12 @@ class CpuSource(Source):
         if not cpu_names or cpu_names[0] != "cpu":
             raise SourceUnavailable(f"{proc_root}/stat has no 'cpu' line")
         self._cpu_names = cpu_names  # "cpu", "cpu0", "cpu1", ...
-        self._columns_by_name = {n.encode(): f"{n}_util_pct" for n in cpu_names}
+        self._columns_by_name = {
+            n.encode(): cpu_column(n[3:], UTIL_PCT) if n[3:] else CPU_UTIL_PCT for n in cpu_names
+        }
         self._head_size = 256 + 160 * len(cpu_names)
         self._cpu_lines = len(cpu_names)  # the cpu lines come first; columns are fixed at the start
-        self._freq_columns = [f"{name}_freq_mhz" for name in cpu_names[1:]]
+        self._freq_columns = [cpu_column(name[3:], FREQ_MHZ) for name in cpu_names[1:]]
         self._last: dict[bytes, tuple[int, int, int, int]] = {}
         self._freq_files = self._open_freq_files(sys_root, cpu_names[1:])
         self._cpuinfo = None if self._freq_files else self._open_cpuinfo(proc_root)
@@ -87,8 +99,8 @@ class CpuSource(Source):
     def columns(self) -> list[str]:
         util = list(self._columns_by_name.values())
         per_core_freq = self._freq_columns if self._freq_files else []
-        totals = [util[0], "cpu_iowait_pct", "cpu_steal_pct"]
-        return [*totals, *util[1:], "cpu_freq_mhz", *per_core_freq, "load1"]
+        totals = [util[0], CPU_IOWAIT_PCT, CPU_STEAL_PCT]
+        return [*totals, *util[1:], CPU_FREQ_MHZ, *per_core_freq, LOAD1]
 
     def _read_counters(self) -> dict[bytes, tuple[int, int, int, int]]:
         head = self._stat.read_head(self._head_size)
@@ -123,10 +135,10 @@ class CpuSource(Source):
         before, after = last.get(b"cpu"), current.get(b"cpu")
         if before is not None and after is not None:
             whole = after[1] - before[1]
-            reading["cpu_iowait_pct"] = ratio_pct(after[2] - before[2], whole)
-            reading["cpu_steal_pct"] = ratio_pct(after[3] - before[3], whole)
+            reading[CPU_IOWAIT_PCT] = ratio_pct(after[2] - before[2], whole)
+            reading[CPU_STEAL_PCT] = ratio_pct(after[3] - before[3], whole)
         else:
-            reading["cpu_iowait_pct"] = reading["cpu_steal_pct"] = None
+            reading[CPU_IOWAIT_PCT] = reading[CPU_STEAL_PCT] = None
         if now - self._slow_read_at >= SLOW_GAUGE_REFRESH_S:
             self._slow_read_at = now
             self._load1 = float(self._loadavg.read().split(None, 1)[0])
@@ -134,12 +146,12 @@ class CpuSource(Source):
                 self._refresh_cpuinfo_mhz(now)
         if self._freq_files:
             khz = [int(f.read()) for f in self._freq_files]
-            reading["cpu_freq_mhz"] = round(sum(khz) / len(khz) / 1000.0, 1)
+            reading[CPU_FREQ_MHZ] = round(sum(khz) / len(khz) / 1000.0, 1)
             for column, value in zip(self._freq_columns, khz, strict=True):
                 reading[column] = round(value / 1000.0, 1)
         else:
-            reading["cpu_freq_mhz"] = self._cpuinfo_mhz
-        reading["load1"] = self._load1
+            reading[CPU_FREQ_MHZ] = self._cpuinfo_mhz
+        reading[LOAD1] = self._load1
         return reading
 
     def _refresh_cpuinfo_mhz(self, now: float) -> None:

@@ -21,22 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collect.sources.base import Reading, Source, SourceUnavailable
+from runformat.columns import GPU_SUFFIXES, gpu_column
 
-# Column suffixes per GPU, in the order of docs/run-format.md.
-GPU_COLUMN_SUFFIXES = (
-    "util_pct",
-    "mem_util_pct",
-    "mem_used_bytes",
-    "temp_c",
-    "power_w",
-    "power_instant_w",
-    "power_limit_w",
-    "sm_clock_mhz",
-    "mem_clock_mhz",
-    "fan_pct",
-    "throttle_reasons",
-    "energy_j",
-)
+GPU_COLUMN_SUFFIXES = GPU_SUFFIXES  # per GPU, in the order of docs/run-format.md
 
 _NOT_SUPPORTED, _FUNCTION_NOT_FOUND, _GPU_IS_LOST = 3, 13, 15
 _NO_V2_CODES = (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND)
@@ -304,12 +291,12 @@ class NvmlSource(Source):
         return self._nvml, [gpu.handle for gpu in self._gpus]
 
     def columns(self) -> list[str]:
-        return [f"gpu{gpu.position}_{suffix}" for gpu in self._gpus for suffix in GPU_COLUMN_SUFFIXES]
+        return [gpu_column(gpu.position, suffix) for gpu in self._gpus for suffix in GPU_COLUMN_SUFFIXES]
 
     def sample(self, now: float) -> Reading:
         reading: Reading = dict.fromkeys(self.columns())
         for gpu in self._gpus:
-            prefix = f"gpu{gpu.position}_"
+            prefix = gpu_column(gpu.position, "")
             for what, read in self._readers:
                 if gpu.lost:
                     break

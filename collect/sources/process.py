@@ -21,8 +21,8 @@ from typing import NamedTuple
 from collect.procfs import KernelFile
 from collect.sources.base import HELD_PERIOD_S, Reading, Source
 from collect.sources.threads import DescriptorBudget, ThreadSet, ThreadsUnreadable, thread_file_budget
+from runformat.columns import PROCESS_COLUMNS
 
-PROCESS_COLUMNS = ("proc_cpu_pct", "proc_rss_bytes", "proc_threads", "proc_busiest_thread_pct")
 MIN_RESCAN_GAP_S = 1.0
 FULL_RESCAN_S = 30.0
 MAX_SCAN_SHARE = 0.003  # scans back off to stay under 0.3 % of a core (a busy host creates pids all the time)

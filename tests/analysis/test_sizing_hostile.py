@@ -95,8 +95,8 @@ HOSTILE: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "bad training cells": ("training.csv", bad_cells, "training.csv: 1 row(s) without a time left out"),
     "out of order": ("telemetry.csv", shuffled, "telemetry.csv: rows out of time order"),
     "training out of order": ("training.csv", shuffled, "training.csv: rows out of time order"),
-    "empty run.json": ("run.json", lambda p: p.write_text(""), "run.json unreadable (JSONDecodeError)"),
-    "empty training.json": ("training.json", lambda p: p.write_text(""), "training.json unreadable"),
+    "empty run.json": ("run.json", lambda p: p.write_text(""), "run.json is unreadable (JSONDecodeError"),
+    "empty training.json": ("training.json", lambda p: p.write_text(""), "training.json is unreadable"),
     "empty telemetry": ("telemetry.csv", lambda p: p.write_text(""), ""),
     "header only": ("training.csv", lambda p: p.write_text(p.read_text().splitlines()[0] + "\n"), ""),
 }  # fmt: skip

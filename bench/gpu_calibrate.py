@@ -4,7 +4,7 @@ The collector (`python -m collect sample --interval 100ms --device gpu`) records
 one CUDA device (PyTorch) runs, after a few idle seconds, each load for --seconds:
 
   gemm        bf16 torch.matmul, N = 8192: tensor activity high; MFU = 2·N³·iterations ÷ time ÷ the dense
-              bf16 peak of the device by its name (sizing/peaks.py; where sizing does not import, the
+              bf16 peak of the device by its name (sizing/analysis/peaks.py; where sizing does not import, the
               issue note's H100 and H200 figures, and it says so)
   copy        a 2 GiB tensor copy_ into another: DRAM activity high; bytes/s (read + write) against HBM's
   tiny        x.add_(1) on a 1-element tensor from a Python loop, synchronised every 5,000 launches: one

@@ -1,5 +1,5 @@
 """A scaling sweep: one timed run per device count (`--procs 1,2`, `--gpus 1,2,4,8`), each in its own run
-directory, all tagged in run.json as one sweep so sizing/scaling.py can line them up.
+directory, all tagged in run.json as one sweep so sizing/analysis/scaling.py can line them up.
 
 run.json of each gets `"sweep": {"id", "devices", "counts", "count", "position"}`: the sweep's id (shared),
 `procs` or `gpus`, every count asked for, this run's count and its 0-based position in `counts`.

@@ -25,9 +25,9 @@ from dashboard.runs import (
     run_warnings,
 )
 from sizing import Report, ReportSettings, RunData, Table, UsageError, build_report
-from sizing.figures import report_figures
 from sizing.model import DEFAULT_UTILISATION, Prices
-from sizing.render import render_html, render_markdown
+from sizing.output.figures import report_figures
+from sizing.output.render import render_html, render_markdown
 from sizing.settings import settings_from_values
 
 GRAPH_CONFIG = {"displaylogo": False, "responsive": True}

@@ -1,12 +1,12 @@
 """Is the GPU worth it? The sizing report: pure functions over run directories (docs/sizing.md).
 
 Dash-free and independent of collect/, training/ and dashboard/ (which may import it). `build_report`
-turns parsed runs (RunData, from `load_runs` or the dashboard's own readers) into a Report; sizing.render
+turns parsed runs (RunData, from `load_runs` or the dashboard's own readers) into a Report; output.render
 writes it as Markdown, HTML or JSON; `python -m sizing` is the command line.
 """
 
+from sizing.analysis.load import load_run_dir, load_runs
 from sizing.context import ReportSettings
-from sizing.load import load_run_dir, load_runs
 from sizing.model import Prices, RunData, Section, Table, Thresholds, UsageError
 from sizing.report import SECTIONS, Report, build_report, to_json
 

@@ -15,10 +15,10 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from sizing.analysis.load import load_runs
 from sizing.context import DEFAULT_TARGET_STEPS, ReportSettings
-from sizing.load import load_runs
 from sizing.model import DEFAULT_UTILISATION, RunData, UsageError
-from sizing.render import render_html, render_json, render_markdown
+from sizing.output.render import render_html, render_json, render_markdown
 from sizing.report import build_report
 from sizing.settings import gpu_prices, report_settings
 

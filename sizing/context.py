@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sizing.analysis import RunAnalysis
-from sizing.compare import Comparison, Group
+from sizing.analysis.compare import Comparison, Group
+from sizing.analysis.run import RunAnalysis
 from sizing.model import Prices, RunData, Thresholds
 
 DEFAULT_TARGET_STEPS = 1000

@@ -1,6 +1,6 @@
 """The sizing report's inputs (one run's parsed files, prices, thresholds) and small column helpers.
 
-Pure data and pure functions over pandas frames: no file access (sizing.load reads run directories).
+Pure data and pure functions over pandas frames: no file access (sizing.analysis.load reads run directories).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class UsageError(Exception):
 
 @dataclass(frozen=True)
 class Thresholds:
-    """The verdict rules' numbers (docs/sizing.md, sizing.definitions)."""
+    """The verdict rules' numbers (docs/sizing.md, sizing.sections.definitions)."""
 
     gpu_bound_util_pct: float = 80.0
     gpu_underused_util_pct: float = 50.0

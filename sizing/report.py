@@ -6,31 +6,31 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sizing import compare as cmp
-from sizing import money_text as mt
-from sizing import validity
-from sizing.analysis import RunAnalysis, analyse_run
+from sizing.analysis import compare as cmp
+from sizing.analysis import validity
+from sizing.analysis.headroom import group_phrase
+from sizing.analysis.jobs import Job, analyse_job, gather_jobs
+from sizing.analysis.run import RunAnalysis, analyse_run
+from sizing.analysis.throughput import NO_WORK_COUNTER, common_target_loss
+from sizing.analysis.validate import nothing_to_size, validated_run
 from sizing.context import ReportContext, ReportSettings
-from sizing.decision import Decision, decision, decision_json
-from sizing.definitions import definitions
-from sizing.headroom import group_phrase
-from sizing.jobs import Job, analyse_job, gather_jobs
-from sizing.json_out import report_json
 from sizing.model import RunData, Section, UsageError
-from sizing.sections_health import accuracy_section, bottleneck_section, thermal_section, throttle_section
-from sizing.sections_scaling import scaling_section
-from sizing.sections_serving import serving_report_section
-from sizing.sections_speed import (
+from sizing.output.json_out import report_json
+from sizing.sections import money_text as mt
+from sizing.sections.decision import Decision, decision, decision_json
+from sizing.sections.definitions import definitions
+from sizing.sections.health import accuracy_section, bottleneck_section, thermal_section, throttle_section
+from sizing.sections.scaling import scaling_section
+from sizing.sections.serving import serving_report_section
+from sizing.sections.speed import (
     comparison_section,
     energy_section,
     runs_section,
     settings_section,
     time_to_section,
 )
-from sizing.sections_validity import validity_section
+from sizing.sections.validity import validity_section
 from sizing.text import fmt
-from sizing.throughput import NO_WORK_COUNTER, common_target_loss
-from sizing.validate import nothing_to_size, validated_run
 
 SectionFunction = Callable[[ReportContext], Section]
 RATE_UNIT = {False: "examples/s", True: "steps/s (examples per step not known on either side)"}
@@ -103,7 +103,7 @@ def sizable_runs(
     runs: Sequence[RunData], settings: ReportSettings
 ) -> tuple[tuple[RunData, ...], tuple[RunAnalysis, ...], list[str]]:
     """The runs that can be sized, validated and analysed (a multi-node job's nodes as one, under node
-    0's run: sizing.jobs), and one line per run left out or job not read as one; UsageError when none
+    0's run: sizing.analysis.jobs), and one line per run left out or job not read as one; UsageError when none
     can be."""
     kept, analyses, unsized = [], [], []
     gathered, notes = gather_jobs([validated_run(run) for run in runs])

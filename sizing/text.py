@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from runformat import format_duration
-from sizing.stats import Spread
+from sizing.analysis.stats import Spread
 
 NOT_MEASURED = "not measured"
 NO_PRICE = "no price given"

@@ -307,8 +307,8 @@ def test_the_collector_ends_its_records_true_on_a_disk_another_job_filled(tmp_pa
 def _readers_say_disk_full(run_dir: Path, path: str) -> None:
     """The dashboard and the sizing report show the run as failed because the disk filled up."""
     from dashboard.runs import open_run_dir
-    from sizing.load import load_run_dir
-    from sizing.runchecks import incomplete_reason
+    from sizing.analysis.load import load_run_dir
+    from sizing.analysis.runchecks import incomplete_reason
 
     assert open_run_dir(run_dir).end_reason == "failed (disk full)"
     run = load_run_dir(run_dir)

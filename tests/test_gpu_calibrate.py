@@ -139,15 +139,16 @@ def test_mfu_and_bandwidth_arithmetic() -> None:
 
 def test_peaks_by_device_name(monkeypatch: pytest.MonkeyPatch) -> None:
     flops, hbm, source = loads.peaks("NVIDIA H100 80GB HBM3")
-    assert (flops, hbm) == (989.4e12, 3.35e12) and "sizing/peaks.py" in source and "3.35 TB/s" in source
+    assert (flops, hbm) == (989.4e12, 3.35e12)
+    assert "sizing/analysis/peaks.py" in source and "3.35 TB/s" in source
     assert loads.peaks("NVIDIA H100 PCIe")[:2] == (756e12, 2.0e12)
     assert loads.peaks("NVIDIA H200")[1] == 4.8e12
     assert loads.peaks("NVIDIA H200 141GB HBM3e")[:2] == (989.4e12, 4.8e12)  # by sizing's model, not the name
     flops, hbm, source = loads.peaks("NVIDIA Imaginary 9000")
     assert flops is None and hbm is None and "HBM bandwidth unknown" in source
-    monkeypatch.setitem(sys.modules, "sizing.peaks", None)  # sizing does not import: the note's figures
+    monkeypatch.setitem(sys.modules, "sizing.analysis.peaks", None)  # sizing does not import: the note's
     flops, hbm, source = loads.peaks("NVIDIA H100 80GB HBM3")
-    assert (flops, hbm) == (989.4e12, 3.35e12) and "note: sizing/peaks.py does not import" in source
+    assert (flops, hbm) == (989.4e12, 3.35e12) and "note: sizing/analysis/peaks.py does not import" in source
     assert loads.peaks("NVIDIA H200 141GB HBM3e")[:2] == (None, None)  # exact names only
 
 
@@ -302,7 +303,8 @@ def test_the_whole_gpu_path_with_a_fake_torch(
     gemm = summary["loads"]["gemm"]
     assert gemm["window_unix"] == [gemm["start_unix"], gemm["end_unix"]]  # shorter than the settling
     assert (
-        summary["peaks"]["bf16_flops_per_s"] == 989.4e12 and "sizing/peaks.py" in summary["peaks"]["source"]
+        summary["peaks"]["bf16_flops_per_s"] == 989.4e12
+        and "sizing/analysis/peaks.py" in summary["peaks"]["source"]
     )
     assert re.search(r"mfu_pct \(the load\) +[0-9.]+ +>= 40 +agrees", shown)  # a fake GEMM is very fast
     assert re.search(r"tensor_minus_mfu_pts \(the load\) +no reading +>= -10 +absent", shown)

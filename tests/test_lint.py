@@ -75,7 +75,7 @@ def test_sizing_runs_without_dash() -> None:
     """`python -m sizing` with the Dash packages made unimportable: the package must not need them."""
     code = (
         "import sys; sys.modules['dash'] = None; sys.modules['plotly_resampler'] = None\n"
-        "import sizing, sizing.cli, sizing.render, sizing.figures\n"
+        "import sizing, sizing.cli, sizing.output.render, sizing.output.figures\n"
         "assert not {'dashboard', 'collect', 'training'} & set(sys.modules)"
     )
     result = subprocess.run(

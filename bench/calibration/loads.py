@@ -13,8 +13,8 @@ TINY_SYNC_EVERY = 5000
 GRAPH_KERNELS = 1000
 
 # From /work/shared/notes/gpu-headroom-facts.md (NVIDIA datasheets as collected at
-# glennklockwood.com/garden/processors/h100). HBM bytes/s by sizing/peaks.py's model; where sizing does not
-# import, by NVML name: (dense bf16 FLOP/s, HBM bytes/s, model).
+# glennklockwood.com/garden/processors/h100). HBM bytes/s by sizing/analysis/peaks.py's model; where sizing
+# does not import, by NVML name: (dense bf16 FLOP/s, HBM bytes/s, model).
 NOTE = "the issue's note"
 HBM_BYTES_PER_S = {"H100 SXM5": 3.35e12, "H100 PCIe": 2.0e12, "H200 SXM": 4.8e12}
 FALLBACK_PEAKS: dict[str, tuple[float, float, str]] = {
@@ -27,15 +27,15 @@ FALLBACK_PEAKS: dict[str, tuple[float, float, str]] = {
 def peaks(name: str) -> tuple[float | None, float | None, str]:
     """(dense bf16 FLOP/s, HBM bytes/s, where each is from) for an NVML device name; None where unknown."""
     try:
-        from sizing.peaks import gpu_peak, gpu_peaks
+        from sizing.analysis.peaks import gpu_peak, gpu_peaks
     except ImportError as exc:  # sizing needs pandas and numpy
         flops, hbm, model = FALLBACK_PEAKS.get(name, (None, None, name))
-        where = f"{model}, {NOTE}: sizing/peaks.py does not import ({exc})" if flops else "unknown"
+        where = f"{model}, {NOTE}: sizing/analysis/peaks.py does not import ({exc})" if flops else "unknown"
     else:
         entry, peak = gpu_peaks(name), gpu_peak(name, "bf16")
         model = entry.model if entry else name
         flops, hbm = peak.flops_per_s, HBM_BYTES_PER_S.get(model)
-        where = f"from sizing/peaks.py: {peak.source}"
+        where = f"from sizing/analysis/peaks.py: {peak.source}"
     hbm_source = f"HBM {hbm / 1e12:g} TB/s ({model}, {NOTE})" if hbm else "HBM bandwidth unknown"
     return flops, hbm, f"bf16 {where}; {hbm_source}"
 

@@ -26,7 +26,7 @@ checked: list[str] = []  # run ids of every validated report, so a test can see 
 
 def validate_report_json(data: dict) -> None:
     """Raise jsonschema.ValidationError (the first error, with its path) unless `data` follows the schema."""
-    from sizing.render import _json_safe
+    from sizing.output.render import _json_safe
 
     plain = json.loads(json.dumps(_json_safe(data), default=str))
     error = jsonschema.exceptions.best_match(VALIDATOR.iter_errors(plain))

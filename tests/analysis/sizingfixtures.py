@@ -2,7 +2,7 @@
 
 `reference_cpu()` and `reference_gpu()` describe one CPU and one (fake, NVML-shaped) GPU run; the comments
 give the figures they must produce. `write_run` writes any RunData as a run directory following
-docs/run-format.md, so the same data also goes through sizing.load, dashboard.runs and the report CLI.
+docs/run-format.md, so the same data also goes through analysis.load, dashboard.runs and the report CLI.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""sizing.serving: serving figures from inference.json and telemetry.csv of run directories."""
+"""sizing.analysis.serving: serving figures from inference.json and telemetry.csv of run directories."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from sizing import RunData
-from sizing.load import load_run_dir
+from sizing.analysis.load import load_run_dir
+from sizing.analysis.serving import cost_cell, markdown, serving_section
 from sizing.model import Prices
-from sizing.serving import cost_cell, markdown, serving_section
 from sizing.text import NO_PRICE
 
 T0 = 1_795_000_000.0

@@ -10,14 +10,14 @@ import pandas as pd
 import pytest
 from sizingfixtures import reference_cpu, reference_gpu, telemetry_frame, training_frame
 
-from sizing import compare as cmp
-from sizing import coverage as cov
-from sizing import energy as en
-from sizing import money, thermal
-from sizing import throughput as tp
-from sizing.analysis import RunAnalysis, analyse_run
+from sizing.analysis import compare as cmp
+from sizing.analysis import coverage as cov
+from sizing.analysis import energy as en
+from sizing.analysis import money, thermal
+from sizing.analysis import throughput as tp
+from sizing.analysis.run import RunAnalysis, analyse_run
+from sizing.analysis.stats import ratio_ci95, spread, t95
 from sizing.model import Prices, Thresholds, count_events, train_windows
-from sizing.stats import ratio_ci95, spread, t95
 
 PRICES = Prices(
     tariff_per_kwh=0.15, cpu_price=1000.0, gpu_price=2000.0, amortise_years=3.0, value_per_hour=10.0

@@ -12,9 +12,9 @@ from energyfixtures import multi_gpu, serving_cell, write_serving_run
 from sizingfixtures import GPU_TRAIN_START, reference_cpu, reference_gpu, telemetry_frame, with_info
 
 from sizing import Prices, ReportSettings, build_report, to_json
-from sizing.analysis import analyse_run
+from sizing.analysis.load import load_run_dir
+from sizing.analysis.run import analyse_run
 from sizing.cli import main as sizing_main
-from sizing.load import load_run_dir
 from sizing.model import Thresholds
 
 UNSAID = "the run does not say which GPUs trained"
@@ -95,7 +95,7 @@ def test_serving_without_attribution_charges_every_gpu_and_says_so(tmp_path: Pat
 
 
 def test_serving_reads_the_loaded_telemetry_of_a_run_without_time_unix(tmp_path: Path) -> None:
-    """Another tool's telemetry with elapsed_s only: sizing.load places it at run.json's start_unix;
+    """Another tool's telemetry with elapsed_s only: sizing.analysis.load places it at run.json's start_unix;
     serving must use that same telemetry, not a second reader that finds no time column."""
     cpu = reference_cpu("elapsed-only")
     start = cpu.meta["start_unix"]

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from sizingfixtures import reference_cpu, reference_gpu, renamed, with_info, with_system
 
-from sizing import ReportSettings, build_report, signature, to_json
-from sizing import compare as cmp
-from sizing.analysis import analyse_run
+from sizing import ReportSettings, build_report, to_json
+from sizing.analysis import compare as cmp
+from sizing.analysis import signature
+from sizing.analysis.run import analyse_run
 from sizing.model import Prices, Thresholds
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sizing import coverage as cov
+from sizing.analysis import coverage as cov
 
 TICK_S = 0.01
 
@@ -59,7 +59,7 @@ def test_an_exporter_that_stopped_is_not_a_complete_figure() -> None:
 def test_a_counter_that_never_moves_stays_as_it_is_for_the_stuck_check() -> None:
     times = np.arange(0.0, 10.0, 1.0)
     energy = cov.counter_source("gpu0", "counter", times, np.full(10, 42.0), (0.0, 9.0), 3.0)
-    assert energy.coverage == 1.0 and energy.mean_w == 0.0  # sizing.energy calls it stuck, and ignores it
+    assert energy.coverage == 1.0 and energy.mean_w == 0.0  # analysis.energy calls it stuck, and ignores it
 
 
 def test_the_shipped_h100_runs_phases_agree_with_its_integrated_instant_power() -> None:

@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sizing import bottleneck
-from sizing import gpu_state as gs
-from sizing import gpu_verdicts as gv
-from sizing.analysis import RunAnalysis, analyse_run
+from sizing.analysis import bottleneck
+from sizing.analysis import gpu_state as gs
+from sizing.analysis import gpu_verdicts as gv
+from sizing.analysis.load import load_run_dir
+from sizing.analysis.run import RunAnalysis, analyse_run
 from sizing.cli import main as sizing_main
-from sizing.load import load_run_dir
 from sizing.model import Prices, Thresholds
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
 """The Decision block (issue 35): one short line per GPU option, at most three caveats by weight, and a
-speedup interval that never vanishes when repeats disagree (sizing.decision, sizing.speedup)."""
+speedup interval that never vanishes when repeats disagree (sections.decision, analysis.speedup)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pytest
 from sizingfixtures import GPU_TRAIN_START, reference_cpu, reference_gpu, renamed, training_frame
 
 from sizing import Prices, ReportSettings, build_report, to_json
-from sizing import decision as dc
-from sizing import speedup as sp
-from sizing.analysis import RunAnalysis, analyse_run
+from sizing.analysis import speedup as sp
+from sizing.analysis.run import RunAnalysis, analyse_run
 from sizing.cli import main as sizing_main
 from sizing.model import RunData, Thresholds
-from sizing.render import render_markdown
+from sizing.output.render import render_markdown
+from sizing.sections import decision as dc
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
 H100_RUNS = ["20261124T111406Z-cpu-vm", "20261124T110829Z-gpu-vm", "20261124T113233Z-gpu-vm",
@@ -154,7 +154,7 @@ def test_far_below_the_peak_with_the_gpu_waiting_says_the_code_sets_the_speedup(
     report = build_report([reference_cpu(), reference_gpu()], ReportSettings())
     comparison = next(c for c in report.context.comparisons if not c.is_baseline)
     (a,) = comparison.group.analyses
-    from sizing.headroom import HOST_WAIT, Headroom
+    from sizing.analysis.headroom import HOST_WAIT, Headroom
 
     room = Headroom("gpu", mfu, 1.0, 1.0, "tf32", "", "Crafted H100", 1, "", False, None, None, HOST_WAIT,
                     True, "evidence")  # fmt: skip

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sizing.definitions import DEFINITIONS, definitions
 from sizing.model import Thresholds
+from sizing.sections.definitions import DEFINITIONS, definitions
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "sizing.md").read_text(encoding="utf-8")
 

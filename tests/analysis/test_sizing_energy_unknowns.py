@@ -10,10 +10,10 @@ import pytest
 from sizingfixtures import GPU_TRAIN_START, meta, reference_cpu, reference_gpu, telemetry_frame, with_info
 
 from sizing import ReportSettings, RunData, build_report, to_json
-from sizing.analysis import analyse_run
+from sizing.analysis.run import analyse_run
+from sizing.analysis.throughput import FROM_TOTALS, NO_WORK_COUNTER
 from sizing.model import Prices, Thresholds
-from sizing.render import render_markdown
-from sizing.throughput import FROM_TOTALS, NO_WORK_COUNTER
+from sizing.output.render import render_markdown
 
 
 def four_gpu_host(busy_index: int, uuids: list[str] | None) -> RunData:

@@ -1,7 +1,7 @@
 """The sizing analysis on the real recordings shipped in data/examples (CPU, and GPU when one is there).
 
 Each figure is recomputed here straight from the CSV text with the standard library, independently of
-sizing.load and sizing's analysis, so a parsing or windowing slip shows up as a mismatch.
+sizing.analysis.load and sizing's analysis, so a parsing or windowing slip shows up as a mismatch.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 from sizingfixtures import reference_cpu, reference_gpu, write_run
 
-from sizing import RunData, bottleneck, thermal
-from sizing.analysis import analyse_run
+from sizing import RunData
+from sizing.analysis import bottleneck, thermal
+from sizing.analysis.load import load_run_dir
+from sizing.analysis.run import analyse_run
 from sizing.cli import main as sizing_main
-from sizing.load import load_run_dir
 from sizing.model import Prices, Thresholds, clip_window, train_windows
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
@@ -273,7 +274,7 @@ def test_the_h100_machines_headline_says_what_limits_the_speedup(tmp_path: Path)
     assert "16 logical CPUs" in baseline and "drifted +9%" in baseline
     assert "batch 2/float32: 9.04× the baseline's examples/s" in batch2 and "like-for-like" not in batch2
     assert batch2.count("mean GPU util 25.1 %") == 1 and "GPU underused" in batch2
-    # how far from the H100's peak: MFU once training.json counts FLOPs (sizing.headroom), and why
+    # how far from the H100's peak: MFU once training.json counts FLOPs (sizing.analysis.headroom), and why
     assert "ran at 0.3 % of the NVIDIA H100 80GB HBM3's dense TF32 peak (MFU)" in batch2
     assert "why (from utilization only): GPU underused" in batch2
     assert "ran at 1.0 % of the NVIDIA H100 80GB HBM3's dense TF32 peak (MFU)" in batch32

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sizing import energy as en
+from sizing.analysis import energy as en
 
 T0 = 1795000000.0
 

@@ -1,4 +1,4 @@
-"""The GPU's own state (sizing.gpu_state) on small crafted frames: each rule from run.json gpu_state and
+"""The GPU's own state (analysis.gpu_state) on small crafted frames: each rule from run.json gpu_state and
 from the telemetry alone, each threshold pinned at its boundary, and what the state does to the energy,
 the verdict, busy but not computing and the hardware signature."""
 
@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 from energyfixtures import serving_cell, write_serving_run
 
-from sizing import bottleneck, energy, signature
-from sizing import gpu_state as gs
-from sizing import gpu_verdicts as gv
-from sizing.load import load_run_dir
+from sizing.analysis import bottleneck, energy, signature
+from sizing.analysis import gpu_state as gs
+from sizing.analysis import gpu_verdicts as gv
+from sizing.analysis.load import load_run_dir
+from sizing.analysis.node_energy import job_energy
+from sizing.analysis.serving import serving_section
 from sizing.model import Prices, RunData, Thresholds, samples_in
-from sizing.node_energy import job_energy
-from sizing.serving import serving_section
 
 T = Thresholds()
 START, TRAIN, END = 1000.0, 1100.0, 1300.0  # recording start, first train phase, its end

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sizing import gpu_verdicts as gv
+from sizing.analysis import gpu_verdicts as gv
 from sizing.model import Thresholds
 
 T = Thresholds()

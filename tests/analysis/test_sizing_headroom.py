@@ -1,4 +1,4 @@
-"""MFU and why the GPU is not at its limit (sizing.headroom): the arithmetic on crafted runs, every
+"""MFU and why the GPU is not at its limit (sizing.analysis.headroom): the arithmetic on crafted runs, every
 unknown with its reason, each counter rule at and just past its boundary, the headline and the shipped
 H100 runs."""
 
@@ -14,12 +14,12 @@ import pytest
 from sizingfixtures import reference_cpu, reference_gpu, telemetry_frame, with_info, with_system
 
 from sizing import ReportSettings, build_report, to_json
-from sizing import headroom as hr
-from sizing.analysis import analyse_run
-from sizing.bottleneck import Verdict
+from sizing.analysis import headroom as hr
+from sizing.analysis.bottleneck import Verdict
+from sizing.analysis.gpu_state import first_train_start
+from sizing.analysis.load import load_run_dir
+from sizing.analysis.run import analyse_run
 from sizing.cli import main as sizing_main
-from sizing.gpu_state import first_train_start
-from sizing.load import load_run_dir
 from sizing.model import Prices, RunData, Thresholds
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -84,7 +84,8 @@ def test_the_peak_is_the_dtype_the_math_ran_in(name: str, changes: dict, dtype: 
          "training.json's FLOP count is missing (torch not installed)"),
         (with_flops(on_gpu(reference_gpu()), 0.0),
          "training.json flops.per_example is not a positive number"),
-        (with_flops(reference_gpu()), "Crafted H100 is not in the table of GPU peaks (sizing/peaks.py)"),
+        (with_flops(reference_gpu()),
+         "Crafted H100 is not in the table of GPU peaks (sizing/analysis/peaks.py)"),
         (with_flops(on_gpu(reference_gpu(), V100), math_dtype="tf32"),
          f"no dense TF32 peak known for {V100}"),
         (with_flops(with_info(on_gpu(reference_gpu(), V100), precision="bfloat16")),

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from sizingfixtures import reference_gpu, renamed, with_system
 
-from sizing import ReportSettings, build_report, signature, to_json
-from sizing import compare as cmp
-from sizing.analysis import analyse_run
+from sizing import ReportSettings, build_report, to_json
+from sizing.analysis import compare as cmp
+from sizing.analysis import signature
+from sizing.analysis.run import analyse_run
 from sizing.model import Prices, Thresholds
 
 

@@ -13,8 +13,8 @@ from test_sizing_view import DEFAULTS, all_text
 
 from dashboard import sizing_view
 from sizing import ReportSettings, build_report
+from sizing.analysis.load import load_run_dir
 from sizing.cli import main as sizing_main
-from sizing.load import load_run_dir
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
 REAL = sorted(p for p in EXAMPLES.glob("*") if (p / "training.csv").is_file()) if EXAMPLES.is_dir() else []

@@ -1,4 +1,4 @@
-"""A multi-node data-parallel training read as one job (sizing.jobs): node 0's step log, every node's
+"""A multi-node data-parallel training read as one job (sizing.analysis.jobs): node 0's step log, every node's
 energy and GPUs summed, hardware priced node by node; a job with a node missing is not combined."""
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from sizingfixtures import (
 
 from dashboard import sizing_view
 from sizing import Prices, ReportSettings, RunData, UsageError, build_report, load_runs, to_json
-from sizing.jobs import gather_jobs
-from sizing.scaling import scaling_series
+from sizing.analysis.jobs import gather_jobs
+from sizing.analysis.scaling import scaling_series
 
 REPO = Path(__file__).resolve().parents[2]
 PRICES = Prices(gpu_price=1000.0, cpu_price=500.0)

@@ -17,7 +17,7 @@ from sizingfixtures import reference_cpu, reference_gpu
 
 from sizing import Prices, ReportSettings, build_report, to_json
 from sizing.cli import main as sizing_main
-from sizing.render import render_html, render_json, render_markdown
+from sizing.output.render import render_html, render_json, render_markdown
 
 UNIT_WORDS = ("_j", "_w", "usd", "joules", "kwh", "_s")
 

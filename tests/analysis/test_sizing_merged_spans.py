@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 from sizingfixtures import CPU_TRAIN_START, meta, reference_gpu, telemetry_frame
 
-from sizing import ReportSettings, bottleneck, build_report, spans, to_json
-from sizing import coverage as cov
-from sizing import energy as en
-from sizing.analysis import analyse_run
+from sizing import ReportSettings, build_report, to_json
+from sizing.analysis import bottleneck, spans
+from sizing.analysis import coverage as cov
+from sizing.analysis import energy as en
+from sizing.analysis.run import analyse_run
 from sizing.model import Prices, RunData, Thresholds
 
 H = 3600.0

@@ -1,11 +1,11 @@
-"""sizing.money.payback and break_even at each boundary: a value per hour given or not, a side faster,
+"""analysis.money.payback and break_even at each boundary: a value per hour given or not, a side faster,
 as fast or slower, energy saved or not, the payback at the hardware's working hours or just past them."""
 
 from __future__ import annotations
 
 import pytest
 
-from sizing import money
+from sizing.analysis import money
 from sizing.model import Prices
 
 LIFE_H = 1000.0

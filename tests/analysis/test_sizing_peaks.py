@@ -1,4 +1,4 @@
-"""The peak table (sizing.peaks): each listed GPU by the name NVML gives it, unknown names and dtypes as
+"""The peak table (analysis.peaks): each listed GPU by the name NVML gives it, unknown names and dtypes as
 unknown, a CPU's peak from cores × clock × vector width, and docs/sizing.md's copy of the table."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sizing import peaks
+from sizing.analysis import peaks
 
 # NVML device names as nvidia-smi / nvmlDeviceGetName print them, and the dense TF32 TFLOP/s expected
 LISTED = {
@@ -77,7 +77,7 @@ def test_an_unknown_name_has_no_peak_never_a_guess(name: str) -> None:
     peak = peaks.gpu_peak(name, "tf32")
     assert (
         peak.flops_per_s is None
-        and peak.source == f"{name} is not in the table of GPU peaks (sizing/peaks.py)"
+        and peak.source == f"{name} is not in the table of GPU peaks (sizing/analysis/peaks.py)"
     )
 
 

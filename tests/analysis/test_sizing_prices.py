@@ -12,7 +12,7 @@ from sizingfixtures import reference_cpu, reference_gpu, write_run
 
 from sizing import Prices, ReportSettings, build_report, to_json
 from sizing.cli import main as sizing_main
-from sizing.render import render_markdown
+from sizing.output.render import render_markdown
 
 H100, A100 = "Crafted H100", "Crafted A100"
 

@@ -1,4 +1,4 @@
-"""The scaling verdict (sizing/scaling.py, sections_scaling.py) on a crafted 1/2/4-GPU sweep with
+"""The scaling verdict (sizing/analysis/scaling.py, sections_scaling.py) on a crafted 1/2/4-GPU sweep with
 hand-computable figures, and through `python -m sizing` on the written run directories."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 from sizingfixtures import GPU_NAME, meta, telemetry_frame, training_frame, training_info, write_run
 
 from sizing import Prices, ReportSettings, build_report
+from sizing.analysis.scaling import count_text
 from sizing.model import RunData
-from sizing.scaling import count_text
 
 START = 1_795_100_000.0
 RATES = {1: 20.0, 2: 36.0, 4: 64.0}  # examples/s at per-device batch 2: efficiency 1, 0.9, 0.8

@@ -96,10 +96,10 @@ import pandas as pd
 import pytest
 from sizingfixtures import reference_cpu, telemetry_frame
 
-from sizing import bottleneck as b
-from sizing import gpu_verdicts as gv
-from sizing import thermal, validity
-from sizing.analysis import analyse_run, working_gpus
+from sizing.analysis import bottleneck as b
+from sizing.analysis import gpu_verdicts as gv
+from sizing.analysis import thermal, validity
+from sizing.analysis.run import analyse_run, working_gpus
 from sizing.model import Prices, Thresholds
 
 T = Thresholds()
@@ -119,7 +119,10 @@ def inventory() -> list[tuple[str, float, list[str]]]:
 
 def resolve(name: str) -> float:
     owner, attribute = name.split(".")
-    return getattr(T if owner == "Thresholds" else importlib.import_module(f"sizing.{owner}"), attribute)
+    if owner == "Thresholds":
+        return getattr(T, attribute)
+    package = {"model": "sizing", "decision": "sizing.sections"}.get(owner, "sizing.analysis")
+    return getattr(importlib.import_module(f"{package}.{owner}"), attribute)
 
 
 def test_every_threshold_has_its_documented_value() -> None:
@@ -147,7 +150,7 @@ def cores(n: int, busy: dict[int, float], rest: float = 2.0) -> dict[str, float]
     return {f"cpu{i}_util_pct": busy.get(i, rest) for i in range(n)}
 
 
-# Verdicts (sizing.bottleneck)
+# Verdicts (sizing.analysis.bottleneck)
 
 BELOW = 0.01  # the step just past a boundary; the boundary itself is hit exactly
 
@@ -226,14 +229,14 @@ def test_cpu_clock_below_peak_is_a_label_from_the_throttled_fraction(flagged: in
 
 
 def test_a_gpu_that_did_one_percent_of_work_judges_a_run_that_does_not_say_which_trained() -> None:
-    """Not in docs/sizing.md's thresholds: sizing.analysis.working_gpus' ≥ 1 % mean utilization."""
+    """Not in docs/sizing.md's thresholds: sizing.analysis.run.working_gpus' ≥ 1 % mean utilization."""
     frame = telemetry_frame(0.0, 10, gpu0_util_pct=90.0, gpu1_util_pct=1.0)
     assert working_gpus(frame, [0, 1], attribution_known=False) == [0, 1]
     idle = telemetry_frame(0.0, 10, gpu0_util_pct=90.0, gpu1_util_pct=1.0 - BELOW)
     assert working_gpus(idle, [0, 1], attribution_known=False) == [0]
 
 
-# CPU frequency and temperature (sizing.thermal)
+# CPU frequency and temperature (sizing.analysis.thermal)
 
 
 def _one_busy_core(last_mhz: float, util_pct: float = 100.0) -> pd.DataFrame:
@@ -285,7 +288,7 @@ def test_time_at_or_above_the_temperature_threshold_and_thermal_evidence() -> No
     assert thermal.thermal_evidence(frame, only_second, T) == ""
 
 
-# Weak baseline (sizing.validity)
+# Weak baseline (sizing.analysis.validity)
 
 
 @pytest.fixture(scope="module")
@@ -320,7 +323,7 @@ def test_a_weak_baseline_at_each_of_its_boundaries(cpu_analysis) -> None:
     assert not _weak(cpu_analysis, larger, cpu_steal_pct=None, proc_cpu_pct=500.0)
 
 
-# GPU verdicts that read power and clocks (sizing.gpu_verdicts)
+# GPU verdicts that read power and clocks (sizing.analysis.gpu_verdicts)
 
 H100 = {"power_limit_w": 700.0, "sm_clock_max_mhz": 1980.0}
 

@@ -10,18 +10,18 @@ import pandas as pd
 import pytest
 from sizingfixtures import reference_gpu
 
-from sizing import coverage, energy, money, runchecks
-from sizing import sessions as ss
-from sizing import speedup as sp
-from sizing.analysis import analyse_run
+from sizing.analysis import coverage, energy, money, runchecks
+from sizing.analysis import sessions as ss
+from sizing.analysis import speedup as sp
+from sizing.analysis.run import analyse_run
+from sizing.analysis.throughput import throughput
 from sizing.model import Prices, Thresholds
-from sizing.throughput import throughput
 
 T = Thresholds()
 BELOW = 0.01  # the step just past a boundary; the boundary itself is hit exactly
 
 
-# Energy coverage (sizing.coverage, sizing.energy)
+# Energy coverage (sizing.analysis.coverage, sizing.analysis.energy)
 
 
 def _counter_energy(times: np.ndarray, window: tuple[float, float], watts: float = 100.0, **columns):
@@ -76,7 +76,7 @@ def test_a_source_averaging_under_the_minimum_is_ignored(watts: float, ignored: 
     assert (found.gpu_j is None) is ignored
 
 
-# Sessions, stability and the steady rate (sizing.sessions, sizing.runchecks)
+# Sessions, stability and the steady rate (sizing.analysis.sessions, sizing.analysis.runchecks)
 
 
 def _log(intervals_s: list[float], steps: list[float] | None = None) -> pd.DataFrame:
@@ -141,7 +141,7 @@ def test_a_rate_beyond_the_mismatch_fraction_of_training_json_is_warned(
     assert any("differs from training.json" in w for w in found) is warned
 
 
-# Repeats that disagree (sizing.speedup)
+# Repeats that disagree (sizing.analysis.speedup)
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +166,7 @@ def test_repeats_disagree_beyond_the_fraction_or_when_their_intervals_part(gpu_a
     assert "intervals that do not overlap" in sp.repeats_disagree(parted)
 
 
-# Break-even and scaling payback (sizing.money, sizing.scaling)
+# Break-even and scaling payback (sizing.analysis.money, sizing.analysis.scaling)
 
 LIFE_H = 3 * 8760.0
 

@@ -21,8 +21,8 @@ from sizingfixtures import (
 )
 
 from sizing import ReportSettings, build_report, to_json
+from sizing.analysis.throughput import throughput, time_to_steps
 from sizing.cli import main
-from sizing.throughput import throughput, time_to_steps
 
 
 def report_of(*runs, **settings):

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from sizingfixtures import reference_cpu, telemetry_frame
 
-from sizing import ReportSettings, build_report, thermal
-from sizing import bottleneck as b
+from sizing import ReportSettings, build_report
+from sizing.analysis import bottleneck as b
+from sizing.analysis import thermal
 from sizing.model import Thresholds
 
 T = Thresholds()

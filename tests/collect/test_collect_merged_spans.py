@@ -12,9 +12,9 @@ from pathlib import Path
 
 from nvsmifixtures import BASIC_FIELDS, LOG_ZONE, Gpu, query_gpu_log
 
-from sizing import bottleneck, spans
-from sizing.analysis import analyse_run
-from sizing.load import load_run_dir
+from sizing.analysis import bottleneck, spans
+from sizing.analysis.load import load_run_dir
+from sizing.analysis.run import analyse_run
 from sizing.model import Prices, Thresholds
 
 SADF_HEADER = "# hostname;interval;timestamp;CPU;%user;%nice;%system;%iowait;%steal;%idle"

@@ -14,7 +14,7 @@ from pathlib import Path
 from nvsmifixtures import LOG_ZONE, Gpu, capped, collect, query_gpu_log, sysstat_run_with_gpu_log
 
 from runformat import read_json
-from sizing import gpu_verdicts as gv
+from sizing.analysis import gpu_verdicts as gv
 
 SADF_HEADER = "# hostname;interval;timestamp;CPU;%user;%nice;%system;%iowait;%steal;%idle"
 T0 = 1795438920  # 2026-11-23 13:02:00 UTC

@@ -11,9 +11,9 @@ from nvsmifixtures import BASIC_FIELDS, FULL_FIELDS, Gpu, capped, four_gpus, que
 
 from collect.importers import nvsmi
 from sizing import Prices, ReportSettings, Thresholds, build_report, load_run_dir, to_json
-from sizing import bottleneck as b
-from sizing import gpu_verdicts as gv
-from sizing.analysis import RunAnalysis, analyse_run
+from sizing.analysis import bottleneck as b
+from sizing.analysis import gpu_verdicts as gv
+from sizing.analysis.run import RunAnalysis, analyse_run
 
 
 def analysed(tmp_path: Path, text: str, *args: str) -> RunAnalysis:

@@ -294,7 +294,7 @@ def test_import_rebuilds_the_cpu_run(recorded: Recorded, tmp_path: Path) -> None
     assert all(r["late_ms"] != "" for r in rows)  # workbench_late_ms came along
     assert all(r["proc_cpu_pct"] == "" for r in rows)  # not measured, never 0
     from dashboard.runs import open_run_dir, read_training, run_warnings
-    from sizing.throughput import throughput
+    from sizing.analysis.throughput import throughput
 
     assert run_warnings(open_run_dir(imported)) == []
     steps = _rows(imported, "training.csv")

@@ -17,7 +17,7 @@ from collect.sources import Hardware
 from dashboard.overview import training_figure
 from dashboard.runs import discover_runs
 from runformat import read_json
-from sizing import signature
+from sizing.analysis import signature
 from sizing.cli import main as sizing_main
 
 JOB = {"workload": {"name": "python train.py", "from": "command line"}, "progress": {"rows": 10}}

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from dashboard import runs
-from sizing.load import load_runs
+from sizing.analysis.load import load_runs
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "data" / "examples" / "20261121T141926Z-cpu-vm"

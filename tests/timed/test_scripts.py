@@ -112,9 +112,9 @@ def test_collect_cpu_short_run_end_to_end(cpu_script_run: Any) -> None:
     assert inference["status"] == "completed" and inference["batch_sizes"] == [1, 4]
     assert "tf-savedmodel" in {r["runtime"] for r in inference["runtimes"] if r["available"]}
     # the serving figures come from this run's own files: energy per image needs RAPL or NVML (or a TDP)
-    from sizing.load import load_run_dir
+    from sizing.analysis.load import load_run_dir
+    from sizing.analysis.serving import serving_section
     from sizing.model import Prices
-    from sizing.serving import serving_section
 
     section = serving_section([load_run_dir(run_dir)], Prices(cpu_tdp_w=65.0))
     assert {row.runtime for row in section.rows} >= {"tf-savedmodel"}

@@ -127,9 +127,9 @@ def test_torch_run_records_its_flops(torch_run: dict) -> None:
 
 
 def test_the_sizing_of_a_real_cpu_run_gives_its_mfu_or_says_why_the_peak_is_unknown(torch_run: dict) -> None:
-    from sizing.analysis import analyse_run
-    from sizing.headroom import mfu_text
-    from sizing.load import load_run_dir
+    from sizing.analysis.headroom import mfu_text
+    from sizing.analysis.load import load_run_dir
+    from sizing.analysis.run import analyse_run
     from sizing.model import Prices, Thresholds
 
     analysis = analyse_run(load_run_dir(torch_run["run_dir"]), Prices(), Thresholds())

@@ -1,0 +1,1 @@
+"""Loading and analysing runs: each run's figures and verdicts, comparisons and series."""

@@ -1,0 +1,131 @@
+"""Reading run directories (docs/run-format.md) into RunData: reading only, every problem a warning.
+
+The JSON files come through runformat.read_run (one reader, one warning per problem file); the CSV files are
+parsed here with pandas.
+
+Accepts runs written by other tools too: any file may be missing; telemetry without `time_unix` but
+with `elapsed_s` is placed at run.json's `start_unix` (or 0).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from runformat import (
+    PHASES_CSV,
+    RUN_JSON,
+    TELEMETRY_CSV,
+    TRAINING_CSV,
+    TrainingProgress,
+    is_valid_run_id,
+    resolve_run_dir,
+)
+from runformat.reader import read_run
+from runformat.records import raw_of
+from sizing.analysis.jobs import node_place
+from sizing.analysis.validate import validated_run
+from sizing.model import RunData, UsageError
+
+
+def read_csv_file(path: Path, numeric: bool = True) -> tuple[pd.DataFrame, str | None]:
+    """The complete rows of a CSV; a truncated last line is dropped (and said)."""
+    if not path.is_file():
+        return pd.DataFrame(), None
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return pd.DataFrame(), f"{path.name} unreadable ({exc.strerror or exc})"
+    note = None
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+        note = f"{path.name}: truncated last line ignored"
+    if not text.strip():
+        return pd.DataFrame(), note
+    try:
+        frame = pd.read_csv(io.StringIO(text), on_bad_lines="skip")
+    except (ValueError, pd.errors.ParserError) as exc:
+        return pd.DataFrame(), f"{path.name} unparseable ({exc})".splitlines()[0]
+    if numeric:
+        frame = frame.apply(pd.to_numeric, errors="coerce")
+    return frame, note
+
+
+def load_run_dir(path: Path) -> RunData:
+    run_id = path.resolve().name
+    files = read_run(path)
+    meta = files.meta
+    info, progress_note = _with_progress(raw_of(files.training), files.progress)
+    notes = [*files.warnings, progress_note]
+    telemetry, note = read_csv_file(path / TELEMETRY_CSV)
+    notes.append(note)
+    training, note = read_csv_file(path / TRAINING_CSV)
+    notes.append(note)
+    phases, note = read_csv_file(path / PHASES_CSV, numeric=False)
+    notes.append(note)
+    warnings = [f"{run_id}: {n}" for n in notes if n]
+    if not meta:
+        warnings.append(f"{run_id}: no {RUN_JSON}: device and hardware unknown, inferred from telemetry")
+    if not telemetry.empty and "time_unix" not in telemetry and "elapsed_s" in telemetry:
+        start = (files.run and files.run.start_unix) or 0.0
+        telemetry = telemetry.assign(time_unix=telemetry["elapsed_s"] + start)
+    if not phases.empty:
+        for column in ("start_unix", "end_unix"):
+            if column in phases:
+                phases[column] = pd.to_numeric(phases[column], errors="coerce")
+    evaluation = files.evaluation or {}
+    inference = raw_of(files.inference) if files.inference is not None else None
+    run = RunData(run_id, meta, info, evaluation, telemetry, training, phases, tuple(warnings), inference)
+    return validated_run(run)
+
+
+def _with_progress(info: dict, progress: TrainingProgress | None) -> tuple[dict, str | None]:
+    """training.json with steps, global_step and status from training.csv where it is stale, and why."""
+    if not info or progress is None or not progress.note:
+        return info, None
+    corrected = {**info, "steps": progress.steps, "global_step": progress.global_step}
+    return {**corrected, "status": progress.status}, progress.note
+
+
+def resolve_run(data_dir: Path, spec: str) -> Path:
+    """A run id under data_dir/runs or data_dir/examples, else a run directory path."""
+    if is_valid_run_id(spec):
+        found = resolve_run_dir(data_dir, spec)
+        if found is not None:
+            return found
+    path = Path(spec)
+    if path.is_dir():
+        return path
+    raise UsageError(
+        f"unknown run {spec!r}: not a run id under {data_dir}/runs or {data_dir}/examples, "
+        "nor a run directory"
+    )
+
+
+def load_runs(data_dir: Path, specs: Sequence[str]) -> list[RunData]:
+    if not specs:
+        raise UsageError("no runs given")
+    paths = [resolve_run(data_dir, spec).resolve() for spec in specs]
+    given_twice = sorted({p.name for p in paths if paths.count(p) > 1})
+    if given_twice:
+        raise UsageError(f"run given twice: {', '.join(given_twice)}")
+    runs = [load_run_dir(path) for path in paths]
+    ids = [r.run_id for r in runs]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1 and not _nodes_of_one_job(runs, i)})
+    if duplicates:
+        raise UsageError(f"run given twice: {', '.join(duplicates)}")
+    return runs
+
+
+def _nodes_of_one_job(runs: Sequence[RunData], run_id: str) -> bool:
+    """The runs named run_id are different nodes of one multi-node training (two "nodes" on one host
+    write the same run id into two data directories); the report shows node 0's id alone."""
+    places = [node_place(r) for r in runs if r.run_id == run_id]
+    if any(place is None for place in places):
+        return False
+    keys = {place[0] for place in places if place is not None}
+    ranks = [place[1] for place in places if place is not None]
+    return len(keys) == 1 and len(set(ranks)) == len(ranks)

@@ -1,0 +1,296 @@
+"""Everything the report says about one run: `analyse_run(RunData, Prices, Thresholds) -> RunAnalysis`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import pandas as pd
+
+from sizing.analysis import energy as en
+from sizing.analysis import gpu_state, jobcheck, money, runchecks, signature, spans, thermal
+from sizing.analysis.bottleneck import Verdict, verdict
+from sizing.analysis.gpu_verdicts import gpu_findings
+from sizing.analysis.headroom import Headroom, headroom
+from sizing.analysis.thermal import ThermalSummary, ThrottleSummary
+from sizing.analysis.throughput import FROM_TOTALS, Throughput, min_smoothed_loss, throughput
+from sizing.model import (
+    Prices,
+    RunData,
+    Thresholds,
+    clip_window,
+    gpu_indices,
+    mean_of,
+    number,
+    samples_in,
+    train_windows,
+)
+
+NOT_RECORDED_GPUS = "training GPUs"  # run.json `not_recorded` key of imported GPU logs
+
+
+@dataclass(frozen=True)
+class RunAnalysis:
+    run_id: str
+    label: str
+    kind: str
+    workload: dict
+    hardware: dict
+    throughput: Throughput
+    charged_gpus: tuple[int, ...]
+    gpu_attribution: str
+    gpu_attribution_known: bool
+    steady_energy: en.Energy | None
+    training_energy: en.Energy | None
+    j_per_1k_examples: float | None
+    j_per_1k_steps: float | None
+    energy_usd_per_1k_examples: float | None
+    hardware_usd_per_1k_examples: float | None
+    hardware_price: money.HardwarePrice
+    thermal: tuple[ThermalSummary, ...]
+    throttling: tuple[ThrottleSummary, ...]
+    verdict: Verdict
+    evaluation: dict
+    min_smoothed_loss: float | None
+    warnings: tuple[str, ...]
+    incomplete: str | None = None  # why the run is not a complete measurement; None when it is
+    steady_rate_mismatch: float | None = None  # vs training.json's steady_steps_per_s, a fraction
+    headroom: Headroom | None = None  # MFU and why the GPU is not at its limit (sizing.analysis.headroom)
+    gpu_state: gpu_state.GpuState = field(default_factory=gpu_state.GpuState)  # shared, MIG, caps, clocks
+    # what the headline's caveats must carry (also among warnings): an assumed UTC offset, a short
+    # shared span of merged recordings (sizing.analysis.spans)
+    caveats: tuple[str, ...] = ()
+    measurement_span: spans.MeasurementSpan | None = None  # the span the verdict's CPU and GPU columns share
+
+    @property
+    def energy_is_estimate(self) -> bool:
+        energy = self.steady_energy or self.training_energy
+        return bool(energy and energy.is_estimate)
+
+    @property
+    def workload_name(self) -> str:
+        return signature.workload_name(self.workload)
+
+    @property
+    def hardware_name(self) -> str:
+        return signature.hardware_name(self.hardware, self.kind)
+
+    @property
+    def total_usd_per_1k_examples(self) -> float | None:
+        """Energy + hardware; None unless both are known (no price given is not $0)."""
+        if self.energy_usd_per_1k_examples is None or self.hardware_usd_per_1k_examples is None:
+            return None
+        return self.energy_usd_per_1k_examples + self.hardware_usd_per_1k_examples
+
+
+def listed_gpus(meta: dict) -> list[dict]:
+    """run.json's system GPUs that are objects (anything else reads as not listed)."""
+    system = meta.get("system")
+    gpus = system.get("gpus") if isinstance(system, dict) else None
+    return [g for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else []
+
+
+def charged_gpu_columns(run: RunData, kind: str) -> tuple[list[int], str, bool]:
+    """The gpu<i> column indices whose energy is the run's (the GPUs the training used), how that was
+    decided, and whether the run says so (False: every GPU is charged because it does not)."""
+    if kind != "gpu":
+        return [], "CPU run: no GPU charged", True
+    listed = listed_gpus(run.meta)
+    if not listed:
+        columns = gpu_indices(run.telemetry)
+        if len(columns) <= 1:
+            return columns, "the only GPU column (run.json lists no GPUs)", True
+        return columns, f"all {len(columns)} GPU columns (run.json lists no GPUs)", False
+    not_recorded = run.meta.get("not_recorded")
+    unknown = isinstance(not_recorded, dict) and NOT_RECORDED_GPUS in not_recorded
+    if unknown and len(listed) > 1 and not run.training_info.get("gpu_uuids"):
+        how = f"all {len(listed)} GPUs: which trained is not recorded (imported log)"
+        return list(range(len(listed))), how, False
+    used, how = signature.used_gpus(run.meta, run.training_info)
+    uuids = run.training_info.get("gpu_uuids")
+    named = isinstance(uuids, list) and any(g.get("uuid") in uuids for g in listed)
+    return [i for i, g in enumerate(listed) if g in used], how, len(listed) <= 1 or named
+
+
+def working_gpus(samples: pd.DataFrame, gpus: list[int], attribution_known: bool) -> list[int]:
+    """The GPUs whose utilization judges the run: the charged ones; when the run does not say which
+    trained, those that did work (mean utilization ≥ 1 %), so idle neighbours do not read as underused."""
+    if attribution_known:
+        return gpus
+    busy = [i for i in gpus if (m := mean_of(samples, f"gpu{i}_util_pct")) is not None and m >= 1.0]
+    return busy or gpus
+
+
+def energy_warnings(run_id: str, kind: str, energy: en.Energy | None) -> list[str]:
+    """What the energy figure lacks, and what its sources' checks found."""
+    if energy is None:
+        return []
+    found = [f"{run_id}: {check}" for check in energy.checks]
+    if energy.total_j is None and energy.not_attributable:
+        pass  # said with its evidence (gpu_state.state_warnings)
+    elif energy.total_j is None:
+        found.append(f"{run_id}: energy not measured ({energy.missing})")
+    elif energy.is_partial:
+        found.append(
+            f"{run_id}: its energy counts the GPU board only: CPU not measured ({energy.cpu_missing})"
+        )
+    return found
+
+
+def one_node_warnings(run_id: str, meta: dict) -> list[str]:
+    """A run that is one node of a multi-node training or Slurm job, sized alone: what it counts."""
+    nodes = meta.get("nodes") if isinstance(meta.get("nodes"), dict) else {}
+    system = meta.get("system") if isinstance(meta.get("system"), dict) else {}
+    slurm = system.get("slurm") if isinstance(system.get("slurm"), dict) else {}
+    if (number(nodes.get("nnodes")) or 1) > 1:
+        training = f"data-parallel training {nodes.get('rdzv_id')}"
+        which = f"{run_id}: node {nodes.get('node_rank')} of {nodes.get('nnodes')} of {training}"
+        if nodes.get("node_rank") == 0:
+            return [f"{which}: throughput is all nodes', energy and hardware this node's alone "
+                    "(others uncounted)"]  # fmt: skip
+        return [f"{which}: sized as this node alone; the step log is in node 0's run "
+                f"({nodes.get('step_log')})"]  # fmt: skip
+    if (number(slurm.get("nnodes")) or 1) > 1:
+        return [
+            f"{run_id}: node {slurm.get('node_rank')} of {slurm.get('nnodes')} of Slurm job "
+            f"{slurm.get('job_id')}: sized as this node alone (the other nodes' work and energy not counted)"
+        ]
+    return []
+
+
+def attributed(energy: en.Energy | None, state: gpu_state.GpuState) -> en.Energy | None:
+    """The energy with the GPU board's marked not attributable where the GPU was shared or a MIG slice."""
+    reason = state.not_attributable
+    return replace(energy, not_attributable=reason) if energy is not None and reason else energy
+
+
+def run_windows(
+    run: RunData, rate: Throughput
+) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    """The training window (the `train` phases' hull, else the telemetry's span) and the steady state
+    clipped to it (None when there is none)."""
+    spans = train_windows(run.phases, run.telemetry)
+    training_window = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
+    steady = None
+    if rate.steady_start_unix is not None and rate.steady_end_unix is not None:
+        steady = clip_window((rate.steady_start_unix, rate.steady_end_unix), spans, run.telemetry)
+    return training_window, steady
+
+
+def cost_figures(
+    energy: en.Energy | None, rate: Throughput, price: money.HardwarePrice, prices: Prices
+) -> dict:
+    """J and $ per 1,000 examples (and J per 1,000 steps) from the steady-state energy and throughput:
+    the RunAnalysis fields a run and a multi-node job derive alike."""
+    total = energy.total_j if energy else None
+    window_s = energy.window_s if energy else 0.0
+    per_k_examples = en.joules_per_1000(total, window_s, rate.examples_per_s)
+    return {
+        "j_per_1k_examples": per_k_examples,
+        "j_per_1k_steps": en.joules_per_1000(total, window_s, rate.steps_per_s),
+        "energy_usd_per_1k_examples": en.energy_usd(per_k_examples, prices),
+        "hardware_usd_per_1k_examples": money.hardware_usd_per_1000(price.usd, rate.examples_per_s, prices),
+        "hardware_price": price,
+    }
+
+
+def analyse_run(
+    run: RunData, prices: Prices, thresholds: Thresholds, head_of_job: bool = False
+) -> RunAnalysis:
+    """`head_of_job`: node 0 of a multi-node training whose nodes are read together (sizing.analysis.jobs), so
+    the one-node warning is left out."""
+    meta, info, telemetry = run.meta, run.training_info, run.telemetry
+    kind = signature.device_kind(meta, info, telemetry)
+    warnings = list(run.warnings)
+    if not head_of_job:
+        warnings += one_node_warnings(run.run_id, meta)
+    rate = throughput(run.training, info)
+    warnings += runchecks.rate_problems(run.run_id, rate, info)
+    incomplete = runchecks.incomplete_reason(meta, info)
+    if rate.source == FROM_TOTALS:
+        warnings.append(f"{run.run_id}: no step log (training.csv); throughput from training.json's totals")
+    elif rate.steps_per_s is None and not jobcheck.is_job(info):  # a job says why itself, below
+        warnings.append(
+            f"{run.run_id}: throughput unknown (no work counter: no training.csv or training.json)"
+        )
+    warnings += jobcheck.job_warnings(run.run_id, info, bool(rate.examples_per_s), bool(rate.steps_per_s))
+    training_window, steady = run_windows(run, rate)
+    gpus, attribution, attribution_known = charged_gpu_columns(run, kind)
+    measured, window = samples_in(telemetry, steady), steady
+    if measured.empty:
+        if steady is not None:
+            warnings.append(
+                f"{run.run_id}: no telemetry samples in the steady state; using the training window"
+            )
+        measured, window = samples_in(telemetry, training_window), training_window
+    span = spans.measurement_span(telemetry, meta, kind, gpus, window)
+    measured = spans.verdict_samples(measured, span)
+    training_window = spans.training_window(telemetry, meta, kind, gpus, run.phases, training_window)
+    offsets = spans.time_caveats(run.run_id, meta)
+    said, short = spans.span_warnings(run.run_id, span)
+    warnings += offsets + said
+    if not attribution_known:
+        warnings.append(
+            f"{run.run_id}: energy charged for {attribution}; record gpu_uuids to charge only the used GPU"
+        )
+    state = gpu_state.read_gpu_state(
+        run, kind, gpus, samples_in(telemetry, training_window), training_window, thresholds
+    )
+    hw = signature.hardware(meta, info, kind, state.signature)
+    tdp = prices.tdp_for(str(hw.get("host") or ""), str(hw.get("cpu_model") or ""))
+    interval = number(meta.get("interval_s"))
+    steady_energy, training_energy = (
+        attributed(en.energy_in(telemetry, window, gpus, tdp, prices.idle_fraction, kind == "gpu", interval),
+                   state)
+        for window in (steady, training_window)
+    )  # fmt: skip
+    warnings += gpu_state.state_warnings(run.run_id, state) + energy_warnings(run.run_id, kind, steady_energy)
+    price = money.hardware_price(kind, hw, prices)
+    in_training = samples_in(telemetry, training_window)
+    baseline_mhz = thermal.cpu_frequency_baseline(in_training, thresholds)
+    measured_throttles = [
+        *thermal.gpu_throttling(measured, interval, gpus or None),
+        thermal.cpu_frequency_drops(measured, thresholds, interval, baseline_mhz),
+    ]
+    training_throttles = [
+        *thermal.gpu_throttling(in_training, interval),
+        thermal.cpu_frequency_drops(in_training, thresholds, interval, baseline_mhz),
+    ]
+    working = working_gpus(measured, gpus, attribution_known)
+    analysis = RunAnalysis(
+        run_id=run.run_id,
+        label=str(meta.get("label") or run.run_id),
+        kind=kind,
+        workload=signature.workload(info, kind),
+        hardware=hw,
+        throughput=rate,
+        charged_gpus=tuple(gpus),
+        gpu_attribution=attribution,
+        gpu_attribution_known=attribution_known,
+        steady_energy=steady_energy,
+        training_energy=training_energy,
+        **cost_figures(steady_energy, rate, price, prices),
+        thermal=tuple(thermal.temperature_summaries(in_training, thresholds.temp_threshold_c, interval)),
+        throttling=tuple(training_throttles),
+        verdict=verdict(
+            kind,
+            measured,
+            working,
+            measured_throttles,
+            thresholds,
+            gpu_findings(measured, working, listed_gpus(run.meta), thresholds, state.held_low),
+            state.utilization_note,
+        ),
+        evaluation=dict(run.evaluation),
+        min_smoothed_loss=min_smoothed_loss(run.training),
+        warnings=tuple(warnings),
+        incomplete=incomplete,
+        steady_rate_mismatch=runchecks.rate_mismatch(rate, info),
+        gpu_state=state,
+        caveats=tuple(offsets + short),
+        measurement_span=span,
+    )
+    system = meta.get("system") if isinstance(meta.get("system"), dict) else {}
+    gpu_names = analysis.hardware.get("gpus") or []
+    room = headroom(info, system, kind, gpu_names, rate, measured, working, analysis.verdict, thresholds,
+                    mig_slice=state.mig, board_not_attributable=state.not_attributable)  # fmt: skip
+    return replace(analysis, headroom=room)

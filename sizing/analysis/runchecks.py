@@ -1,0 +1,92 @@
+"""Is one run a valid measurement? Whether it finished, and whether its steady rate holds up (resumed
+sessions, training.json's own figure, drift within the run, a within-run interval)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from runformat.diskfull import DISK_FULL
+from sizing.analysis.sessions import DRIFT_WARN_FRACTION
+from sizing.analysis.stats import ratio_ci95, spread
+from sizing.analysis.throughput import FROM_STEP_LOG, Throughput
+from sizing.model import number
+
+INCOMPLETE_TRAINING = {
+    "failed": "training failed",
+    "interrupted": "training interrupted",
+    "ended unrecorded": "training ended without its last word (killed)",
+    "running": "training still running (or killed) when read",
+}
+INCOMPLETE_RUN = {
+    "failed": "the command failed",
+    "interrupted": "the collector was interrupted",
+    "running": "the collector did not finish",
+}
+RATE_MISMATCH_FRACTION = 0.05
+
+
+def incomplete_reason(meta: dict, training_info: dict) -> str | None:
+    """Why the run is not a complete measurement (training.json status, else run.json end_reason), or
+    None. A run that records neither (another tool's) is taken as complete. A full disk (either file's
+    `failure`) is named as such, whoever noticed it first."""
+    for failure in (meta.get("failure"), training_info.get("failure")):
+        if isinstance(failure, dict) and failure.get("reason") == DISK_FULL:
+            path = failure.get("path")
+            return "run failed: the disk filled up" + (f" ({path} could not be written)" if path else "")
+    status = training_info.get("status")
+    if isinstance(status, str) and status in INCOMPLETE_TRAINING:
+        error = training_info.get("error")
+        return INCOMPLETE_TRAINING[status] + (f": {error}" if isinstance(error, str) and error else "")
+    end = meta.get("end_reason")
+    if isinstance(end, str) and end in INCOMPLETE_RUN and status not in ("completed", "deadline"):
+        code = number(meta.get("exit_code"))
+        return INCOMPLETE_RUN[end] + (f" (exit code {code:g})" if code is not None else "")
+    return None
+
+
+def rate_problems(run_id: str, rate: Throughput, training_info: dict) -> list[str]:
+    """Warnings about the steady rate: sessions, training.json's own rate, drift within the run."""
+    found = []
+    if rate.sessions > 1:
+        found.append(
+            f"{run_id}: training.csv holds {rate.sessions} training sessions (a resumed run); the steady "
+            f"rate counts each session after its warm-up, leaving out {rate.session_gaps_s:,.0f} s "
+            "between them"
+        )
+    own = number(training_info.get("steady_steps_per_s"))
+    apart = rate_mismatch(rate, training_info)
+    if apart is not None and apart > RATE_MISMATCH_FRACTION:
+        found.append(
+            f"{run_id}: steady rate from training.csv {rate.steps_per_s:.3f} steps/s differs from "
+            f"training.json's steady_steps_per_s {own:.3f} by {apart:.0%} (> {RATE_MISMATCH_FRACTION:.0%})"
+        )
+    drift = rate.drift_fraction
+    if drift is not None and abs(drift) > DRIFT_WARN_FRACTION:
+        found.append(
+            f"{run_id}: not stationary: steps/s {rate.first_third_steps_per_s:.3f} in the first third of the "
+            f"steady window, {rate.last_third_steps_per_s:.3f} in the last ({drift:+.0%})"
+        )
+    return found
+
+
+def rate_mismatch(rate: Throughput, training_info: dict) -> float | None:
+    """|step-log rate − training.json's steady_steps_per_s| / the latter, when both are known."""
+    own = number(training_info.get("steady_steps_per_s"))
+    if rate.source != FROM_STEP_LOG or rate.steps_per_s is None or not own or own <= 0:
+        return None
+    return abs(rate.steps_per_s - own) / own
+
+
+def within_run_speedup_ci95(
+    runs: Sequence[Throughput], bases: Sequence[Throughput]
+) -> tuple[float, float] | None:
+    """With one run on each side: the speedup's 95 % interval from each run's batch means of examples/s
+    (it says how well each run pins its own rate, not how much repeats would vary)."""
+    if len(runs) != 1 or len(bases) != 1:
+        return None
+    run, base = runs[0], bases[0]
+    if not (run.batch_steps_per_s and base.batch_steps_per_s and run.batch_size and base.batch_size):
+        return None
+    run_spread = spread(r * run.batch_size for r in run.batch_steps_per_s)
+    base_spread = spread(r * base.batch_size for r in base.batch_steps_per_s)
+    return ratio_ci95(run_spread, base_spread)

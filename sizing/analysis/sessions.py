@@ -1,0 +1,137 @@
+"""A step log cut into its training sessions, and what the steady rows say about their own stability.
+
+A run resumed in the same directory appends a second session to training.csv: its `elapsed_s` starts again,
+its `step` goes back (resumed from an earlier checkpoint) or jumps, and there is a time gap while the new
+process starts. The steady rate counts whole sessions only (each after its own warm-up), never the gap.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import pairwise
+
+import numpy as np
+import pandas as pd
+
+from sizing.analysis.stats import t95
+
+GAP_MIN_S = 30.0  # a pause shorter than this is part of training (a checkpoint save, an evaluation)
+GAP_FACTOR = 20.0  # … and so is one shorter than this many typical row intervals
+STEP_JUMP_FACTOR = 10.0
+BATCHES = 10
+MIN_ROWS_PER_BATCH = 5
+DRIFT_WARN_FRACTION = 0.05
+
+
+@dataclass(frozen=True)
+class Steady:
+    """The steady rows of every session as (duration, steps) increments; gaps between sessions excluded."""
+
+    durations_s: np.ndarray
+    steps: np.ndarray
+    sessions: int
+    gaps_s: float
+    longest: tuple[float, float] | None  # the longest session's steady span (unix s)
+    warmup: int
+
+    @property
+    def steps_per_s(self) -> float | None:
+        total = float(self.durations_s.sum())
+        done = float(self.steps.sum())
+        return done / total if total > 0 and done > 0 else None
+
+    @property
+    def steady_steps(self) -> int:
+        return int(self.steps.sum())
+
+
+def session_starts(rows: pd.DataFrame) -> list[int]:
+    """Row indices where a session starts (0 first): elapsed_s or step going back, step jumping far beyond
+    its usual stride, or a time gap far beyond the usual row interval."""
+    times = rows["time_unix"].to_numpy(dtype=float)
+    steps = rows["step"].to_numpy(dtype=float)
+    if times.size < 2:
+        return [0]
+    dt, dstep = np.diff(times), np.diff(steps)
+    typical_dt = float(np.median(dt[dt > 0])) if (dt > 0).any() else 0.0
+    typical_step = float(np.median(dstep[dstep > 0])) if (dstep > 0).any() else 1.0
+    cut = (dstep < 0) | (dstep > max(1.0, STEP_JUMP_FACTOR * typical_step))
+    cut |= dt > max(GAP_MIN_S, GAP_FACTOR * typical_dt)
+    if "elapsed_s" in rows:
+        elapsed = rows["elapsed_s"].to_numpy(dtype=float)
+        with np.errstate(invalid="ignore"):
+            cut |= np.diff(elapsed) < 0
+    return [0, *(int(i) + 1 for i in np.flatnonzero(cut))]
+
+
+def steady_sessions(rows: pd.DataFrame, warmup_of) -> Steady:  # warmup_of: rows in session → warm-up
+    """Each session's rows after its own warm-up, as increments; the gaps between sessions left out."""
+    starts = session_starts(rows)
+    bounds = list(zip(starts, [*starts[1:], len(rows)], strict=True))
+    times = rows["time_unix"].to_numpy(dtype=float)
+    steps = rows["step"].to_numpy(dtype=float)
+    durations, done, longest, first_warmup = [], [], None, None
+    for start, end in bounds:
+        count = end - start
+        if count < 2:
+            continue
+        warmup = warmup_of(count)
+        first_warmup = warmup if first_warmup is None else first_warmup
+        span_t, span_s = times[start + warmup - 1 : end], steps[start + warmup - 1 : end]
+        durations.append(np.diff(span_t))
+        done.append(np.diff(span_s))
+        if longest is None or span_t[-1] - span_t[0] > longest[1] - longest[0]:
+            longest = (float(span_t[0]), float(span_t[-1]))
+    gaps = sum(float(times[s] - times[s - 1]) for s in starts[1:])
+    return Steady(
+        np.concatenate(durations) if durations else np.array([]),
+        np.concatenate(done) if done else np.array([]),
+        len(bounds),
+        gaps,
+        longest,
+        first_warmup or 0,
+    )
+
+
+def batch_rates(steady: Steady, stride: int = 1) -> tuple[float, ...]:
+    """steps/s of up to BATCHES contiguous batches of the steady increments, each ≥ MIN_ROWS_PER_BATCH
+    strides long and cut only at multiples of `stride` (a GPU run's rows between two loss reads carry
+    queueing time only; the read's row carries the wait)."""
+    stride = max(1, stride)
+    groups = steady.durations_s.size // stride
+    count = min(BATCHES, groups // MIN_ROWS_PER_BATCH)
+    if count < 2:
+        return ()
+    cuts = [round(i * groups / count) * stride for i in range(count + 1)]
+    cuts[-1] = steady.durations_s.size
+    rates = []
+    for start, end in pairwise(cuts):
+        spent = float(steady.durations_s[start:end].sum())
+        if spent <= 0:
+            return ()
+        rates.append(float(steady.steps[start:end].sum()) / spent)
+    return tuple(rates)
+
+
+def batch_means_ci95(rate: float | None, rates: tuple[float, ...]) -> tuple[float, float] | None:
+    """rate ± t(k − 1) × sd(batch rates) / √k: how well this run pins its own steady rate."""
+    if rate is None or len(rates) < 2:
+        return None
+    values = np.asarray(rates)
+    half = t95(len(values) - 1) * float(values.std(ddof=1)) / math.sqrt(len(values))
+    return rate - half, rate + half
+
+
+def thirds(steady: Steady) -> tuple[float | None, float | None]:
+    """steps/s over the first and the last third of the steady time."""
+    elapsed = np.cumsum(steady.durations_s)
+    total = float(elapsed[-1]) if elapsed.size else 0.0
+    if total <= 0 or elapsed.size < 6:
+        return None, None
+    first, last = elapsed <= total / 3, elapsed > 2 * total / 3
+    rates = []
+    for mask in (first, last):
+        spent = float(steady.durations_s[mask].sum())
+        rates.append(float(steady.steps[mask].sum()) / spent if spent > 0 else None)
+    return rates[0], rates[1]

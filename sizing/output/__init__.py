@@ -1,0 +1,1 @@
+"""The report written out: Markdown, HTML (with figures) and JSON."""

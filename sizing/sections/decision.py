@@ -1,0 +1,254 @@
+"""The Decision block that opens the report: one short line per GPU option against the baseline, then at
+most MAX_CAVEATS caveats in order of weight. Every figure in it is one the sections below show in full;
+a figure that cannot be trusted is qualified in its own line, as in the headline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sizing.analysis import headroom as hr
+from sizing.analysis import peaks
+from sizing.analysis import speedup as sp
+from sizing.analysis.compare import Comparison, Group
+from sizing.analysis.validity import group_weak_reasons, like_for_like_text, rate_doubts
+from sizing.context import ReportContext
+from sizing.sections.money_text import energy_unknown_reason, life_text
+from sizing.text import fmt, fmt_usd
+
+MAX_CAVEATS = 3
+FAR_BELOW_PEAK_MFU = 0.10  # below this share of the dense peak, the speedup measures the code feeding the GPU
+# A caveat's weight: what makes the figure wrong, then what makes it unsure, then what leaves it partial.
+INVALIDATES, UNSURE, PARTIAL = 0, 1, 2
+HOST_LIMITS = (hr.HOST_WAIT, hr.IDLE_WAITING, hr.LAUNCH_BOUND)
+WAITED_VERDICTS = ("host-bound", "GPU underused", "I/O-bound")
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    group: tuple[str, ...]
+    line: str
+    speedup: float | None
+    interval: sp.SpeedupInterval | None
+    energy_j_per_1k_examples: float | None
+    usd_per_1k_examples: float | None
+    usd_is_energy_only: bool
+    break_even_hours: float | None
+    break_even_reason: str | None
+    mfu: float | None
+    why_not_at_limit: str | None
+
+
+@dataclass(frozen=True)
+class Decision:
+    baseline: str  # what every speedup is against
+    options: tuple[Option, ...]
+    caveats: tuple[str, ...]
+    caveats_not_shown: int
+    lines_without_option: tuple[str, ...] = ()  # what to say when there is no GPU option
+
+
+def _interval(i: sp.SpeedupInterval | None, g: Group) -> str:
+    if i is None:
+        return ""
+    span = f"{i.low:.1f}–{i.high:.1f}×"
+    machines = g.machines
+    if len(g.analyses) > 1 and machines is not None and machines > 1:
+        span += f", {len(g.analyses)} runs on {machines} machines"
+    if i.basis == sp.REPEATS:
+        return f" (95 % CI {span})"
+    if i.basis == sp.ONE_SIDE:
+        return f" (range {span} over repeats of one side)"
+    return f" (within-run {span}; {sp.SPREAD_NOT_MEASURED})"
+
+
+def _energy(g: Group) -> str:
+    if g.j_per_1k_examples.mean is None:
+        reason = energy_unknown_reason(g)
+        return "energy not attributable" if "not attributable" in reason else "energy not measured"
+    partial = any(a.steady_energy is not None and a.steady_energy.is_partial for a in g.analyses)
+    estimate = "≈ " if g.energy_is_estimate else ""
+    return f"{estimate}{fmt(g.j_per_1k_examples.mean, 0, ' J')}" + (" (GPU board only)" if partial else "")
+
+
+def _usd(g: Group) -> tuple[str, float | None, bool]:
+    if g.total_usd_per_1k.mean is not None:
+        return f"{fmt_usd(g.total_usd_per_1k.mean)} (energy + hardware)", g.total_usd_per_1k.mean, False
+    if g.energy_usd_per_1k.mean is not None:
+        return f"{fmt_usd(g.energy_usd_per_1k.mean)} (energy only)", g.energy_usd_per_1k.mean, True
+    return "cost unknown", None, False
+
+
+def _break_even(c: Comparison, ctx: ReportContext) -> str:
+    even = c.break_even
+    if even is None:
+        return ""
+    if even.hours is None:
+        if "not priced" in even.reason:
+            return "break-even: needs --gpu-price"
+        return f"no break-even: {even.reason}"
+    if even.hours == 0:
+        return "pays back at once"
+    estimate = " (an estimate)" if even.is_estimate else ""
+    life = life_text(ctx.settings.prices)
+    if even.bound == "at most":
+        return f"pays back within {fmt(even.hours, 1)} GPU hours{estimate} on the energy alone ({life})"
+    return f"pays back after {fmt(even.hours, 1)} GPU hours{estimate} ({life})"
+
+
+def _headroom(g: Group) -> tuple[str, float | None, str | None]:
+    """'MFU 0.3 % of the dense TF32 peak; why: waiting on the host: the code feeding the GPU, not the GPU,
+    sets this speedup', the mean MFU and the why-label."""
+    runs = [a.headroom for a in g.analyses if a.headroom is not None]
+    if not runs:
+        return "", None, None
+    known = [h.mfu for h in runs if h.mfu is not None]
+    mfu = sum(known) / len(known) if known else None
+    counted = [h for h in runs if h.limit_from_counters] or runs
+    why = hr.limit_text(counted[0]).removeprefix("why: ")
+    if why.startswith(f"why ({hr.FROM_UTILIZATION}): "):
+        why = f"{why.split(': ', 1)[1]} (from utilization only)"
+    label = counted[0].limit
+    if mfu is None:
+        return f"MFU not known; {why}" if why else "MFU not known", None, label
+    dtype = peaks.DTYPE_NAMES.get(runs[0].math_dtype or "", runs[0].math_dtype or "")
+    text = f"MFU {mfu * 100:.2g} % ({dtype})" + (f": {why}" if why else "")
+    waited = label in HOST_LIMITS or any(a.verdict.primary in WAITED_VERDICTS for a in g.analyses)
+    if mfu < FAR_BELOW_PEAK_MFU and waited:
+        text += ", so the code feeding the GPU, not the GPU, sets this speedup"
+    return text, mfu, label
+
+
+def option(c: Comparison, ctx: ReportContext) -> Option:
+    g = c.group
+    name = g.first.hardware_name
+    if not c.like_for_like:
+        name += f" ({like_for_like_text(c).replace(' (', ': ', 1).removesuffix(')')})"
+    speed = (
+        "speedup unknown"
+        if c.speedup is None
+        else f"{c.speedup:.1f}× " + ("faster" if c.speedup >= 1 else "as fast")
+    )
+    if c.in_steps and c.speedup is not None:
+        speed += " in steps/s (examples per step not known)"
+    usd_text, usd, energy_only = _usd(g)
+    room, mfu, label = _headroom(g)
+    even = _break_even(c, ctx)
+    parts = [f"{speed}{_interval(c.interval, g)}",
+             f"{_energy(g)} and {usd_text} per 1,000 examples", even, room]  # fmt: skip
+    line = f"{name}: " + "; ".join(p for p in parts if p) + "."
+    return Option(
+        name=name,
+        group=g.run_ids,
+        line=line,
+        speedup=c.speedup,
+        interval=c.interval,
+        energy_j_per_1k_examples=g.j_per_1k_examples.mean,
+        usd_per_1k_examples=usd,
+        usd_is_energy_only=energy_only,
+        break_even_hours=c.break_even.hours if c.break_even else None,
+        break_even_reason=c.break_even.reason if c.break_even and c.break_even.hours is None else None,
+        mfu=mfu,
+        why_not_at_limit=label,
+    )
+
+
+def _gpu_options(ctx: ReportContext) -> list[Comparison]:
+    found = [c for c in ctx.comparisons if not c.is_baseline and c.group.kind == "gpu"]
+    return sorted(found, key=lambda c: not c.like_for_like)  # like-for-like first, else as grouped
+
+
+def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int, str]]:
+    """Every caveat with its weight, in order of weight (stable), without repeats."""
+    found: list[tuple[int, str]] = []
+    base = ctx.baseline
+    if base is not None:
+        weak = group_weak_reasons(base, ctx.settings.thresholds)
+        if weak:
+            found.append((INVALIDATES, f"The baseline is weak: {'; '.join(weak)}."))
+    if options and not any(c.like_for_like for c in options):
+        found.append(
+            (INVALIDATES, "No GPU run trains the baseline's workload: no speedup compares the same work.")
+        )
+    for c in options:
+        found += [(INVALIDATES, f"{c.group.name}: {d}.") for d in c.repeats_disagree]
+        for a in c.group.analyses:
+            shared = [label for label in a.verdict.labels if "not attributable" in label or "shared" in label]
+            found += [(INVALIDATES, f"{a.run_id}: {label}.") for label in shared]
+    if ctx.left_out:
+        named = ", ".join(f"{a.run_id} ({a.incomplete})" for a in ctx.left_out)
+        found.append((UNSURE, f"Left out as incomplete: {named}."))
+    analyses = [a for c in options for a in c.group.analyses] + (list(base.analyses) if base else [])
+    found += [(UNSURE, text if text.endswith(".") else f"{text}.") for a in analyses for text in a.caveats]
+    if any(c.interval is None or c.interval.basis != sp.REPEATS for c in options):
+        found.append((UNSURE, f"One run a side: {sp.SPREAD_NOT_MEASURED}; repeat the runs to bound it."))
+    unrecorded = [
+        a.run_id for c in options for a in c.group.analyses if a.verdict.numbers.get("cpu_util_pct") is None
+    ]
+    if unrecorded:
+        named = ", ".join(unrecorded)
+        found.append((UNSURE, f"The host was not recorded ({named}): what the GPU waited on is not known."))
+    doubts = rate_doubts(analyses)
+    if doubts:
+        found.append((UNSURE, "Steady rate in doubt: " + "; ".join(doubts) + "."))
+    gpu_runs = [a for c in options for a in c.group.analyses]
+    if any(a.steady_energy is not None and a.steady_energy.is_partial for a in gpu_runs):
+        found.append(
+            (PARTIAL, "Energy is the GPU board's alone: the host's CPU and memory were not measured.")
+        )
+    if any(c.break_even is not None and "not priced" in (c.break_even.reason or "") for c in options):
+        found.append((PARTIAL, "No break-even without prices: give --gpu-price (and --cpu-price)."))
+    unique = list(dict.fromkeys(found))
+    return sorted(unique, key=lambda item: item[0])
+
+
+def _baseline_line(ctx: ReportContext) -> str:
+    base = ctx.baseline
+    if base is None:
+        return ""
+    rate = fmt(base.examples_per_s.mean, 3, " examples/s", unknown="examples/s unknown")
+    runs = f", {len(base.analyses)} runs" if len(base.analyses) > 1 else ""
+    what = f"{base.first.hardware_name} ({base.kind.upper()})"
+    return f"Against {what} training {base.first.workload_name}: {rate}{runs}."
+
+
+def decision(ctx: ReportContext) -> Decision:
+    """The Decision block (sizing.sections.definitions "Decision")."""
+    chosen = _gpu_options(ctx)
+    weighted = caveats(ctx, chosen)
+    shown = tuple(text for _, text in weighted[:MAX_CAVEATS])
+    if ctx.baseline is None:
+        without = ("No complete run: nothing to compare.",)
+    elif not chosen and any(a.kind == "gpu" for a in ctx.left_out):
+        without = ("No complete GPU run: every GPU run was left out as incomplete (see the caveats; "
+                   "--include-incomplete averages them in).",)  # fmt: skip
+    elif not chosen:
+        without = ("No GPU run to compare with the baseline: add one of the same workload.",)
+    else:
+        without = ()
+    hidden = max(0, len(weighted) - MAX_CAVEATS)
+    return Decision(_baseline_line(ctx), tuple(option(c, ctx) for c in chosen), shown, hidden, without)
+
+
+def decision_json(d: Decision) -> dict:
+    return {
+        "baseline": d.baseline or None,
+        "options": [
+            {
+                "name": o.name, "group": list(o.group), "line": o.line, "speedup": o.speedup,
+                "speedup_interval": None if o.interval is None else {
+                    "low": o.interval.low, "high": o.interval.high, "basis": o.interval.basis,
+                    "text": o.interval.text,
+                },
+                "energy_j_per_1k_examples": o.energy_j_per_1k_examples,
+                "usd_per_1k_examples": o.usd_per_1k_examples, "usd_is_energy_only": o.usd_is_energy_only,
+                "break_even_hours": o.break_even_hours, "break_even_reason": o.break_even_reason,
+                "mfu": o.mfu, "why_not_at_limit": o.why_not_at_limit,
+            }
+            for o in d.options
+        ],
+        "lines_without_option": list(d.lines_without_option),
+        "caveats": list(d.caveats),
+        "caveats_not_shown": d.caveats_not_shown,
+    }  # fmt: skip

@@ -1,0 +1,413 @@
+"""Every definition the report's figures follow; printed at the end of every report and copied verbatim
+into docs/sizing.md (a test checks they agree). Numbers come from the Thresholds in use."""
+
+from __future__ import annotations
+
+from sizing.analysis import bottleneck as b
+from sizing.analysis import gpu_state as gs
+from sizing.analysis import headroom as hr
+from sizing.analysis import sessions as ss
+from sizing.analysis import speedup as sp
+from sizing.analysis.coverage import COMPLETE_COVERAGE, MAX_GAP_INTERVALS
+from sizing.analysis.energy import CROSS_CHECK_TOLERANCE, ESTIMATE_SPACING_S, MIN_VALID_W
+from sizing.analysis.gpu_verdicts import (
+    BUSY_UTIL_PCT,
+    NOT_COMPUTING_POWER_FRACTION,
+    POWER_LIMIT_MARGIN,
+    STRAGGLER_GAP_PCT,
+)
+from sizing.analysis.jobs import NODE_STRAGGLER_GAP_PCT
+from sizing.analysis.peaks import FLOPS_PER_FMA, FMA_UNITS
+from sizing.analysis.runchecks import RATE_MISMATCH_FRACTION
+from sizing.analysis.spans import SHORT_SPAN_FRACTION
+from sizing.analysis.thermal import CONSTANT_FREQUENCY, CPU_BELOW_PEAK
+from sizing.model import Thresholds
+from sizing.sections import decision as dc
+
+
+def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
+    t = t or Thresholds()
+    return (
+        (
+            "Decision",
+            "the block that opens the report: what every speedup is against (the baseline), then one "
+            "line per GPU configuration, like-for-like first: its speedup with its interval (see Speedup "
+            "interval), J and $ per 1,000 examples (energy only, or GPU board only, said where so), its "
+            "break-even or why there is none, and its MFU with why the GPU is not at its limit; below "
+            f"{dc.FAR_BELOW_PEAK_MFU:.0%} MFU with the GPU waiting on the host, launch-bound or idle (or a "
+            "host-bound, GPU underused or I/O-bound verdict), it says the code feeding the GPU, not the "
+            f"GPU, sets the speedup. Then at most {dc.MAX_CAVEATS} caveats, the weightiest first: what "
+            "makes a figure wrong (a weak baseline, no like-for-like GPU run, repeats that disagree, a "
+            "board not the run's alone), then what makes it unsure (runs left out as incomplete, an "
+            "assumed UTC offset, run-to-run spread not measured, the host not recorded, a drifting "
+            "rate), then what leaves it partial (energy of the GPU board only, no prices); how many more "
+            "there are is said. The summary and the sections below keep every figure.",
+        ),
+        (
+            "Speedup interval",
+            "repeats on both sides: the 95 % confidence interval of the ratio of means (see Repeats). "
+            "Repeats on one side only: the range from the slowest to the fastest of that side's runs "
+            "over the other side's single run, each end widened by that run's within-run 95 % interval "
+            "(see Stability); the single side's run-to-run spread is not measured. One run a side: the "
+            'within-run interval, always with "run-to-run spread not measured" beside it. Repeats '
+            "disagree (not the same conditions) where two runs' within-run 95 % intervals of "
+            "examples/s do not overlap, or, where a run has none, where the fastest is more than "
+            f"{sp.REPEATS_DISAGREE_FRACTION:.0%} above the slowest: said in the headline and the "
+            "Decision's caveats.",
+        ),
+        (
+            "Workload signature",
+            "framework (training.json `framework`, tensorflow when absent), preset, backbone, image "
+            "size, batch size, the dtype trained in (training.json `precision`, a Keras policy such as "
+            "mixed_float16 read as its dtype; float16 on a CPU is a class of its own, float16 "
+            "(emulated on a CPU)) and a dataset fingerprint (a hash of training.json `dataset_info`). "
+            "A field the run does not record is unknown.",
+        ),
+        (
+            "Hardware signature",
+            "CPU model, logical CPUs, memory (GiB), the GPUs the run used (names), the GPU driver, and "
+            "the GPU state that changes what the GPU can do (see GPU state: power cap N W, clocks held by "
+            "a setting, MIG, shared), shown in brackets after the GPU names; a multi-node job's also each "
+            "node's hardware.",
+        ),
+        (
+            "Multi-node job",
+            "runs given together whose run.json `nodes` share `rdzv_id`, `rdzv_endpoint` and `nnodes`, "
+            "one per node rank 0 … N − 1 (the run directories of one data-parallel training, one per "
+            "node), are sized as one job under node 0's run id: throughput from node 0's step log (every "
+            "rank's examples; a synchronous step ends when the slowest node's gradients arrive, so it is "
+            "the slowest node's pace); each node's telemetry read over the job's steady state and "
+            "training window in unix time, clipped to that node's own `train` phase and recording, so a "
+            "node that recorded part of the window covers only that part; energy (the mean powers of the "
+            "nodes added), the GPUs charged and the hardware price (each node's host and GPUs) summed "
+            "over the nodes; "
+            "temperatures and throttling per node. The verdict is the slowest node's: of a GPU job, the "
+            "node whose least busy GPU has the lowest mean util (a node waiting on its host reads low "
+            "while the others spin in the collective, which reads busy); of a CPU job, or with fewer "
+            "than two nodes' GPU util known, node 0. When the slowest node names no cause, the least busy "
+            "node that waited does (host-bound, I/O-bound, GPU underused, busy but not computing, a GPU "
+            "straggler). A node ≥ "
+            f"{NODE_STRAGGLER_GAP_PCT:g} points of mean GPU util below the busiest node is the straggler "
+            "node, named in a label and first in the evidence; every node that waited is a label "
+            "(`node1: host-bound`); the other nodes' labels are added and their verdicts are evidence. "
+            "A node's run given without the others, or a "
+            "node rank given twice, is sized alone, with a warning.",
+        ),
+        (
+            "Repeats",
+            "runs with the same workload signature (every field known), device kind and hardware "
+            "signature, and complete (see Valid runs); their mean, sample standard deviation (n − 1), "
+            "min and max are shown. Runs with an unknown workload field, or whose CPU model and logical CPUs "
+            "(a CPU run) or GPU names (a GPU run) are unknown, are never repeats. Runs on different "
+            "machines of the same kind (run.json `system` machine or instance id hashes differ; a new boot "
+            "id alone is the same machine) are repeats too; the Decision says on how many machines they "
+            "ran, so their spread is the spread between machines of that kind.",
+        ),
+        (
+            "Like-for-like",
+            "a comparison whose two sides have the same workload signature, every field known on both "
+            "sides. A field unknown on either side makes it not known to be like-for-like (unknown "
+            "never equals unknown, not even another unknown), with the unknown fields listed; a known "
+            "difference makes it NOT like-for-like, with the differing fields listed. Both are still "
+            "shown, speedup and break-even included, marked in the same headline line.",
+        ),
+        (
+            "Baseline",
+            "the group of `--baseline` when given; else the CPU group like-for-like with the most GPU "
+            "groups, else the first CPU group, else the first group.",
+        ),
+        (
+            "Warm-up",
+            "the first `warmup_steps_excluded` steps of training.csv when training.json states it; "
+            "otherwise the first 20 steps, or the first third when there are fewer than 60; at least "
+            "one step.",
+        ),
+        (
+            "Steady state",
+            "from the end of the last warm-up step to the end of the last step: steps/s = steps in "
+            "that span / its length; examples/s = steps/s × batch size. Without training.csv: "
+            "training.json `steady_steps_per_s` (or steps over the time after the first step), marked "
+            "from totals; without either, unknown (no work counter). A step log appended by a resumed "
+            "run is cut into sessions where `elapsed_s` or `step` goes back, `step` jumps by more than "
+            f"{ss.STEP_JUMP_FACTOR:g}× its usual stride, or rows are more than {ss.GAP_MIN_S:g} s and "
+            f"{ss.GAP_FACTOR:g}× the usual interval apart; each session has its own warm-up and the rate "
+            "is the steady steps of all sessions over their steady time, never a span with a gap (the "
+            "measurement window is the longest session's steady span; time to N steps counts training "
+            "time only: each resumed session's elapsed_s continues from the end of the one before). "
+            "Warned when it differs from training.json `steady_steps_per_s` by more than "
+            f"{RATE_MISMATCH_FRACTION:.0%}.",
+        ),
+        (
+            "Valid runs",
+            "a run whose training.json `status` is failed, interrupted, running or ended unrecorded, "
+            "or (without a final training status) whose run.json `end_reason` is failed, interrupted "
+            "or running, is incomplete: shown in the tables, named in the headline and the warnings, "
+            "and left out of every average and comparison unless `--include-incomplete` is given. A "
+            "run that records neither is taken as complete.",
+        ),
+        (
+            "Stability",
+            "the steady rows are cut into up to "
+            f"{ss.BATCHES} contiguous batches of ≥ {ss.MIN_ROWS_PER_BATCH} rows; the within-run 95 % "
+            "interval of steps/s is the rate ± t(k − 1) × sd(batch rates) / √k. With one run on each "
+            "side the speedup gets a within-run interval from the two runs' batch rates (delta method "
+            "as for repeats); it shows how well each run pins its own rate, not how repeats vary. "
+            "Stationarity: steps/s over the first and the last third of the steady time; more than "
+            f"{ss.DRIFT_WARN_FRACTION:.0%} apart is a warning and is said in the headline.",
+        ),
+        (
+            "Weak baseline",
+            "a CPU baseline that under-represents its hardware, named in the headline's baseline line "
+            "and in every line compared with it: its training's processes averaged under "
+            f"{t.weak_baseline_cpu_fraction:.0%} of its logical CPUs (`proc_cpu_pct`; without it, the "
+            f"host under {t.weak_baseline_cpu_fraction:.0%} busy), or its CPU use not measured; "
+            f"hypervisor steal above {t.steal_pct:g} %; a cgroup CPU quota below its logical CPUs "
+            f"(run.json `cgroup_cpu_limit_cpus`); a small host or VM (≤ {t.small_host_logical_cpus} "
+            "logical CPUs); float16 emulated on a CPU; or a host-bound verdict. A GPU run whose "
+            "verdict is host-bound, I/O-bound or GPU underused says so in its headline line.",
+        ),
+        (
+            "Windows",
+            "training window: the `train` phases of phases.csv, else the whole telemetry (cut to the "
+            "span its CPU and GPU columns share); measurement window: the steady state clipped to it. "
+            "Means, verdicts and per-unit energy use the measurement window; temperatures, throttling "
+            "and total energy the training window. The verdict's means are taken over the span its "
+            "column families share within the measurement window (the host's CPU, iowait, disk and "
+            "process columns; a GPU run's charged GPUs' utilization), each family's span from its own "
+            "non-empty rows, so recordings merged from different spans (a sysstat day file and the "
+            "job's nvidia-smi log) are judged over the time both saw; a merged run's warnings say that "
+            f"span and its sources, and a shared span under {SHORT_SPAN_FRACTION:.0%} of the window is a "
+            "caveat; families that do not overlap there leave the host's part unknown. An imported "
+            "log read with an assumed UTC offset is a caveat.",
+        ),
+        (
+            "Units",
+            "speed, energy and cost per 1,000 examples (images); per 1,000 steps only where the batch "
+            "sizes of the two sides match.",
+        ),
+        (
+            "GPU attribution",
+            "a GPU run is charged for the GPUs the training used: training.json `gpu_uuids` matched "
+            "to run.json's GPUs; a host with one GPU, its GPU; otherwise every GPU, with a warning in "
+            "the headline. Serving charges by the same rule. The limiting GPU of data-parallel "
+            "training is the least busy of them.",
+        ),
+        (
+            "Energy",
+            "GPU board energy of the charged GPUs (see GPU energy source); "
+            "the other GPUs' mean draw is listed apart, not charged. CPU package energy from RAPL, "
+            "else, with a TDP (per host or for all), an ESTIMATE: TDP × (idle floor + (1 − idle "
+            "floor) × CPU util). A CPU run counts CPU energy only. Board and package energy are not "
+            "wall power. J per 1,000 examples = mean power in the measurement window × 1,000 / "
+            "examples/s.",
+        ),
+        (
+            "Energy coverage",
+            "each source is integrated over the time its valid readings cover: two readings at most "
+            f"{MAX_GAP_INTERVALS:g} of the source's own sampling intervals apart (the median spacing "
+            "of its readings: a 5 s log merged into a 1 s run keeps its 5 s) cover the time between "
+            "them; a counter "
+            "that goes down there (driver reload, GPU reset, wrap) covers nothing there and counts "
+            "a reset (integrated piecewise). A counter's step is spread linearly over the rows that "
+            "repeat its previous value (a counter read less often than rows are written, or moving in "
+            "steps coarser than the tick), so a window shorter than a step gets its share rather than "
+            "the whole step or none; repeats that no later read bounds (before a gap or a reset, after "
+            "the last read) are not covered: unknown, not zero. Mean "
+            "power = energy / covered time. Below "
+            f"{COMPLETE_COVERAGE:.0%} of the window a source gives no figure: not measured (covers "
+            "N % of the run). A GPU run's energy needs every charged GPU measured, never the CPU "
+            "package alone; without the CPU package it says GPU board only. A GPU's counter is "
+            f"cross-checked against its integrated power (flagged above {CROSS_CHECK_TOLERANCE:.0%}); "
+            f"a measured source that averages under {MIN_VALID_W:g} W (a stuck counter, a 0 W gauge) is "
+            "ignored.",
+        ),
+        (
+            "GPU energy source",
+            "per GPU, the board's total-energy counter (`gpu<N>_energy_j`, NVML, Volta and newer), else "
+            "instant power (`gpu<N>_power_instant_w`) integrated over time, else average power "
+            "(`gpu<N>_power_w`: a 1 s running average on Ampere and newer except the A100) integrated; "
+            "What it covers says which. Anything integrated from readings ≥ "
+            f"{ESTIMATE_SPACING_S:g} s apart (median spacing) is an ESTIMATE: NVML samples power only "
+            "part of the time (about a quarter of it on A100/H100, Yang et al., SC24) and a 1 s average "
+            "smooths and lags a bursty load.",
+        ),
+        (
+            "Cost",
+            "energy (kWh) × tariff + hardware price / working hours × hours per 1,000 examples. "
+            "Hardware price = the host (`--host-price HOST=USD`, else `--cpu-price`) + each GPU the "
+            "run used (`--gpu-price MODEL=USD`, else `--gpu-price USD`); working hours = "
+            "amortisation years × 8,760 h × utilisation. A price not given is no price given, "
+            "never $0: a hardware cost or a total is shown only when every price it sums was "
+            "given; otherwise the line says what it covers (energy only, GPU not priced).",
+        ),
+        (
+            "Speedup",
+            "mean examples/s of a group / the baseline group's. With ≥ 2 repeats on both sides, a 95 "
+            "% interval: log-ratio standard error by the delta method, Welch–Satterthwaite degrees of "
+            "freedom, Student's t from a table.",
+        ),
+        (
+            "Break-even",
+            "investment / saving per GPU training hour. Investment: the GPU side's GPUs (a GPU "
+            "baseline's GPUs subtracted: the price difference; hosts included when both are "
+            "priced). Saving: (speedup − 1) hours of baseline time at the value per hour, plus the "
+            "baseline's energy cost for that hour's examples minus the GPU run's. Never when the "
+            "saving is ≤ 0; does not pay back when it needs more GPU hours than the hardware's "
+            "working hours; marked ESTIMATE when an energy estimate is in it. Its assumptions "
+            "(life, utilisation, value per hour, what the energy covers) are printed beside it, and "
+            "beside every never (tariff, price, value per hour, life). Without a value per hour the "
+            "time saved is worth anything from nothing up: a faster side pays back at most after what the "
+            'energy alone needs when that is within the working hours, else "time saved not valued: '
+            'cannot tell" (--value-per-hour would tell); never only when no value of an hour could '
+            "make the saving positive (no faster and no energy saved).",
+        ),
+        (
+            "Scaling",
+            "runs that differ only in their device count (training.json `world_size`, 1 when absent): "
+            "same workload signature except that the per-device batch replaces the global one, same "
+            "device kind, host, CPU, memory, GPU model and node count. Scaling efficiency = "
+            "examples/s(N) / (N × "
+            "examples/s(1)), n/a without a 1-device run. Hardware cost as in Cost (the host plus each GPU "
+            "used, over the working hours). Marginal cost of a step = its extra $ per hour / the extra "
+            "examples per hour it "
+            "buys; its payback = the price of the added GPUs (nothing for processes on one host) / "
+            "what an hour at N saves against the "
+            "previous count (time at the value per hour plus energy; without a value per hour as in "
+            "Break-even: a bound from the energy alone, or time saved not valued: cannot tell). The "
+            "largest count that pays back is the last one reached by steps that each pay back within the "
+            "working hours (life × utilisation); a step that cannot be told makes it cannot tell. "
+            "Incomplete runs are left out of a series, and named on it, unless `--include-incomplete` "
+            "is given: then they are averaged in as repeats and marked, and a count measured only by "
+            "them is not judged: the next count's step is judged against the last count measured by a "
+            "complete run, and the verdict never stops at it.",
+        ),
+        (
+            "Throttling",
+            "GPU clocks-event reasons decoded: idle 0x1, at power limit 0x4 (a state, not a fault), "
+            "HW slowdown 0x8, sync boost 0x10, thermal SW 0x20, thermal HW 0x40, HW power brake 0x80; "
+            "events = runs of consecutive samples. CPU: busy-core frequency (cores ≥ "
+            f"{t.cpu_busy_pct:g} % busy, from `cpu<N>_freq_mhz`) ≥ {t.cpu_freq_drop_fraction:.0%} "
+            f"below the {t.cpu_freq_baseline_quantile:.0%} percentile of the training window's "
+            "samples with the same number of busy cores (turbo bins: fewer busy cores clock higher; "
+            "recordings without per-core frequency: `cpu_freq_mhz` only while the CPU is ≥ "
+            f"{t.core_saturated_pct:g} % busy); {CONSTANT_FREQUENCY} when every frequency reading is "
+            "the same. A drop is thermal only with thermal evidence: `cpu_core_throttle_count` or "
+            "`cpu_package_throttle_count` rising in the window, or `cpu_temp_c` at the temperature "
+            f"threshold in a dropped sample; otherwise it is {CPU_BELOW_PEAK}, a state, not a fault.",
+        ),
+        ("Thermal", "peak temperature and time at or above the threshold (sum of the sample intervals)."),
+        (
+            "Verdicts",
+            "over the measurement window, first match: GPU-bound (GPU run, least busy used GPU ≥ "
+            f"{t.gpu_bound_util_pct:g} %); CPU-bound (CPU run, CPU ≥ {t.cpu_saturated_pct:g} %); "
+            f"I/O-bound (iowait ≥ {t.iowait_pct:g} % or disk busy ≥ {t.disk_saturated_pct:g} %); "
+            f"host-bound (GPU run with CPU ≥ {t.cpu_saturated_pct:g} %, or on average ≥ 1 logical CPU "
+            f"≥ {t.core_saturated_pct:g} % busy while ≥ 1 is < {t.core_idle_pct:g} % and the "
+            "training's processes use ≥ 0.8 core per saturated CPU, or, a GPU run, one host thread ≥ "
+            f"{t.core_saturated_pct:g} % busy in ≥ {b.HOST_THREAD_SAMPLE_FRACTION:.0%} of the samples "
+            f"or ≥ {b.HOST_THREAD_BUSY_MEAN_PCT:g} % busy on average while ≥ 1 logical CPU is < "
+            f"{t.core_idle_pct:g} %: the training's busiest thread "
+            "(`proc_busiest_thread_pct`) where recorded, else a logical CPU, the training's processes "
+            f"then using ≥ {b.HOST_THREAD_TREE_CORES:g} core); GPU underused (GPU < "
+            f"{t.gpu_underused_util_pct:g} %, no other cause; where the busiest thread is not recorded it "
+            "says that a thread the kernel moves between CPUs would not show in per-CPU utilization, and "
+            "where no CPU column is recorded: host not recorded, cause unknown). Thermally throttled "
+            "(thermal bits, or "
+            "CPU frequency drops with thermal evidence), HW slowdown (0x8, 0x80) and CPU clock below "
+            f"peak (cause unknown) are added in ≥ {t.throttled_sample_fraction:.0%} of samples.",
+        ),
+        (
+            "GPU verdicts",
+            "per used GPU over the measurement window, each with its numbers: at its power limit (a "
+            f"state, not a fault) in ≥ {t.throttled_sample_fraction:.0%} of samples, a sample counting "
+            f"when the SW power cap bit (0x4) is set or power is within {POWER_LIMIT_MARGIN:.0%} of the "
+            "limit in force with the SM clock below its max (thermal only from thermal bits); busy but "
+            f"not computing when mean util ≥ {BUSY_UTIL_PCT:g} % at a mean power ≤ "
+            f"{NOT_COMPUTING_POWER_FRACTION:.0%} of the limit; straggler when one GPU's mean util is ≥ "
+            f"{STRAGGLER_GAP_PCT:g} points below every other GPU while they are ≥ "
+            f"{t.gpu_underused_util_pct:g} %. A straggler, else busy but not computing, names the "
+            "bottleneck in place of GPU-bound or GPU underused. Busy but not computing never fires on a "
+            "GPU whose clocks or power a setting holds low (see GPU state): the finding says so instead.",
+        ),
+        (
+            "GPU state",
+            "for the GPUs charged to a GPU run, from run.json `gpu_state` where recorded and from "
+            "telemetry.csv, run.json `system.gpus` and training.json in any case. Shared: another process "
+            "on the GPU while the training ran (`gpu_state.other_processes`), or the board busy before the "
+            f"training: `gpu_state.before_training` with util ≥ {gs.SHARED_BEFORE_UTIL_PCT:g} %, a compute "
+            f"process, or ≥ {gs.SHARED_BEFORE_MEM_BYTES / 2**30:g} GiB of memory in use, or telemetry over "
+            f"the {gs.BEFORE_TRAINING_S:g} s before the first `train` phase with mean util ≥ "
+            f"{gs.SHARED_BEFORE_UTIL_PCT:g} % or median used memory ≥ {gs.SHARED_BEFORE_MEM_BYTES / 2**30:g} "
+            "GiB (an idle board holds under 1 GiB). While the training runs, and just after it, the "
+            "board's figures include its own work, so a tenant that came later shows only in "
+            "`gpu_state.other_processes`. A MIG slice: MIG mode enabled (`gpu_state`), a run.json GPU whose "
+            "name has the word MIG or whose UUID starts MIG-, or training.json `gpu_uuids` starting MIG- or "
+            f"`gpu_names` with MIG. Either makes the GPU board energy unknown with its reason ({gs.SHARED}; "
+            f"{gs.MIG_SLICE}): J and $ per 1,000 examples unknown, never the whole board's; and the board's "
+            "utilization is not the run's: no GPU-bound, GPU underused, busy but not computing or straggler "
+            "verdict from board figures. A power cap: the lowest limit recorded (telemetry's median over "
+            "the training, `gpu_state` at start and end, run.json `power_limit_w`) more than "
+            f"{gs.POWER_CAP_MARGIN_W:g} W below the board's default (`gpu_state`), else more than "
+            f"{gs.TABLE_POWER_MARGIN:.0%} below the GPU model's lowest default board power in "
+            "sizing/analysis/peaks.py (a datasheet figure, not this board's: some SKUs ship lower; a "
+            "configurable one has none); neither known: no claim. Clocks held by a setting: an "
+            "applications clock "
+            f"more than {gs.CLOCK_MARGIN_MHZ:g} MHz below its default (`gpu_state`), or in ≥ "
+            f"{t.throttled_sample_fraction:.0%} of busy samples (util > 0) the clocks-event bit 0x2 "
+            "(applications or locked clocks) or no clocks-event reason at all at an SM clock ≤ "
+            f"{gs.UNEXPLAINED_CLOCK_FRACTION:.0%} of its max (NVML names no reason only at the highest "
+            "clocks it can run). Held low: those clocks below the SM clock's max (or unknown), applications "
+            "clocks below default, or a power cap with the SW power cap bit in ≥ "
+            f"{t.throttled_sample_fraction:.0%} of busy samples. MIG, power cap N W, clocks held by a "
+            "setting and shared join the hardware signature, so such runs are never repeats of others.",
+        ),
+        (
+            "MFU",
+            "model FLOPs utilization = achieved FLOP/s / peak FLOP/s. Achieved: training.json "
+            "`flops.per_example` (forward + backward FLOPs of one training example, counted once: `python "
+            "-m training flops RUN_DIR`; ops counted as zero, `flops.uncounted`, make it an undercount) × "
+            "the steady examples/s. Peak: the dense peak of the dtype the math ran in × the devices trained "
+            "in parallel (training.json `world_size`, 1 when absent; a CPU run: its hosts), from a table "
+            "keyed by NVML's device name, each figure with its source (sizing/analysis/peaks.py). The dtype: "
+            "training.json `flops.math_dtype` when recorded, else `precision` (mixed_float16 and "
+            "mixed_bfloat16 read as float16 and bfloat16); float32 on a GPU with TF32 tensor cores counts as "
+            "TF32, since PyTorch's cuDNN convolutions and TensorFlow run float32 in TF32 by default on "
+            "Ampere and newer (PyTorch's float32 matmuls do not since 1.12; a detector's FLOPs are mostly "
+            "convolutions), and as FP32 on a GPU without them (V100, T4). A CPU's nominal FP32 peak: "
+            "physical cores (the cgroup quota when smaller) × max clock × FP32 lanes (16 with avx512f, 8 "
+            f"with avx2 and fma) × {FLOPS_PER_FMA} (a fused multiply-add) × {FMA_UNITS} FMA units per "
+            "core, an assumption: an x86 server core issues at most two vector FMAs a cycle and its "
+            "all-core vector clock is at most its max clock, so with cpufreq's max clock the peak is an "
+            "upper bound and the MFU a lower bound, shown as ≥; with the model name's base clock it is "
+            "neither. A GPU not in the table, a dtype it has no peak for (TF32 or BF16 on a V100 or T4), "
+            "a CPU without recorded vector flags or clock, an ARM CPU, or a run without a FLOP count: MFU "
+            "not known, with the reason; never a guess.",
+        ),
+        (
+            "Why the GPU is not at its limit",
+            "for a GPU run with profiling counters (NVML GPM: `gpu<N>_tensor_active_pct`, "
+            "`_sm_active_pct`, `_dram_active_pct`, `_fp32_active_pct`, `_fp16_active_pct`, "
+            "`_fp64_active_pct`), each counter's mean over the measurement window averaged over the "
+            "charged GPUs, first match: compute-bound (tensor active ≥ "
+            f"{hr.COMPUTE_BOUND_PIPE_PCT:g} %, or an FP32, FP16 or FP64 pipe ≥ "
+            f"{hr.COMPUTE_BOUND_PIPE_PCT:g} %); memory-bound (DRAM active ≥ {hr.MEMORY_BOUND_DRAM_PCT:g} % "
+            f"with tensor active < {hr.MEMORY_BOUND_TENSOR_BELOW_PCT:g} %); launch-bound (NVML util ≥ "
+            f"{hr.LAUNCH_BOUND_UTIL_PCT:g} % with SM active < {hr.LAUNCH_BOUND_SM_BELOW_PCT:g} %: busy, "
+            "but many small kernels: SMs idle); waiting on the host (NVML util, else graphics engine "
+            f"active, < {hr.HOST_WAIT_UTIL_BELOW_PCT:g} % while one host thread is ≥ "
+            f"{t.core_saturated_pct:g} % busy in ≥ {b.HOST_THREAD_SAMPLE_FRACTION:.0%} of the samples, "
+            f"or the training's busiest thread ≥ {b.HOST_THREAD_BUSY_MEAN_PCT:g} % busy on average: "
+            "the training's busiest thread where recorded, else a logical CPU with the training's "
+            f"processes using ≥ {b.HOST_THREAD_TREE_CORES:g} core where `proc_cpu_pct` is recorded; on "
+            "an H100 one Python thread launching tiny kernels back to back read NVML util 28 % and SM "
+            "active 0 %, docs/gpu-evidence.md); idle most of the time: waiting outside the GPU (NVML "
+            f"util < {hr.GPU_IDLE_UTIL_BELOW_PCT:g} % with no host thread saturated: input, I/O, "
+            "synchronisation or transfers; or the host not recorded); "
+            "else no single limit in the counters. Each with its numbers, in the bottleneck "
+            "section and, as a label beside the MFU, in every GPU comparison's headline line. A run "
+            "without the counters keeps its utilization verdict (Verdicts), said from utilization only.",
+        ),
+    )
+
+
+DEFINITIONS = definitions()

@@ -22,14 +22,14 @@ from typing import Any
 
 from collect.jobpatterns import FORMATS, PatternError, compile_patterns
 from collect.jobrecord import JobDeclared, JobRecorder, job_environment
-from collect.options import add_timed_options, parse_interval
+from collect.options import parse_interval, timed_parser
 from collect.progress import ProgressReporter
 from collect.session import SessionError, SessionOptions, SessionResult, run_session
 from collect.sources import Hardware
 from collect.sources.nvml import nvml_text, visible_gpu_indices
 from collect.usage import command_problem, data_dir_problem
 from runformat import format_duration, parse_duration
-from runformat.cli import USAGE_ERROR, OneLineParser
+from runformat.cli import USAGE_ERROR
 
 NO_GPU = 1
 SHOWN_LAST_LINES = 8
@@ -54,14 +54,12 @@ def add_progress_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
-        prog="python -m collect timed",
-        description="Run your own training COMMAND for DURATION while sampling the system, and size it.",
-        epilog="exit codes: the job's own when it ended by itself, 124 when DURATION stopped it, 130 when "
+    parser = timed_parser(
+        "Run your own training COMMAND for DURATION while sampling the system, and size it.",
+        "exit codes: the job's own when it ended by itself, 124 when DURATION stopped it, 130 when "
         "interrupted, 2 for a usage error, 1 when --device gpu finds no GPU or the collector failed.",
+        "how long the job may run: 90s, 75m, 2h, 1h30m",
     )
-    parser.add_argument("duration", help="how long the job may run: 90s, 75m, 2h, 1h30m")
-    add_timed_options(parser)
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     add_progress_options(parser)
     parser.add_argument("--verbose", action="store_true", help="show the job's output, not a progress line")

@@ -23,6 +23,16 @@ def parse_interval(text: str) -> float:
     return parse_duration(text, minimum_s=MIN_INTERVAL_S)
 
 
+def timed_parser(description: str, epilog: str, duration_help: str) -> argparse.ArgumentParser:
+    """`collect timed`'s parser, for both of its forms (our training, a job's), with what they share."""
+    from runformat.cli import OneLineParser
+
+    parser = OneLineParser(prog="python -m collect timed", description=description, epilog=epilog)
+    parser.add_argument("duration", help=duration_help)
+    add_timed_options(parser)
+    return parser
+
+
 def add_timed_options(parser: argparse.ArgumentParser) -> None:
     """What `collect timed` asks of both of its forms, our training and a job's: device, sampling, where."""
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")

@@ -22,13 +22,20 @@ def create_run_dir(data_dir: Path, device: str, start: datetime) -> Path:
     except OSError as exc:
         raise SessionError(f"cannot create {runs}: {exc.strerror or exc}") from exc
     base = new_run_id(device, start) + slurm.run_id_suffix(os.environ)
+    try:
+        return unique_dir(runs, base)
+    except OSError as exc:
+        raise SessionError(f"cannot create a run directory {base} in {runs}: {exc.strerror or exc}") from exc
+
+
+def unique_dir(parent: Path, base: str) -> Path:
+    """parent/base, else parent/base-2, -3...: the first that did not exist, created (resolved); OSError when
+    none can be."""
     for attempt in range(1, 1000):
-        candidate = runs / (base if attempt == 1 else f"{base}-{attempt}")
+        candidate = parent / (base if attempt == 1 else f"{base}-{attempt}")
         try:
             candidate.mkdir()
         except FileExistsError:
             continue
-        except OSError as exc:
-            raise SessionError(f"cannot create {candidate}: {exc.strerror or exc}") from exc
         return candidate.resolve()
-    raise SessionError(f"too many runs named {base} in {runs}")
+    raise OSError(f"too many runs named {base} in {parent}")

@@ -20,14 +20,14 @@ from typing import Any
 
 from collect import preflight
 from collect.devicecount import counts_problem, parse_counts, resolve_gpu_counts, visible_gpu_count
-from collect.options import add_timed_options, parse_interval
+from collect.options import parse_interval, timed_parser
 from collect.progress import ProgressReporter
 from collect.session import SessionError, SessionOptions, SessionResult, run_session
 from collect.sources import Hardware
 from collect.sweep import new_sweep, run_sweep, sweep_exit_code, sweep_lines
 from collect.usage import PRESET_NAMES, data_dir_problem, dataset_problem
 from runformat import COMMAND_LOG, RUN_JSON, TRAINING_JSON, format_duration, parse_duration, read_run
-from runformat.cli import USAGE_ERROR, OneLineParser
+from runformat.cli import USAGE_ERROR
 from runformat.diskfull import DISK_FULL
 from runformat.multinode import Nodes, add_node_options, nodes_from_args, nodes_problem
 from runformat.records import InferenceRecord, RunRecord, TrainingRecord, read_record
@@ -40,14 +40,12 @@ MIXED_DTYPE = {"gpu": "float16", "cpu": "bfloat16"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
-        prog="python -m collect timed",
-        description="Train the Faster R-CNN workload for DURATION on one device while sampling the system.",
-        epilog="Your own training job instead: python -m collect timed DURATION [OPTIONS] -- COMMAND "
+    parser = timed_parser(
+        "Train the Faster R-CNN workload for DURATION on one device while sampling the system.",
+        "Your own training job instead: python -m collect timed DURATION [OPTIONS] -- COMMAND "
         "(its options: python -m collect timed --help --)",
+        "training budget: 90s, 75m, 2h, 1h30m",
     )
-    parser.add_argument("duration", help="training budget: 90s, 75m, 2h, 1h30m")
-    add_timed_options(parser)
     parser.add_argument("--preset", choices=PRESET_NAMES, default="small")
     parser.add_argument(
         "--framework", choices=tuple(FRAMEWORK_NAMES), default="tf",

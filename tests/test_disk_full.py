@@ -369,6 +369,21 @@ def _console_line(err: str, starts: str) -> str:
     return line
 
 
+def _fill_and_finish(process: subprocess.Popen, data_dir: Path, run_dir: Path, leave_bytes: int) -> tuple:
+    """Another job fills the disk to `leave_bytes`; the run's console, both JSON files, its log (rows and
+    steps checked whole) and the checkpoints left (name: size)."""
+    try:
+        fill(data_dir, leave_bytes=leave_bytes)
+        out, err = process.communicate(timeout=300)
+    finally:
+        _stop(process)
+    training, record = read_json(run_dir / "training.json"), read_json(run_dir / "run.json")
+    log = (run_dir / "command.log").read_text()
+    _check_steps_and_rows(run_dir, training, record)
+    left = {path.name: path.stat().st_size for path in (run_dir / "checkpoints").iterdir()}
+    return out, err, training, record, log, left
+
+
 @pytest.mark.slow
 @needs_root
 def test_a_torch_training_whose_checkpoint_finds_the_disk_full(tmp_path: Path, tiny_dataset: Path) -> None:
@@ -377,15 +392,7 @@ def test_a_torch_training_whose_checkpoint_finds_the_disk_full(tmp_path: Path, t
         process, run_dir, kept = _run_until_checkpoint(
             data_dir, tiny_dataset, ["--framework", "torch", "--interval", "1s"], "ckpt-*.pt"
         )
-        try:
-            fill(data_dir, leave_bytes=2 * MB)
-            out, err = process.communicate(timeout=300)
-        finally:
-            _stop(process)
-        training, record = read_json(run_dir / "training.json"), read_json(run_dir / "run.json")
-        log = (run_dir / "command.log").read_text()
-        _check_steps_and_rows(run_dir, training, record)
-        left = {path.name: path.stat().st_size for path in (run_dir / "checkpoints").iterdir()}
+        out, err, training, record, log, left = _fill_and_finish(process, data_dir, run_dir, 2 * MB)
         _readers_say_disk_full(run_dir, training["failure"]["path"])
     assert process.returncode == 1
     assert "warning: free space is tight: this run writes about 252 MB" in err  # and it went on
@@ -415,15 +422,7 @@ def test_a_tensorflow_training_on_a_disk_that_fills_up(tmp_path: Path, tiny_data
         process, run_dir, kept = _run_until_checkpoint(
             data_dir, tiny_dataset, ["--interval", "0.5s"], "checkpoint"
         )
-        try:
-            fill(data_dir, leave_bytes=0)
-            out, err = process.communicate(timeout=300)
-        finally:
-            _stop(process)
-        training, record = read_json(run_dir / "training.json"), read_json(run_dir / "run.json")
-        log = (run_dir / "command.log").read_text()
-        _check_steps_and_rows(run_dir, training, record)
-        left = {path.name: path.stat().st_size for path in (run_dir / "checkpoints").iterdir()}
+        out, err, training, record, log, left = _fill_and_finish(process, data_dir, run_dir, 0)
     assert process.returncode == 1
     assert "Traceback" not in out + err and "Traceback" in log
     assert left == kept and sorted(kept) == ["checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index"]

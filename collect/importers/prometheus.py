@@ -38,6 +38,7 @@ from collect.importers.promcolumns import (
 )
 from collect.importers.promtraining import TRAINING_COLUMNS, busiest, training_rows
 from collect.importers.rundir import imported_run_header
+from collect.rundir import unique_dir
 from collect.writer import TelemetryWriter
 from runformat import (
     RUN_JSON,
@@ -323,15 +324,7 @@ def _write_run(
 def _new_run_dir(data_dir: Path, device: str, start: float, host: str) -> Path:
     runs = Path(data_dir) / RUNS_SUBDIR
     runs.mkdir(parents=True, exist_ok=True)
-    base = new_run_id(device, datetime.fromtimestamp(start, timezone.utc), host=host)
-    for attempt in range(1, 1000):
-        candidate = runs / (base if attempt == 1 else f"{base}-{attempt}")
-        try:
-            candidate.mkdir()
-        except FileExistsError:
-            continue
-        return candidate.resolve()
-    raise OSError(f"too many runs named {base} in {runs}")
+    return unique_dir(runs, new_run_id(device, datetime.fromtimestamp(start, timezone.utc), host=host))
 
 
 def main(argv: Sequence[str]) -> int:

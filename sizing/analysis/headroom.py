@@ -209,20 +209,22 @@ def _compute_bound(n: dict, t: Thresholds, thread: HostThread) -> str | None:
     return None
 
 
-def _memory_bound(n: dict, t: Thresholds, thread: HostThread) -> str | None:
-    dram, tensor = n["dram_active_pct"], n["tensor_active_pct"]
-    if _at_least(dram, MEMORY_BOUND_DRAM_PCT) and _below(tensor, MEMORY_BOUND_TENSOR_BELOW_PCT):
-        return (f"DRAM active {_f(dram)} ≥ {MEMORY_BOUND_DRAM_PCT:g} % with tensor active {_f(tensor)} < "
-                f"{MEMORY_BOUND_TENSOR_BELOW_PCT:g} %")  # fmt: skip
+def _high_while_low(n: dict, high: str, high_pct: float, low: str, low_pct: float) -> str | None:
+    """'DRAM active 70.0 % ≥ 50 % with tensor active 5.0 % < 25 %' when both hold, else None."""
+    if _at_least(n[high], high_pct) and _below(n[low], low_pct):
+        return (f"{COUNTERS[high]} {_f(n[high])} ≥ {high_pct:g} % with {COUNTERS[low]} {_f(n[low])} < "
+                f"{low_pct:g} %")  # fmt: skip
     return None
+
+
+def _memory_bound(n: dict, t: Thresholds, thread: HostThread) -> str | None:
+    return _high_while_low(n, "dram_active_pct", MEMORY_BOUND_DRAM_PCT, "tensor_active_pct",
+                           MEMORY_BOUND_TENSOR_BELOW_PCT)  # fmt: skip
 
 
 def _launch_bound(n: dict, t: Thresholds, thread: HostThread) -> str | None:
-    util, sm = n["util_pct"], n["sm_active_pct"]
-    if _at_least(util, LAUNCH_BOUND_UTIL_PCT) and _below(sm, LAUNCH_BOUND_SM_BELOW_PCT):
-        return (f"busy, but many small kernels: SMs idle: NVML util {_f(util)} ≥ {LAUNCH_BOUND_UTIL_PCT:g} % "
-                f"with SM active {_f(sm)} < {LAUNCH_BOUND_SM_BELOW_PCT:g} %")  # fmt: skip
-    return None
+    found = _high_while_low(n, "util_pct", LAUNCH_BOUND_UTIL_PCT, "sm_active_pct", LAUNCH_BOUND_SM_BELOW_PCT)
+    return f"busy, but many small kernels: SMs idle: {found}" if found else None
 
 
 def _waiting_on_host(n: dict, t: Thresholds, thread: HostThread) -> str | None:

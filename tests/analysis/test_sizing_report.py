@@ -212,44 +212,15 @@ def test_missing_out_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_command_line_entry_point(crafted_data_dir: Path, tmp_path: Path) -> None:
     """Through the interpreter, as `python -m sizing` and its alias `python -m dashboard report`."""
     out = tmp_path / "r.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sizing",
-            "ref-cpu",
-            "ref-gpu",
-            "--data-dir",
-            str(crafted_data_dir),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    def interpreter(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, check=False,
+                              timeout=60)  # fmt: skip
+
+    done = interpreter("sizing", "ref-cpu", "ref-gpu", "--data-dir", str(crafted_data_dir), "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert "wrote" in done.stdout and json.loads(out.read_text())["baseline"]["run_ids"] == ["ref-cpu"]
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dashboard",
-            "report",
-            "ref-cpu",
-            "--data-dir",
-            str(crafted_data_dir),
-            "--tariff",
-            "x",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    bad = interpreter("dashboard", "report", "ref-cpu", "--data-dir", str(crafted_data_dir), "--tariff", "x",
+                      "--out", str(out))  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
     assert bad.stderr.startswith("python -m dashboard report: error:")
 

@@ -253,8 +253,9 @@ def sadc_or_skip() -> str:
     return sadc
 
 
-def collect(*args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m collect ARGS` as a user runs it, with this checkout first on the path."""
+def collect(*args: str, zone: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m collect ARGS` as a user runs it, with this checkout first on the path; `zone`: the
+    machine's time zone (POSIX TZ)."""
     repo = Path(__file__).resolve().parents[2]
     return subprocess.run(
         [sys.executable, "-m", "collect", *args],
@@ -262,7 +263,7 @@ def collect(*args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=120,
-        env=os.environ | {"PYTHONPATH": str(repo)},
+        env=os.environ | {"PYTHONPATH": str(repo)} | ({"TZ": zone} if zone else {}),
     )
 
 

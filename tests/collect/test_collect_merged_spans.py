@@ -4,13 +4,12 @@ sized: judged over the hour both recorded, that span and the assumed offset amon
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
 from nvsmifixtures import BASIC_FIELDS, LOG_ZONE, Gpu, query_gpu_log
+from nvsmifixtures import collect as nvsmi_collect
 
 from sizing.analysis import bottleneck, spans
 from sizing.analysis.load import load_run_dir
@@ -25,15 +24,7 @@ JOB = (T0 + 2 * H, T0 + 3 * H)
 
 def collect(*args: str, zone: str = "UTC0") -> subprocess.CompletedProcess[str]:
     """`python -m collect ARGS` on a machine whose time zone is `zone` (POSIX TZ)."""
-    repo = Path(__file__).resolve().parents[2]
-    return subprocess.run(
-        [sys.executable, "-m", "collect", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=os.environ | {"PYTHONPATH": str(repo), "TZ": zone},
-    )
+    return nvsmi_collect(*args, zone=zone)
 
 
 def sadf_day(path: Path) -> Path:

@@ -107,19 +107,8 @@ def _write_coco(root: Path) -> tuple[Path, Path]:
 def test_convert_coco_writes_our_record_format(tmp_path: Path) -> None:
     images, annotations = _write_coco(tmp_path)
     out = tmp_path / "converted"
-    done = run_training_cli(
-        "convert-coco",
-        "--images",
-        str(images),
-        "--annotations",
-        str(annotations),
-        "--out",
-        str(out),
-        "--category",
-        "cat",
-        "--val-fraction",
-        "0.25",
-    )
+    done = run_training_cli("convert-coco", "--images", str(images), "--annotations", str(annotations),
+                            "--out", str(out), "--category", "cat", "--val-fraction", "0.25")  # fmt: skip
     assert done.returncode == 0, done.stderr
     info = json.loads((out / "dataset.json").read_text())
     assert info["classes"] == {"1": "cat"}
@@ -147,15 +136,8 @@ def test_convert_coco_writes_our_record_format(tmp_path: Path) -> None:
 
 def test_convert_coco_needs_a_category_when_there_are_several(tmp_path: Path) -> None:
     images, annotations = _write_coco(tmp_path)
-    done = run_training_cli(
-        "convert-coco",
-        "--images",
-        str(images),
-        "--annotations",
-        str(annotations),
-        "--out",
-        str(tmp_path / "out"),
-    )
+    done = run_training_cli("convert-coco", "--images", str(images), "--annotations", str(annotations),
+                            "--out", str(tmp_path / "out"))  # fmt: skip
     assert done.returncode == 2
     assert "--category" in _one_error_line(done.stderr)
     assert not (tmp_path / "out").exists()

@@ -439,3 +439,22 @@ def test_a_tensorflow_training_on_a_disk_that_fills_up(tmp_path: Path, tiny_data
     else:
         assert failure == training["failure"]
         _console_line(err, f"The training stopped: {DISK_FULL}: cannot write {run_dir}/{failure['path']}")
+
+
+def test_a_full_disk_in_a_phase_after_training_is_recorded_as_such(tmp_path: Path) -> None:
+    """Export, evaluation, detections or inference finding the disk full: training.json's `failure` names the
+    file and the phase (the training's own status stays), and the collector carries it into run.json."""
+    from collect.run_record import command_failure
+    from runformat import write_json_atomic
+    from training.train_command import _phase_disk_full
+
+    write_json_atomic(tmp_path / "training.json", {"status": "deadline", "global_step": 12})
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "model" / "model.onnx"))
+    line = _phase_disk_full(tmp_path, "infer", full)
+    assert line is not None and line.startswith(f"{DISK_FULL}: cannot write {tmp_path}/model/model.onnx: ")
+    training = read_json(tmp_path / "training.json")
+    assert training["status"] == "deadline" and training["global_step"] == 12
+    assert {k: training["failure"][k] for k in ("reason", "path", "by", "phase")} == {
+        "reason": DISK_FULL, "path": "model/model.onnx", "by": "training", "phase": "infer"}  # fmt: skip
+    assert command_failure(tmp_path) == training["failure"]
+    assert _phase_disk_full(tmp_path, "export", ValueError("a bad graph")) is None  # others: as before

@@ -297,13 +297,26 @@ def _after_training(run_dir: Path, args: argparse.Namespace, stop, device: str) 
                 report(name, action())
             except Exception as exc:
                 phase.ok = False
-                print(
-                    f"training: error: {name} failed: {' '.join(str(exc).split())}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                why = _phase_disk_full(run_dir, name, exc) or " ".join(str(exc).split())
+                print(f"training: error: {name} failed: {why}", file=sys.stderr, flush=True)
                 return EXIT_FAILED
     return 128 + stop.signum if stop.signum is not None else EXIT_OK
+
+
+def _phase_disk_full(run_dir: Path, phase: str, exc: BaseException) -> str | None:
+    """A full disk behind a phase after training: training.json's `failure` says so (the phase named; the
+    training's own status stays), so run.json ends failed with it too; the one line, else None."""
+    from runformat import TRAINING_JSON, read_json, write_json_atomic
+    from runformat.diskfull import disk_full_in
+
+    full = disk_full_in(exc)
+    if full is None:
+        return None
+    with contextlib.suppress(OSError, ValueError):
+        state = read_json(run_dir / TRAINING_JSON)
+        state["failure"] = {**full.record("training", run_dir), "phase": phase}
+        write_json_atomic(run_dir / TRAINING_JSON, state)
+    return full.line()
 
 
 def report(name: str, result: dict) -> None:

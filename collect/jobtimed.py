@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from collect import preflight
 from collect.jobpatterns import FORMATS, PatternError, compile_patterns
 from collect.jobrecord import JobDeclared, JobRecorder, job_environment
 from collect.options import parse_interval, timed_parser
@@ -122,6 +123,9 @@ def main(argv: Sequence[str], hardware: Hardware | None = None) -> int:
     problem = options_problem(args, command)
     if problem:
         return _usage(problem)
+    no_room, _ = preflight.space_check(preflight.job_plan(budget_s, interval_s, args.device), args.data_dir)
+    if no_room:  # only the collector's own files are counted: too little for those is too little
+        return _usage(f"{no_room} (the job's own files not counted)")
     if args.device == "gpu" and (reason := gpu_problem(hardware)) is not None:
         print(f"python -m collect timed: error: {reason}", file=sys.stderr)
         return NO_GPU

@@ -199,6 +199,13 @@ def plan_for(args: argparse.Namespace, budget_s: float, interval_s: float, count
     )
 
 
+def job_plan(budget_s: float, interval_s: float, device: str) -> Plan:
+    """A lab's own job: only what the collector writes (telemetry, step log, records) is known; the job's
+    own files (its checkpoints, its outputs) are its own and not counted."""
+    return Plan(preset="small", framework="torch", device=device, budget_s=budget_s, interval_s=interval_s,
+                export=False, infer=False, cpus=os.cpu_count() or 1, writes_training=False)  # fmt: skip
+
+
 def space_check(plan: Plan, data_dir: Path) -> tuple[str | None, str | None]:
     """(the problem that stops the run, a warning) for the free space of data_dir: one line or None each."""
     free = free_bytes(data_dir)

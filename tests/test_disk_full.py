@@ -271,6 +271,26 @@ def test_a_run_that_cannot_fit_is_refused_before_it_starts(tmp_path: Path) -> No
 
 
 @needs_root
+def test_a_job_whose_recording_cannot_fit_is_refused_before_it_starts(tmp_path: Path) -> None:
+    """`collect timed 2h --interval 10ms -- COMMAND` on a 1 MB filesystem: its telemetry alone cannot fit
+    (the job's own files are not counted), so nothing starts."""
+    with tmpfs(tmp_path / "tiny", "1m") as data_dir:
+        done = subprocess.run(
+            [PYTHON, "-m", "collect", "timed", "2h", "--interval", "10ms", "--data-dir", str(data_dir),
+             "--", PYTHON, "-c", "print('never')"],
+            cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        created = list(data_dir.iterdir())
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("python -m collect timed: error: not enough free space for this run: it writes")
+    assert "telemetry" in line and "checkpoints" not in line and "(the job's own files not counted)" in line
+    assert "never" not in done.stdout and created == []
+    small = preflight.estimate(preflight.job_plan(60, 1.0, "cpu"))
+    assert set(small.parts) == {"telemetry", "records"} and small.checkpoints == 0
+
+
+@needs_root
 def test_the_collector_ends_its_records_true_on_a_disk_another_job_filled(tmp_path: Path) -> None:
     """Sampling a command on a tmpfs that another writer fills to the last byte: the final run.json goes
     into the room the collector's reserve held."""

@@ -252,22 +252,26 @@ def fill(directory: Path, leave_bytes: int) -> Path:
     return filler
 
 
+def _refused(data_dir: Path, command: list[str]) -> tuple[subprocess.CompletedProcess[str], str]:
+    """`command` run on data_dir, which it must refuse before anything starts: the result, its one line."""
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert list(data_dir.iterdir()) == []  # nothing created
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("python -m collect timed: error: not enough free space for this run: it writes")
+    return done, line
+
+
 @needs_root
 def test_a_run_that_cannot_fit_is_refused_before_it_starts(tmp_path: Path) -> None:
     """The issue's example: `collect_cpu.sh 90s --data-dir D` on a 40 MB filesystem."""
     with tmpfs(tmp_path / "small", "40m") as data_dir:
-        done = subprocess.run(
-            [str(REPO / "scripts" / "collect_cpu.sh"), "90s", "--data-dir", str(data_dir)],
-            cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-        created = list(data_dir.iterdir())
-    assert done.returncode == 2, done.stderr
-    (line,) = done.stderr.splitlines()
-    assert line.startswith("python -m collect timed: error: not enough free space for this run: it writes")
+        done, line = _refused(data_dir, [str(REPO / "scripts" / "collect_cpu.sh"), "90s", "--data-dir",
+                                         str(data_dir)])  # fmt: skip
     assert f"--data-dir {data_dir} (on {data_dir}) has 41.9 MB free" in line  # 40 MiB
     assert "checkpoints 2 x 125 MB" in line and "dataset 39.7 MB" in line  # none there: it would be generated
     assert line.endswith("try another --data-dir or no export (--no-export)")
-    assert done.stdout == "" and created == []
+    assert done.stdout == ""
 
 
 @needs_root
@@ -275,17 +279,11 @@ def test_a_job_whose_recording_cannot_fit_is_refused_before_it_starts(tmp_path: 
     """`collect timed 2h --interval 10ms -- COMMAND` on a 1 MB filesystem: its telemetry alone cannot fit
     (the job's own files are not counted), so nothing starts."""
     with tmpfs(tmp_path / "tiny", "1m") as data_dir:
-        done = subprocess.run(
-            [PYTHON, "-m", "collect", "timed", "2h", "--interval", "10ms", "--data-dir", str(data_dir),
-             "--", PYTHON, "-c", "print('never')"],
-            cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-        created = list(data_dir.iterdir())
-    assert done.returncode == 2, done.stderr
-    (line,) = done.stderr.splitlines()
-    assert line.startswith("python -m collect timed: error: not enough free space for this run: it writes")
+        job = [PYTHON, "-c", "print('never')"]
+        done, line = _refused(data_dir, [PYTHON, "-m", "collect", "timed", "2h", "--interval", "10ms",
+                                         "--data-dir", str(data_dir), "--", *job])  # fmt: skip
     assert "telemetry" in line and "checkpoints" not in line and "(the job's own files not counted)" in line
-    assert "never" not in done.stdout and created == []
+    assert "never" not in done.stdout
     small = preflight.estimate(preflight.job_plan(60, 1.0, "cpu"))
     assert set(small.parts) == {"telemetry", "records"} and small.checkpoints == 0
 

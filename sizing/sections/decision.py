@@ -173,9 +173,8 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
         )
     for c in options:
         found += [(INVALIDATES, f"{c.group.name}: {d}.") for d in c.repeats_disagree]
-        for a in c.group.analyses:
-            shared = [label for label in a.verdict.labels if "not attributable" in label or "shared" in label]
-            found += [(INVALIDATES, f"{a.run_id}: {label}.") for label in shared]
+        found += [(INVALIDATES, f"{a.run_id}: {note}.") for a in c.group.analyses
+                  if (note := a.gpu_state.utilization_note)]  # fmt: skip
     if ctx.left_out:
         named = ", ".join(f"{a.run_id} ({a.incomplete})" for a in ctx.left_out)
         found.append((UNSURE, f"Left out as incomplete: {named}."))

@@ -22,21 +22,22 @@ from collect import preflight
 from collect.devicecount import counts_problem, parse_counts, resolve_gpu_counts, visible_gpu_count
 from collect.options import parse_interval, timed_parser
 from collect.progress import ProgressReporter
-from collect.session import SessionError, SessionOptions, SessionResult, run_session
+from collect.session import SessionError, SessionOptions, run_session
 from collect.sources import Hardware
 from collect.sweep import new_sweep, run_sweep, sweep_exit_code, sweep_lines
+from collect.timed_summary import summary_lines
+from collect.tune_sweep import MIXED_DTYPE, RunRequest, run_tuning, tuning_plan
 from collect.usage import PRESET_NAMES, data_dir_problem, dataset_problem
-from runformat import COMMAND_LOG, RUN_JSON, TRAINING_JSON, format_duration, parse_duration, read_run
+from runformat import COMMAND_LOG, RUN_JSON, TRAINING_JSON, format_duration, parse_duration
 from runformat.cli import USAGE_ERROR
 from runformat.diskfull import DISK_FULL
 from runformat.multinode import Nodes, add_node_options, nodes_from_args, nodes_problem
-from runformat.records import InferenceRecord, RunRecord, TrainingRecord, read_record
+from runformat.records import RunRecord, TrainingRecord, read_record
+from runformat.tuning import Setting
 
 NO_GPU = 1
 FRAMEWORK_NAMES = {"tf": "tensorflow", "torch": "torch"}  # --framework -> training.json's `framework`
 PRECISIONS = ("float32", "mixed")
-# What `--precision mixed` asks the training for: each device's native mixed precision.
-MIXED_DTYPE = {"gpu": "float16", "cpu": "bfloat16"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,6 +81,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--verbose", action="store_true", help="show the training's output, not a progress line"
     )
     parser.add_argument(
+        "--tune", action="store_true",
+        help="first find the setting that feeds the device best in short trials, then train at it "
+        "(docs/tuning.md)",
+    )
+    parser.add_argument(
+        "--tune-budget", metavar="DURATION", help="wall time for the trials (default 20%% of DURATION)"
+    )
+    parser.add_argument(
+        "--tune-space", metavar="LIST",
+        help="what --tune searches: batch,precision,threads,channels-last,compile,workers (default: "
+        "what suits the device and framework)",
+    )
+    parser.add_argument(
         "--prometheus",
         metavar="HOST:PORT",
         help="also serve each sample at http://HOST:PORT/metrics (PORT alone binds 127.0.0.1)",
@@ -92,7 +106,10 @@ def hard_limit_s(budget_s: float) -> float:
     return 2 * budget_s + 30 * 60
 
 
-def training_command(args: argparse.Namespace, count: int | None = None) -> list[str]:
+def training_command(
+    args: argparse.Namespace, count: int | None = None, setting: Setting | None = None
+) -> list[str]:
+    """The training of one run; `setting` (a --tune run) replaces --batch and --precision."""
     command = [
         sys.executable, "-m", "training", "train",
         "--device", args.device,
@@ -100,11 +117,13 @@ def training_command(args: argparse.Namespace, count: int | None = None) -> list
         "--preset", args.preset,
         "--data-dir", str(args.data_dir),
     ]
-    if args.precision is not None:  # else the workload's own default (float32 on every device)
+    if setting is not None:
+        command += setting.train_args()
+    elif args.precision is not None:  # else the workload's own default (float32 on every device)
         command += ["--precision", MIXED_DTYPE[args.device] if args.precision == "mixed" else args.precision]
     if args.framework != "tf":
         command += ["--framework", args.framework]
-    if args.batch is not None:
+    if args.batch is not None and setting is None:
         command += ["--batch", str(args.batch)]
     if args.dataset is not None:
         command += ["--dataset", str(args.dataset)]
@@ -114,6 +133,8 @@ def training_command(args: argparse.Namespace, count: int | None = None) -> list
         command.append("--no-export")
     if args.no_infer:
         command.append("--no-infer")
+    if getattr(args, "no_checkpoint", False):
+        command.append("--no-checkpoint")
     if args.keep_checkpoints is not None:
         command += ["--keep-checkpoints", str(args.keep_checkpoints)]
     if args.checkpoint_every is not None:
@@ -177,73 +198,11 @@ def matching_command(args: argparse.Namespace) -> str:
         parts += ["--max-steps", str(args.max_steps)]
     if args.checkpoint_every is not None:  # checkpoints take time out of the budget: the same for both
         parts += ["--checkpoint-every", args.checkpoint_every]
+    if args.tune:
+        parts.append("--tune")
+        if args.tune_budget is not None:
+            parts += ["--tune-budget", args.tune_budget]
     return " ".join(shlex.quote(p) for p in parts)
-
-
-def summary_lines(
-    result: SessionResult, peaks: dict[str, float], matching: str | None = None
-) -> list[str]:
-    """The end-of-run summary, from the run directory's files and the peaks seen while sampling."""
-    run_dir = result.run_dir
-    head = f"Run {run_dir.name}: {result.end_reason} (exit code {result.exit_code}), {result.samples} samples"
-    lines = [head]
-    files = read_run(run_dir)
-    training, nodes = files.training, (files.run and files.run.nodes) or {}
-    if nodes.get("node_rank"):
-        lines.append(
-            f"  training: node {nodes['node_rank']} of {nodes.get('nnodes')}; the step log, training.json "
-            f"and checkpoints are in the run of node 0 ({nodes.get('step_log')})"
-        )
-    if training is not None and files.progress is not None:
-        steady, progress = training.steady_steps_per_s, files.progress
-        lines.append(
-            f"  training: {progress.steps or 0} steps ({progress.status})"
-            + (f", steady {steady:.2f} steps/s" if steady is not None else "")
-            + (f", first step {training.first_step_s:.1f} s" if training.first_step_s else "")
-            + f", device {training.device_used or '?'}"
-        )
-        if progress.note:
-            lines.append(f"  note: {progress.note}")
-    evaluation = files.evaluation
-    if evaluation:
-        lines.append(
-            f"  accuracy: mAP@0.5 {evaluation.get('map_50', float('nan')):.3f}, "
-            f"recall {evaluation.get('recall_50', float('nan')):.3f} "
-            f"on {evaluation.get('num_images', '?')} held-out images"
-        )
-    if files.inference is not None and files.inference.runtimes:
-        lines.append("  inference: " + _inference_text(files.inference))
-    lines.append("  peaks: " + _peaks_text(peaks))
-    lines.append(f"  run directory: {run_dir}")
-    lines.append("  compare runs: ./scripts/dashboard.sh, then open http://127.0.0.1:8050")
-    if matching:
-        lines.append(f"  the same workload on the other device: {matching}")
-    return lines
-
-
-def _inference_text(inference: InferenceRecord) -> str:
-    """Best images/s of each runtime (and at which batch size), or why a runtime could not run."""
-    parts = []
-    for runtime in inference.runtimes or ():
-        if cells := runtime.measured:
-            best = max(cells, key=lambda c: c.images_per_s or 0.0)
-            parts.append(f"{runtime.runtime} {best.images_per_s:.1f} images/s (batch {best.batch_size})")
-        else:
-            parts.append(f"{runtime.runtime} n/a")
-    return ", ".join(parts)
-
-
-def _peaks_text(peaks: dict[str, float]) -> str:
-    parts = []
-    if "cpu_temp_c" in peaks:
-        parts.append(f"CPU {peaks['cpu_temp_c']:.0f} °C")
-    else:
-        parts.append("CPU temperature n/a (no sensor)")
-    for name in sorted(peaks):
-        if name.startswith("gpu"):
-            unit = "°C" if name.endswith("_temp_c") else "W"
-            parts.append(f"{name.split('_')[0].upper()} {peaks[name]:.0f} {unit}")
-    return ", ".join(parts)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -272,6 +231,10 @@ def main(argv: Sequence[str]) -> int:
     if problem or count_problem:
         print(f"python -m collect timed: error: {problem or count_problem}", file=sys.stderr)
         return USAGE_ERROR
+    tune_plan, problem = tuning_plan(args, budget_s, counts) if args.tune else (None, None)
+    if problem:
+        print(f"python -m collect timed: error: {problem}", file=sys.stderr)
+        return USAGE_ERROR
     plan = preflight.plan_for(args, budget_s, interval_s, counts)
     no_room, tight = preflight.space_check(plan, args.data_dir)
     if no_room or tight:
@@ -286,6 +249,10 @@ def main(argv: Sequence[str]) -> int:
         if args.device == "gpu" and (reason := check_gpu(args.framework)) is not None:
             print(f"python -m collect timed: error: {reason}", file=sys.stderr)
             return NO_GPU
+        if args.tune:
+            return run_tuning(tune_plan, lambda request: _run_tuned(args, interval_s, exposition or None,
+                                                                  counts[0] if counts else None, request),
+                              sys.stdout)  # fmt: skip
         if len(counts) <= 1:
             return _run(args, budget_s, interval_s, exposition or None, counts[0] if counts else None)[0]
         sweep = new_sweep("gpus" if args.device == "gpu" else "procs", counts)
@@ -328,6 +295,22 @@ def device_counts(args: argparse.Namespace, hardware: Hardware | None = None) ->
     return resolve_gpu_counts(parse_counts(args.gpus, "--gpus"), visible)
 
 
+def _run_tuned(
+    args: argparse.Namespace, interval_s: float, exposition: Any, count: int | None, request: RunRequest
+) -> tuple[int, Path | None]:
+    """One run of a --tune sweep: a trial (no checkpoints, export or inference) or the final run."""
+    run_args = argparse.Namespace(**vars(args))
+    run_args.duration = format_duration(request.duration_s)
+    run_args.label = (
+        f"{_label(args, request.duration_s, count)} {request.label_suffix}: {request.setting.text()}"
+    )
+    if request.trial:
+        run_args.no_export = run_args.no_infer = run_args.no_checkpoint = True
+        run_args.max_steps = None
+    tag = {"tuning": request.tag}
+    return _run(run_args, request.duration_s, interval_s, exposition, count, tag, request.setting)
+
+
 def _run(
     args: argparse.Namespace,
     budget_s: float,
@@ -335,6 +318,7 @@ def _run(
     exposition: Any,
     count: int | None = None,
     sweep_tag: dict | None = None,
+    setting: Setting | None = None,
 ) -> tuple[int, Path | None]:
 
     # With --verbose the training's output is the progress; the reporter then only keeps the peaks.
@@ -351,7 +335,7 @@ def _run(
         interval_s=interval_s,
         duration_s=hard_limit_s(budget_s),
         label=_label(args, budget_s, count),
-        command=training_command(args, count),
+        command=training_command(args, count, setting),
         echo_output=args.verbose,
         tick_sink=exposition,
         extra_record={**(sweep_tag or {}), **nodes_record(args, count)},

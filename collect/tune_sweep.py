@@ -1,0 +1,179 @@
+"""`--tune`: short trials, each its own run, then the final run at the chosen setting (docs/tuning.md).
+
+The search and the judge are collect/tuning.py; how one run is started is collect/timed.py's, handed in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TextIO
+
+from collect.tuning import (
+    DEFAULT_TUNE_SHARE,
+    MAX_TUNE_SHARE,
+    TRIAL_STEADY_S,
+    Machine,
+    Search,
+    TrialFacts,
+    gain_text,
+    judge,
+    read_trial,
+    trial_duration_s,
+    why_chosen,
+)
+from runformat import format_duration
+from runformat.tuning import FINAL, TRIAL, Setting, TuningTag
+
+INTERRUPTED = 130
+DEFAULT_BATCH = 2  # `python -m training train`'s batch per device when --batch is not given
+# What `--precision mixed` asks the training for: each device's native mixed precision.
+MIXED_DTYPE = {"gpu": "float16", "cpu": "bfloat16"}
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run of the sweep, for collect/timed.py to start."""
+
+    setting: Setting
+    duration_s: float
+    trial: bool  # a trial: no checkpoints, export or inference; --max-steps does not apply
+    tag: dict  # run.json's `tuning`
+    label_suffix: str
+
+
+RunOne = Callable[[RunRequest], tuple[int, Path | None]]
+
+
+@dataclass(frozen=True)
+class TunePlan:
+    budget_s: float
+    tune_budget_s: float
+    user: Setting
+    space: tuple[str, ...]
+    machine: Machine
+
+
+def tune_budget(budget_s: float, asked_s: float | None) -> tuple[float, str | None]:
+    """The trials' wall-time budget and a one-line problem with it (too small or too large)."""
+    tune_s = asked_s if asked_s is not None else DEFAULT_TUNE_SHARE * budget_s
+    least_s = TRIAL_STEADY_S * 2
+    if tune_s < least_s:
+        share = f"{DEFAULT_TUNE_SHARE:.0%} of {format_duration(budget_s)} is {format_duration(tune_s)}"
+        given = f"--tune-budget {format_duration(tune_s)}" if asked_s is not None else share
+        return tune_s, (
+            f"--tune needs at least {format_duration(least_s)} of trials ({given}; each trial trains "
+            f"{TRIAL_STEADY_S:g} s after its warm-up): give a longer DURATION or --tune-budget"
+        )
+    if tune_s > MAX_TUNE_SHARE * budget_s:
+        return tune_s, (
+            f"--tune-budget {format_duration(tune_s)} is more than {MAX_TUNE_SHARE:.0%} of the budget "
+            f"{format_duration(budget_s)}: the final run needs the rest"
+        )
+    return tune_s, None
+
+
+def machine_of(device: str, framework: str, simd: list[str] | None, physical_cpus: int | None) -> Machine:
+    logical = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    bf16 = bool(simd and {"amx_bf16", "avx512_bf16"} & set(simd))
+    return Machine(device, framework, logical, physical_cpus, bf16)
+
+
+def new_tuning_id(device: str, now: datetime | None = None) -> str:
+    return f"tune-{(now or datetime.now(timezone.utc)).strftime('%Y%m%dT%H%M%SZ')}-{device}"
+
+
+def run_tuning(
+    plan: TunePlan, run_one: RunOne, out: TextIO, clock: Callable[[], float] = time.monotonic
+) -> int:
+    """The trials while the tuning budget lasts, then the final run; its exit code (130 if interrupted)."""
+    tuning_id = new_tuning_id(plan.machine.device)
+    search = Search(plan.user, plan.space, plan.machine)
+    facts: list[TrialFacts] = []
+    started = clock()
+    walls: list[float] = []
+    searched = ", ".join(plan.space)
+    rest = f"then the rest of {format_duration(plan.budget_s)} at the best"
+    _say(
+        out,
+        f"Tuning {tuning_id}: trials for up to {format_duration(plan.tune_budget_s)} ({searched}), {rest}",
+    )
+    while (setting := search.next()) is not None:
+        spent = clock() - started
+        if facts and spent + max(walls) > plan.tune_budget_s:
+            _say(
+                out, f"Tuning: budget spent ({format_duration(spent)}); not tried: {setting.text()} and after"
+            )
+            break
+        position = len(search.outcomes)
+        tag = TuningTag(tuning_id, TRIAL, position, setting, plan.user).record()
+        duration_s = trial_duration_s(setting, [f.warmup_s for f in facts if f.warmup_s is not None])
+        began = clock()
+        code, run_dir = run_one(RunRequest(setting, duration_s, True, tag, f"tune trial {position}"))
+        walls.append(clock() - began)
+        if code == INTERRUPTED:
+            _say(out, f"Tuning {tuning_id}: interrupted at trial {position}; no final run")
+            return INTERRUPTED
+        trial_facts = read_trial(run_dir, code)
+        outcome = judge(run_dir.name if run_dir else None, setting, trial_facts, facts[0] if facts else None)
+        facts.append(trial_facts)
+        if position == 0:
+            search.threads_default = trial_facts.threads
+        search.record(outcome)
+        reference = search.outcomes[0]
+        detail = gain_text(outcome, reference) or ""
+        reason = f" ({outcome.reason})" if outcome.reason else ""
+        _say(out, f"Tuning trial {position}: {setting.text()}: {outcome.outcome}{reason}"
+                  + (f", {detail}" if detail else ""))  # fmt: skip
+    tuning_wall_s = clock() - started
+    chosen, why = search.best_setting, why_chosen(search)
+    _say(out, f"Tuning {tuning_id}: chose {chosen.text()}: {why}")
+    final_s = plan.budget_s - min(tuning_wall_s, plan.tune_budget_s)
+    tag = TuningTag(tuning_id, FINAL, len(search.outcomes), chosen, plan.user, why, tuple(search.outcomes))
+    code, _ = run_one(RunRequest(chosen, final_s, False, tag.record(), "tuned"))
+    return code
+
+
+def _say(out: TextIO, line: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=out, flush=True)
+
+
+def tuning_plan(args, budget_s: float, counts: list[int]) -> tuple[TunePlan | None, str | None]:
+    """The plan of `collect timed --tune` from its parsed options, or the one-line reason it cannot run."""
+    from collect.tuning import space_of
+
+    if len(counts) > 1:
+        return None, "--tune tunes one device count: give one count, then sweep counts at the chosen setting"
+    if getattr(args, "nnodes", 1) > 1:
+        return None, "--tune runs on one node: tune there, then train the nodes at the chosen setting"
+    space, problem = space_of(args.tune_space, args.device, args.framework)
+    if problem:
+        return None, problem
+    asked_s = None
+    if args.tune_budget is not None:
+        from runformat import parse_duration
+
+        try:
+            asked_s = parse_duration(args.tune_budget)
+        except ValueError as exc:
+            return None, f"--tune-budget: {exc}"
+    tune_s, problem = tune_budget(budget_s, asked_s)
+    if problem:
+        return None, problem
+    precision = {"mixed": MIXED_DTYPE[args.device], None: "float32"}.get(args.precision, args.precision)
+    user = Setting(batch=args.batch or DEFAULT_BATCH, precision=precision)
+    return TunePlan(budget_s, tune_s, user, space, _this_machine(args.device, args.framework)), None
+
+
+def _this_machine(device: str, framework: str) -> Machine:
+    import psutil
+
+    from collect.sysinfo import cpu_simd
+
+    return machine_of(device, framework, cpu_simd(Path("/proc")), psutil.cpu_count(logical=False))

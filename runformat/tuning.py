@@ -1,0 +1,160 @@
+"""A `--tune` sweep in the run directory: the setting a run trained at, and run.json's `tuning` tag.
+
+training.json `settings` holds the Setting a training ran at (every run of ours, tuned or not); run.json
+`tuning` ties the runs of one sweep together: each trial, then the final run at the chosen setting, which
+also carries the trials' outcomes and why its setting won (docs/tuning.md). Standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+TRIAL, FINAL = "trial", "final"
+OK, FAILED, HARMED, TOO_SHORT = "ok", "failed", "harmed", "too short"
+OUTCOMES = (OK, FAILED, HARMED, TOO_SHORT)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a tuning trial may change: throughput, never the task (model, data, loss, schedule rule)."""
+
+    batch: int
+    precision: str = "float32"  # float32 | float16 | bfloat16 (autocast / mixed precision)
+    tf32: bool = False  # float32 matmuls and convolutions on TF32 tensor cores (GPU)
+    channels_last: bool = False  # torch: NHWC memory format for the model and the images
+    compile: bool = False  # torch: torch.compile of the backbone; tf: XLA (jit_compile)
+    threads: int | None = None  # CPU intra-op threads; None: the framework's default
+    loader_workers: int = 0  # torch: batches prepared by this many worker processes (0: in the loop)
+    pin_memory: bool = False  # torch: the workers' batches in pinned host memory
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def text(self) -> str:
+        """`batch 8, bfloat16, channels-last, compile`: what differs from plain float32 in one phrase."""
+        parts = [f"batch {self.batch}", self.precision + (" + TF32" if self.tf32 else "")]
+        if self.channels_last:
+            parts.append("channels-last")
+        if self.compile:
+            parts.append("compile")
+        if self.threads is not None:
+            parts.append(f"{self.threads} threads")
+        if self.loader_workers:
+            parts.append(f"{self.loader_workers} loader workers" + (", pinned" if self.pin_memory else ""))
+        return ", ".join(parts)
+
+    def train_args(self) -> list[str]:
+        """The options of `python -m training train` that run at this setting."""
+        args = ["--batch", str(self.batch), "--precision", self.precision]
+        args += (
+            ["--tf32"] * self.tf32 + ["--channels-last"] * self.channels_last + ["--compile"] * self.compile
+        )
+        if self.threads is not None:
+            args += ["--threads", str(self.threads)]
+        if self.loader_workers:
+            args += ["--loader-workers", str(self.loader_workers)]
+        return args + ["--pin-memory"] * self.pin_memory
+
+    def but(self, **changes: Any) -> Setting:
+        return replace(self, **changes)
+
+
+def setting_of(data: object) -> Setting | None:
+    """The Setting a `settings` object records, None when it is not one (absent, malformed, other keys)."""
+    if not isinstance(data, dict):
+        return None
+    known = {f.name for f in fields(Setting)}
+    batch = data.get("batch")
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        return None
+    kept = {key: value for key, value in data.items() if key in known}
+    try:
+        setting = Setting(**kept)
+    except TypeError:
+        return None
+    if not isinstance(setting.precision, str) or not all(
+        isinstance(getattr(setting, name), bool)
+        for name in ("tf32", "channels_last", "compile", "pin_memory")
+    ):
+        return None
+    return setting
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """One trial as the final run records it (run.json `tuning.trials[i]`)."""
+
+    run_id: str | None
+    setting: Setting
+    outcome: str  # OK | FAILED | HARMED | TOO_SHORT
+    reason: str | None = None  # why it failed, was harmed or too short
+    examples_per_s: float | None = None  # steady examples/s (OK and HARMED trials)
+    steady_s: float | None = None  # the seconds its rate was measured over
+
+    def record(self) -> dict[str, Any]:
+        return {**asdict(self), "setting": self.setting.record()}
+
+
+def trial_of(data: object) -> TrialOutcome | None:
+    if not isinstance(data, dict) or (setting := setting_of(data.get("setting"))) is None:
+        return None
+    outcome = data.get("outcome")
+    if outcome not in OUTCOMES:
+        return None
+
+    def number(key: str) -> float | None:
+        value = data.get(key)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    run_id, reason = data.get("run_id"), data.get("reason")
+    return TrialOutcome(
+        run_id if isinstance(run_id, str) else None,
+        setting,
+        outcome,
+        reason if isinstance(reason, str) else None,
+        number("examples_per_s"),
+        number("steady_s"),
+    )
+
+
+@dataclass(frozen=True)
+class TuningTag:
+    """run.json `tuning`: this run's place in a sweep."""
+
+    id: str
+    role: str  # TRIAL | FINAL
+    position: int  # 0-based; the final run comes after the trials
+    setting: Setting  # what this run trained at
+    user_setting: Setting  # what the command asked for (the sweep's reference trial)
+    chosen_why: str | None = None  # final: why its setting won, one line
+    trials: tuple[TrialOutcome, ...] = ()  # final: every trial, in order
+
+    def record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "id": self.id,
+            "role": self.role,
+            "position": self.position,
+            "setting": self.setting.record(),
+            "user_setting": self.user_setting.record(),
+        }
+        if self.role == FINAL:
+            record["chosen_why"] = self.chosen_why
+            record["trials"] = [trial.record() for trial in self.trials]
+        return record
+
+
+def tuning_of(run_json: object) -> TuningTag | None:
+    """run.json's `tuning` tag as read (from the whole run.json object), None when absent or malformed."""
+    data = run_json.get("tuning") if isinstance(run_json, dict) else None
+    if not isinstance(data, dict):
+        return None
+    setting, user = setting_of(data.get("setting")), setting_of(data.get("user_setting"))
+    tag_id, role, position = data.get("id"), data.get("role"), data.get("position")
+    if setting is None or user is None or not isinstance(tag_id, str) or role not in (TRIAL, FINAL):
+        return None
+    if not isinstance(position, int) or isinstance(position, bool) or position < 0:
+        return None
+    trials = tuple(t for t in map(trial_of, data.get("trials") or []) if t is not None)
+    why = data.get("chosen_why")
+    return TuningTag(tag_id, role, position, setting, user, why if isinstance(why, str) else None, trials)

@@ -1,0 +1,238 @@
+"""The `--tune` search and judge (collect/tuning.py): each rule of docs/tuning.md at its boundary."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+from tuningfixtures import write_trial
+
+from collect import tuning as t
+from collect.tune_sweep import RunRequest, TunePlan, run_tuning, tune_budget
+from runformat.tuning import FAILED, FINAL, HARMED, OK, TOO_SHORT, TRIAL, Setting, TrialOutcome, tuning_of
+
+GPU_TORCH = t.Machine("gpu", "torch", 16, 8)
+
+
+def outcome(setting: Setting, rate: float | None, result: str = OK) -> TrialOutcome:
+    return TrialOutcome(None, setting, result, None if result == OK else "why", rate, 20.0)
+
+
+def walk(search: t.Search, rates: dict[Setting, float | None]) -> list[Setting]:
+    """Run the search to its end; a setting whose rate is None fails (out of memory)."""
+    proposed = []
+    while (setting := search.next()) is not None:
+        proposed.append(setting)
+        rate = rates.get(setting, 1.0)
+        search.record(outcome(setting, rate, OK if rate is not None else FAILED))
+    return proposed
+
+
+def test_batch_doubles_while_each_doubling_gains_five_percent_and_stops_below() -> None:
+    user = Setting(batch=2)
+    rates = {user: 100.0, user.but(batch=4): 105.0, user.but(batch=8): 110.2, user.but(batch=16): 130.0}
+    search = t.Search(user, ("batch",), GPU_TORCH)
+    assert [s.batch for s in walk(search, rates)] == [2, 4, 8]  # 110.2 < 1.05 x 105: batch 16 never tried
+    assert search.best_setting.batch == 4
+
+
+def test_batch_search_stops_at_out_of_memory_and_the_sweep_goes_on() -> None:
+    user = Setting(batch=2)
+    rates = {user: 100.0, user.but(batch=4): 150.0, user.but(batch=8): None}
+    search = t.Search(user, ("batch", "compile"), GPU_TORCH)
+    proposed = walk(search, rates)
+    assert proposed == [user, user.but(batch=4), user.but(batch=8), user.but(batch=4, compile=True)]
+    assert search.best_setting == user.but(batch=4)
+
+
+def test_batch_search_stops_at_the_cap() -> None:
+    user = Setting(batch=32)
+    search = t.Search(user, ("batch",), GPU_TORCH)
+    assert [s.batch for s in walk(search, {user: 1.0, user.but(batch=64): 2.0})] == [32, 64]
+
+
+def test_gpu_precision_candidates_and_cpu_bfloat16_only_with_amx_or_avx512_bf16() -> None:
+    user = Setting(batch=2)
+    gpu = t.candidates("precision", user, GPU_TORCH, None)
+    expected = [("bfloat16", False), ("float16", False), ("float32", True)]
+    assert [(s.precision, s.tf32) for s in gpu] == expected
+    assert t.candidates("precision", user, t.Machine("cpu", "torch", 2, 2, cpu_bf16=False), None) == []
+    assert t.candidates("precision", user, t.Machine("cpu", "torch", 2, 2, cpu_bf16=True), None) == [
+        user.but(precision="bfloat16")
+    ]
+
+
+def test_threads_tries_the_core_counts_the_default_is_not() -> None:
+    user = Setting(batch=2)
+    machine = t.Machine("cpu", "torch", logical_cpus=16, physical_cpus=8)
+    assert [s.threads for s in t.candidates("threads", user, machine, threads_default=16)] == [8]
+    assert t.candidates("threads", user, t.Machine("cpu", "torch", 2, 2), threads_default=2) == []
+
+
+def test_each_move_needs_five_percent_on_the_best_so_far() -> None:
+    user = Setting(batch=2)
+    search = t.Search(user, ("compile", "channels-last"), GPU_TORCH)
+    compiled = user.but(compile=True)
+    walk(search, {user: 100.0, compiled: 104.99, user.but(channels_last=True): 105.0})
+    assert search.best_setting == user.but(channels_last=True)
+    assert "1.05× your setting's 100" in t.why_chosen(search)
+
+
+def test_no_trial_beats_the_users_setting() -> None:
+    user = Setting(batch=2)
+    search = t.Search(user, ("compile",), GPU_TORCH)
+    walk(search, {user: 100.0, user.but(compile=True): 101.0})
+    assert search.best_setting == user
+    assert t.why_chosen(search).startswith("your setting: no trial beat its 100 examples/s by 5%")
+
+
+def test_tune_space_errors_are_one_line() -> None:
+    assert t.space_of(None, "gpu", "torch")[0][0] == "batch"
+    assert t.space_of(None, "cpu", "torch")[0][0] == "threads"
+    assert t.space_of("precision,batch", "gpu", "torch") == (("batch", "precision"), None)
+    assert "unknown fast" in str(t.space_of("fast", "gpu", "torch")[1])
+    assert "torch only" in str(t.space_of("channels-last", "gpu", "tf")[1])
+    assert "on a CPU" in str(t.space_of("workers", "cpu", "torch")[1])
+
+
+def test_tune_budget_default_share_its_floor_and_ceiling() -> None:
+    assert tune_budget(600.0, None) == (120.0, None)
+    assert tune_budget(200.0, None)[1] is None  # 40 s: two trials' steady time
+    assert "at least 40s" in str(tune_budget(199.0, None)[1])
+    assert tune_budget(600.0, 300.0)[1] is None
+    assert "more than 50%" in str(tune_budget(600.0, 301.0)[1])
+
+
+def test_trial_duration_allows_for_the_longest_warmup_seen_and_compiling() -> None:
+    plain = Setting(batch=2)
+    assert t.trial_duration_s(plain, []) == 20.0 + 15.0
+    assert t.trial_duration_s(plain, [4.0, 20.0]) == 20.0 + 30.0
+    assert t.trial_duration_s(plain.but(compile=True), []) == 20.0 + 15.0 + 60.0
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        ("CUDA out of memory. Tried to allocate 2.00 GiB", "out of memory"),
+        ("out of memory: OOM when allocating tensor with shape[8,256,160,160]", "out of memory"),
+        ("compile failed: BackendCompilerFailed: backend='inductor' raised", "compile failed"),
+        ("shapes (3,) and (4,) not aligned\nmore", "shapes (3,) and (4,) not aligned"),
+    ],
+)
+def test_a_failed_trial_says_what_kind_of_failure(tmp_path: Path, error: str, kind: str) -> None:
+    run = write_trial(tmp_path / "r", steps=2, status="failed", error=error)
+    judged = t.judge("r", Setting(batch=8), t.read_trial(run, 1), None)
+    assert (judged.outcome, judged.reason) == (FAILED, kind)
+
+
+def test_a_non_finite_loss_fails_the_trial(tmp_path: Path) -> None:
+    losses = [1.0] * 60
+    losses[41] = float("nan")
+    run = write_trial(tmp_path / "r", losses=losses)
+    judged = t.judge("r", Setting(batch=2), t.read_trial(run, 0), None)
+    assert (judged.outcome, judged.reason) == (FAILED, "non-finite loss at step 42")
+
+
+def test_too_short_below_twenty_steady_seconds(tmp_path: Path) -> None:
+    exact = t.read_trial(write_trial(tmp_path / "a", steps=60, step_s=0.5), 0)
+    short = t.read_trial(write_trial(tmp_path / "b", steps=60, step_s=0.4999), 0)
+    assert exact.steady_s == pytest.approx(20.0)
+    assert t.judge("a", Setting(batch=2), exact, None).outcome == OK
+    judged = t.judge("b", Setting(batch=2), short, None)
+    assert judged.outcome == TOO_SHORT and "not 20 s" in str(judged.reason)
+
+
+def test_harmed_above_1_25_times_the_references_loss_at_matched_examples(tmp_path: Path) -> None:
+    reference = t.read_trial(write_trial(tmp_path / "ref", batch=2, losses=[1.0] * 60), 0)
+    # batch 4 for 60 steps sees 240 examples; the reference 120: compared over examples (60, 120]
+    within = [1.25] * 30 + [9.0] * 30
+    above = [1.2501] * 30 + [1.0] * 30
+    kept_facts = t.read_trial(write_trial(tmp_path / "w", batch=4, losses=within), 0)
+    harmed_facts = t.read_trial(write_trial(tmp_path / "a", batch=4, losses=above), 0)
+    kept = t.judge("w", Setting(batch=4), kept_facts, reference)
+    harmed = t.judge("a", Setting(batch=4), harmed_facts, reference)
+    assert kept.outcome == OK
+    assert harmed.outcome == HARMED and "more than 1.25×" in str(harmed.reason)
+
+
+def test_loss_not_compared_with_fewer_than_three_steps_in_the_window(tmp_path: Path) -> None:
+    reference = t.read_trial(write_trial(tmp_path / "ref", batch=2, step_s=0.5, steps=60), 0)
+    # batch 64, 60 steps: the common window (60, 120] examples holds only its steps 1 (64) .. 1 (128 > 120)
+    big = t.read_trial(write_trial(tmp_path / "big", batch=64, losses=[50.0] * 60), 0)
+    judged = t.judge("big", Setting(batch=64), big, reference)
+    assert judged.outcome == OK and "loss not compared" in str(judged.reason)
+
+
+def test_a_run_the_collector_could_not_record_fails() -> None:
+    judged = t.judge(None, Setting(batch=2), t.read_trial(None, 1), None)
+    assert judged.outcome == FAILED and "exit code 1" in str(judged.reason)
+
+
+class FakeRuns:
+    """run_one for run_tuning: writes each trial's directory as the rates say; 130 for `interrupt`."""
+
+    def __init__(self, root: Path, rates: dict[int, float | None], interrupt: int | None = None) -> None:
+        self.root, self.rates, self.interrupt, self.requests = root, rates, interrupt, []
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(self, request: RunRequest) -> tuple[int, Path | None]:
+        self.requests.append(request)
+        self.now += 40.0 if request.trial else request.duration_s
+        if len(self.requests) - 1 == self.interrupt:
+            return 130, None
+        run = self.root / f"run{len(self.requests)}"
+        rate = self.rates.get(request.setting.batch, 10.0)
+        if rate is None:
+            oom = "CUDA out of memory"
+            write_trial(run, batch=request.setting.batch, steps=1, status="failed", error=oom)
+        else:
+            batch = request.setting.batch
+            steps = 20 + math.ceil(20.0 * rate / batch)  # 20 s steady
+            losses = [2.0 - (i + 1) * batch / 1e4 for i in range(steps)]  # the same loss per example seen
+            write_trial(run, batch=batch, step_s=batch / rate, steps=steps, losses=losses)
+        (run / "run.json").write_text(json.dumps({"tuning": request.tag}))
+        return 0, run
+
+
+def plan(tune_s: float = 120.0, space: tuple[str, ...] = ("batch",)) -> TunePlan:
+    return TunePlan(600.0, tune_s, Setting(batch=2), space, GPU_TORCH)
+
+
+def test_trials_then_the_final_run_with_the_rest_of_the_budget(tmp_path: Path) -> None:
+    runs = FakeRuns(tmp_path, {2: 10.0, 4: 20.0, 8: None})
+    out = io.StringIO()
+    assert run_tuning(plan(), runs, out, runs.clock) == 0
+    trials, final = runs.requests[:-1], runs.requests[-1]
+    assert [r.setting.batch for r in trials] == [2, 4, 8] and all(r.trial for r in trials)
+    assert not final.trial and final.setting == Setting(batch=4)
+    assert final.duration_s == 600.0 - 120.0  # three trials of 40 s
+    tag = tuning_of({"tuning": final.tag})
+    assert tag is not None and tag.role == FINAL and tag.position == 3
+    assert [o.outcome for o in tag.trials] == [OK, OK, FAILED] and tag.trials[2].reason == "out of memory"
+    assert tag.chosen_why is not None and "2.00× your setting's 10" in tag.chosen_why
+    first = tuning_of({"tuning": trials[0].tag})
+    assert first is not None and first.role == TRIAL and first.id == tag.id
+    assert "Tuning trial 2: batch 8, float32: failed (out of memory)" in out.getvalue()
+
+
+def test_the_budget_stops_trials_before_one_would_overrun(tmp_path: Path) -> None:
+    runs = FakeRuns(tmp_path, {2: 10.0, 4: 20.0, 8: 40.0, 16: 80.0})
+    run_tuning(plan(tune_s=119.0), runs, io.StringIO(), runs.clock)
+    with_room = FakeRuns(tmp_path / "room", {2: 10.0, 4: 20.0, 8: 40.0, 16: 80.0})
+    run_tuning(plan(tune_s=120.0), with_room, io.StringIO(), with_room.clock)
+    assert [r.setting.batch for r in with_room.requests[:-1]] == [2, 4, 8]
+    trials, final = runs.requests[:-1], runs.requests[-1]
+    assert [r.setting.batch for r in trials] == [2, 4]  # a third trial of 40 s would end at 120 s
+    assert final.setting.batch == 4 and final.duration_s == 600.0 - 80.0
+
+
+def test_an_interrupted_trial_ends_the_sweep_without_a_final_run(tmp_path: Path) -> None:
+    runs = FakeRuns(tmp_path, {}, interrupt=1)
+    assert run_tuning(plan(), runs, io.StringIO(), runs.clock) == 130
+    assert len(runs.requests) == 2

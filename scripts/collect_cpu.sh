@@ -19,6 +19,10 @@ Options (passed through):
   --batch N               batch per device (global: N devices x this)
   --procs N[,N...]        torch: N data-parallel processes (DDP over gloo); 1,2 is a sweep, one run each
   --precision float32|mixed float32 (default) or each device's mixed precision (GPU float16, CPU bfloat16)
+  --tune                  first find the setting that feeds the device best (batch, precision, ...) in
+                          short trials, about 20% of DURATION, then train the rest at it (docs/tuning.md)
+  --tune-budget 2m        wall time for the trials (at most half of DURATION)
+  --tune-space LIST       what --tune searches: batch,precision,threads,channels-last,compile,workers
   --data-dir DIR          where runs and datasets live (default: data)
   --dataset DIR           train on this dataset (default: DATA_DIR/datasets/waldo)
   --no-export             skip export, evaluation, detections and inference

@@ -29,6 +29,7 @@ from sizing.sections.speed import (
     settings_section,
     time_to_section,
 )
+from sizing.sections.tuning import tuning_section
 from sizing.sections.validity import validity_section
 from sizing.text import fmt
 
@@ -40,6 +41,7 @@ SECTIONS: list[SectionFunction] = [
     validity_section,
     comparison_section,
     time_to_section,
+    tuning_section,
     energy_section,
     scaling_section,
     thermal_section,

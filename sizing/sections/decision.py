@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from sizing.analysis import headroom as hr
 from sizing.analysis import peaks
 from sizing.analysis import speedup as sp
+from sizing.analysis import tuning as tn
 from sizing.analysis.compare import Comparison, Group
 from sizing.analysis.validity import group_weak_reasons, like_for_like_text, rate_doubts
 from sizing.context import ReportContext
+from sizing.sections import tuning as tuned_text
 from sizing.sections.money_text import energy_unknown_reason, life_text
 from sizing.text import fmt, fmt_usd
 
@@ -38,6 +40,7 @@ class Option:
     break_even_reason: str | None
     mfu: float | None
     why_not_at_limit: str | None
+    tuned: tn.TunedPair | None = None  # where either side is a tuned run (sizing.sections.tuning)
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,8 @@ def _headroom(g: Group) -> tuple[str, float | None, str | None]:
 def option(c: Comparison, ctx: ReportContext) -> Option:
     g = c.group
     name = g.first.hardware_name
-    if not c.like_for_like:
+    pair = tn.tuned_pair(c, ctx)
+    if not c.like_for_like and not (pair and pair.same_task):  # a tuned pair's clause names its settings
         name += f" ({like_for_like_text(c).replace(' (', ': ', 1).removesuffix(')')})"
     speed = (
         "speedup unknown"
@@ -136,7 +140,8 @@ def option(c: Comparison, ctx: ReportContext) -> Option:
     room, mfu, label = _headroom(g)
     even = _break_even(c, ctx)
     parts = [f"{speed}{_interval(c.interval, g)}",
-             f"{_energy(g)} and {usd_text} per 1,000 examples", even, room]  # fmt: skip
+             f"{_energy(g)} and {usd_text} per 1,000 examples", even, room,
+             tuned_text.clause(pair) if pair else ""]  # fmt: skip
     line = f"{name}: " + "; ".join(p for p in parts if p) + "."
     return Option(
         name=name,
@@ -151,12 +156,19 @@ def option(c: Comparison, ctx: ReportContext) -> Option:
         break_even_reason=c.break_even.reason if c.break_even and c.break_even.hours is None else None,
         mfu=mfu,
         why_not_at_limit=label,
+        tuned=pair,
     )
 
 
 def _gpu_options(ctx: ReportContext) -> list[Comparison]:
     found = [c for c in ctx.comparisons if not c.is_baseline and c.group.kind == "gpu"]
-    return sorted(found, key=lambda c: not c.like_for_like)  # like-for-like first, else as grouped
+    return sorted(found, key=lambda c: not _same_work(c, ctx))  # like-for-like first, else as grouped
+
+
+def _same_work(c: Comparison, ctx: ReportContext) -> bool:
+    """Like-for-like, or a tuned pair whose workloads differ only in what a sweep may change."""
+    pair = None if c.like_for_like else tn.tuned_pair(c, ctx)
+    return c.like_for_like or bool(pair and pair.same_task)
 
 
 def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int, str]]:
@@ -167,7 +179,7 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
         weak = group_weak_reasons(base, ctx.settings.thresholds)
         if weak:
             found.append((INVALIDATES, f"The baseline is weak: {'; '.join(weak)}."))
-    if options and not any(c.like_for_like for c in options):
+    if options and not any(_same_work(c, ctx) for c in options):
         found.append(
             (INVALIDATES, "No GPU run trains the baseline's workload: no speedup compares the same work.")
         )
@@ -198,6 +210,9 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
         )
     if any(c.break_even is not None and "not priced" in (c.break_even.reason or "") for c in options):
         found.append((PARTIAL, "No break-even without prices: give --gpu-price (and --cpu-price)."))
+    bounded = tuned_text.caveat([p for c in options if (p := tn.tuned_pair(c, ctx))])
+    if bounded:
+        found.append((PARTIAL, bounded))
     unique = list(dict.fromkeys(found))
     return sorted(unique, key=lambda item: item[0])
 
@@ -244,6 +259,12 @@ def decision_json(d: Decision) -> dict:
                 "usd_per_1k_examples": o.usd_per_1k_examples, "usd_is_energy_only": o.usd_is_energy_only,
                 "break_even_hours": o.break_even_hours, "break_even_reason": o.break_even_reason,
                 "mfu": o.mfu, "why_not_at_limit": o.why_not_at_limit,
+                "tuned": None if o.tuned is None else {
+                    "speedup_at_best": o.tuned.at_best, "speedup_at_user_setting": o.tuned.at_user,
+                    "speedup_at_user_setting_unknown_reason": o.tuned.at_user_unknown,
+                    "not_tuned": o.tuned.not_tuned, "batches_differ": o.tuned.batches_differ,
+                    "clause": tuned_text.clause(o.tuned),
+                },
             }
             for o in d.options
         ],

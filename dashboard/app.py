@@ -17,7 +17,17 @@ from dash.exceptions import PreventUpdate
 
 from dashboard import figures, views
 from dashboard.runs import discover_runs
-from dashboard.tabs import components, details, detections, inference, sizing, summary, timeseries, training
+from dashboard.tabs import (
+    components,
+    details,
+    detections,
+    inference,
+    sizing,
+    summary,
+    timeseries,
+    training,
+    tuning,
+)
 from dashboard.tabs.base import PICKER_ID, TABS_ID, VERSION_ID, WINDOW_ID, X_MODE_ID, Tab
 
 REFRESH_MS = 5000
@@ -29,6 +39,7 @@ TABS: tuple[Tab, ...] = (
     *components.TABS,
     summary.TAB,
     training.TAB,
+    tuning.TAB,
     detections.TAB,
     inference.TAB,
     details.TAB,

@@ -20,6 +20,7 @@ from dash import html
 from dashboard.cells import NA, gib, hint, mapping, text
 from dashboard.gpu_state_view import gpu_state_parts
 from dashboard.runs import RunInfo, read_phases, read_telemetry, run_warnings
+from dashboard.tuning_view import tag_text
 from runformat import format_duration
 from runformat.columns import GPU_COLUMN, TIME_COLUMNS, UTIL_PCT, core_indices, cpu_column
 from runformat.gpm import GPM_COLUMN
@@ -92,12 +93,15 @@ def phase_durations(run: RunInfo) -> list[str]:
 def training_table(runs: Sequence[RunInfo]) -> Any:
     header = ["run", "device used", "steps", "first step s", "steady steps/s", "steady examples/s", "mAP@0.5"]
     header += [f"{phase} s" for phase in PHASES]
+    tuned = any(run.tuning is not None for run in runs)  # a `--tune` sweep's runs: which is which
+    header[1:1] = ["tuning"] * tuned
     rows = []
     for run in runs:
         t = run.training
         rows.append(
             [
                 run.label,
+                *[tag_text(run) or "not tuned"] * tuned,
                 text(t.get("device_used")),
                 text(t.get("global_step")),
                 _num(t.get("first_step_s")),

@@ -39,6 +39,7 @@ from runformat import (
 from runformat.diskfull import DISK_FULL
 from runformat.jsonio import read_object
 from runformat.records import RunRecord, TrainingRecord, as_record, raw_of
+from runformat.tuning import TuningTag, tuning_of
 
 PHASES_COLUMNS = ("phase", "start_unix", "end_unix", "status")
 
@@ -64,6 +65,11 @@ class RunInfo:
     def training_record(self) -> TrainingRecord:
         """training.json as its record, steps and status as corrected from training.csv."""
         return as_record(TrainingRecord, self.training)
+
+    @functools.cached_property
+    def tuning(self) -> TuningTag | None:
+        """run.json's `tuning` tag: this run's place in a `--tune` sweep; None for a run of no sweep."""
+        return tuning_of(self.meta)
 
     @property
     def label(self) -> str:

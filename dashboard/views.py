@@ -15,7 +15,7 @@ from typing import Any
 
 from dash import dcc, html
 
-from dashboard import details, figures, overview
+from dashboard import details, figures, overview, tuning_view
 from dashboard.cells import hint, mapping
 from dashboard.runs import (
     RunInfo,
@@ -54,6 +54,8 @@ def option_label(run: RunInfo) -> str:
     duration = format_duration(run.duration_s) if run.duration_s else "?"
     parts = [run.label, run.device, run.framework, run.host, run.start_utc or "start unknown", duration]
     parts.append(run.end_reason)
+    if run.tuning is not None:  # the runs of one `--tune` sweep belong together
+        parts.append(tuning_view.tag_text(run))
     return " · ".join(parts) + (" ⚠" if run.warnings else "")
 
 

@@ -22,6 +22,7 @@ from dashfixtures import make_run
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from sparsefixtures import make_sparse_run
+from tuningfixtures import make_sweep
 
 from dashboard.tabs.sizing import RESULT_ID
 
@@ -110,6 +111,7 @@ def test_select_two_runs_and_every_tab_shows_data(
         walk_tabs(browser, runs_shown=2)
         check_inference_tab(browser)
         check_live_refresh(browser, data_dir, run_ids["gpu"])
+        check_tuning_tab(browser, data_dir)
         assert browser_errors(browser) == []
 
 
@@ -121,6 +123,22 @@ def check_inference_tab(driver: Any) -> None:
     assert "gpu h100 (gpu) · tf-savedmodel" in names and "cpu baseline (cpu) · onnxruntime" in names
     text = wait_for(driver, lambda: driver.find_element(By.ID, "tab-inference").text, "the tab's text shown")
     assert "cannot take this model" in text
+
+
+def check_tuning_tab(driver: Any, data_dir: Path) -> None:
+    """No sweep: one line saying how to make one; a sweep appears without a reload, and a trial's run id
+    adds that run to the picker."""
+    open_tab(driver, "Tuning")
+    wait_for(driver, lambda: "--tune" in driver.find_element(By.ID, "tab-tuning").text, "the no-sweep line")
+    sweep = ("20261201T000000Z-cpu-tunebox", "20261201T000100Z-cpu-tunebox", "20261201T000200Z-cpu-tunebox")
+    make_sweep(data_dir, "tune-20261201T000000Z-cpu-tunebox", sweep, 1796083200.0)
+    wait_for(driver, lambda: driver.execute_script(PLOTS_WITH_DATA, "#tab-tuning"), "the sweep's chart")
+    driver.find_element(By.XPATH, f"//div[@id='tab-tuning']//button[text()='{sweep[1]}']").click()
+
+    def picked() -> bool:  # the picker's whole text: a long selection is clipped on screen
+        return f"{sweep[1]} · cpu" in driver.find_element(By.ID, "run-picker").get_attribute("textContent")
+
+    wait_for(driver, picked, "the trial added to the picker")
 
 
 TRACE_LENGTH = """

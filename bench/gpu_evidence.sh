@@ -23,11 +23,16 @@ start   copy this checkout to WORKDIR/repo and run the plan there in the backgro
           sweep    collect_gpu.sh $SWEEP_BUDGET --no-export at batch $SWEEP_BATCHES, $SWEEP_PRECISION
                    (is batch 2 underusing it?)
           standard collect_gpu.sh $STANDARD_BUDGET --preset standard --no-infer
+          tune     collect_gpu.sh $TUNE_BUDGET --tune $TUNE_ARGS --preset $TUNE_PRESET --no-infer, then
+                   the same on this machine's CPUs (collect_cpu.sh $TUNE_CPU_BUDGET $TUNE_CPU_ARGS): every
+                   trial and the final run of each sweep packed as tune-gpu.tgz and tune-cpu.tgz
         each finished step leaves a trimmed run (no checkpoints/, no model/) as WORKDIR/out/STEP.tgz
 follow  wait up to SECONDS for the plan to finish, copying WORKDIR/out/* to $OUT as they appear
 
 WORKDIR defaults to /root/gpu-evidence. Budgets: GPU_BUDGET=2m CPU_BUDGET=5m STANDARD_BUDGET=5m
 SWEEP_BUDGET=45s SWEEP_BATCHES="8 32" SWEEP_PRECISION=float32|mixed; GPU_INTERVAL=100ms;
+TUNE_BUDGET=5m TUNE_ARGS="--tune-budget 2m30s" TUNE_CPU_BUDGET=4m TUNE_CPU_ARGS="--tune-budget 2m"
+TUNE_PRESET=standard;
 CALIBRATE_SECONDS=15 (per load, 4 loads); GPU_ARGS="" (more options for the gpu run, e.g. --no-export);
 STEPS="env calibrate gpu" (about 5 minutes; the whole plan: STEPS="env calibrate gpu cpu bench sweep
 standard" with GPU_BUDGET=5m; any subset runs those).
@@ -57,6 +62,31 @@ pack() {
   [[ -n "$run" ]] || { log "$name: no run directory"; return 0; }
   tar -czf "$WORK/out/$name.tgz" -C "$(dirname "$run")" --exclude=checkpoints --exclude=model "$(basename "$run")"
   log "$name: packed $(basename "$run") ($(du -h "$WORK/out/$name.tgz" | cut -f1))"
+}
+
+pack_all() {
+  local name="$1" marker="$2" runs
+  mapfile -t runs < <(find "$WORK/data/runs" -mindepth 1 -maxdepth 1 -type d -newer "$marker" -printf '%f\n' | sort)
+  [[ ${#runs[@]} -gt 0 ]] || { log "$name: no run directory"; return 0; }
+  tar -czf "$WORK/out/$name.tgz" -C "$WORK/data/runs" --exclude=checkpoints --exclude=model "${runs[@]}"
+  log "$name: packed ${#runs[@]} runs ($(du -h "$WORK/out/$name.tgz" | cut -f1))"
+}
+
+step_tune() {
+  local device script budget marker extra
+  for device in gpu cpu; do
+    script="collect_$device.sh" budget="$TUNE_BUDGET" extra="$TUNE_ARGS" marker="$WORK/.mark-tune-$device"
+    [[ $device == cpu ]] && budget="$TUNE_CPU_BUDGET" extra="$TUNE_CPU_ARGS"
+    touch "$marker"
+    sleep 1
+    log "tune-$device: $script $budget --tune $extra --framework torch --preset $TUNE_PRESET --no-infer"
+    # shellcheck disable=SC2086  # $extra: more options, split on spaces
+    (cd "$WORK/repo" && WORKBENCH_VENV="$WORK/venv" PYTHONPATH="$WORK/repo" "./scripts/$script" "$budget" --tune $extra \
+      --framework torch --preset "$TUNE_PRESET" --no-infer --data-dir "$WORK/data") >"$WORK/logs/tune-$device.log" 2>&1 \
+      || log "tune-$device: exit $?"
+    grep -E '^Tuning' "$WORK/logs/tune-$device.log" | sed "s/^/  tune-$device| /" >>"$WORK/out/plan.log" || true
+    pack_all "tune-$device" "$marker"
+  done
 }
 
 collect_run() {
@@ -162,6 +192,7 @@ plan() {
     collect_run standard collect_gpu.sh "$STANDARD_BUDGET" --framework torch --preset standard --no-infer \
     --label "H100, torch standard, batch 2, float32, $STANDARD_BUDGET" || log "standard: exit $?"
   fi
+  wanted tune && { step_tune || log "tune: exit $?"; }
   log "plan: done"
   touch "$WORK/plan.done"
 }
@@ -185,7 +216,10 @@ main() {
   [[ $# -ge 1 ]] || { usage >&2; exit 2; }
   : "${GPU_BUDGET:=2m}" "${GPU_INTERVAL:=100ms}" "${CPU_BUDGET:=5m}" "${STANDARD_BUDGET:=5m}" "${SWEEP_BUDGET:=45s}"
   : "${SWEEP_BATCHES:=8 32}" "${SWEEP_PRECISION:=float32}" "${STEPS:=env calibrate gpu}" "${CALIBRATE_SECONDS:=15}"
+  : "${TUNE_BUDGET:=5m}" "${TUNE_ARGS:=--tune-budget 2m30s}" "${TUNE_CPU_BUDGET:=4m}" "${TUNE_CPU_ARGS:=--tune-budget 2m}"
+  : "${TUNE_PRESET:=standard}"
   export GPU_BUDGET GPU_INTERVAL CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES SWEEP_PRECISION STEPS
+  export TUNE_BUDGET TUNE_ARGS TUNE_CPU_BUDGET TUNE_CPU_ARGS TUNE_PRESET
   export CALIBRATE_SECONDS
   case "$1" in
     -h | --help) usage ;;

@@ -79,6 +79,7 @@ def add_train(commands, handler: Handler) -> None:
         choices=PRECISIONS,
         help="default float32 on every device; float16 or bfloat16: mixed precision (tf) or autocast (torch)",
     )
+    add_setting_options(command)
     command.add_argument("--init-checkpoint", help="backbone checkpoint to start from (a local path)")
     command.add_argument("--data-dir", type=Path, default=Path(DEFAULT_DATA_DIR))
     command.add_argument(
@@ -89,6 +90,11 @@ def add_train(commands, handler: Handler) -> None:
     command.add_argument(
         "--keep-checkpoints", type=positive_int, default=3, help="checkpoints kept on disk (default 3)"
     )
+    command.add_argument(
+        "--no-checkpoint",
+        action="store_true",
+        help="write no checkpoint at all (a tuning trial; needs --no-export)",
+    )
     command.add_argument("--seed", type=non_negative_int, default=0)
     command.add_argument("--no-export", action="store_true", help="skip export, evaluate, detect and infer")
     from training.inference.command import add_train_options
@@ -97,6 +103,34 @@ def add_train(commands, handler: Handler) -> None:
     command.add_argument("--score-threshold", type=fraction, default=0.5)
     command.set_defaults(handler=handler)
 
+
+def add_setting_options(command) -> None:
+    """What a tuning trial turns besides --batch and --precision (runformat.tuning.Setting)."""
+    command.add_argument(
+        "--tf32",
+        action="store_true",
+        help="GPU: float32 matmuls and convolutions on TF32 tensor cores (default off)",
+    )
+    command.add_argument(
+        "--channels-last", action="store_true", help="torch: the model and the images in NHWC memory format"
+    )
+    command.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch: torch.compile of the backbone; tf: XLA of the train step",
+    )
+    command.add_argument(
+        "--threads", type=positive_int, help="CPU intra-op threads (default: the framework's own choice)"
+    )
+    command.add_argument(
+        "--loader-workers",
+        type=non_negative_int,
+        default=0,
+        help="torch: N processes prepare the batches, in the same order (default 0: in the training loop)",
+    )
+    command.add_argument(
+        "--pin-memory", action="store_true", help="torch, GPU: the loader workers' batches in pinned memory"
+    )
 
 
 def add_run_dir(command) -> None:

@@ -45,14 +45,21 @@ def open_tf_session(options, device: DeviceInfo, state: dict[str, Any]) -> Train
     strategy = None
     if gpus > 1:
         strategy = tf.distribute.MirroredStrategy(devices=[f"/gpu:{index}" for index in range(gpus)])
-    return TrainingSession(params, device, strategy, keep_checkpoints=options.keep_checkpoints)
+    return TrainingSession(
+        params, device, strategy, keep_checkpoints=options.keep_checkpoints, jit_compile=options.compile
+    )
 
 
 class TrainingSession:
     """Model Garden's task, model, optimizer and input pipeline on one device, with our checkpoints."""
 
     def __init__(
-        self, params, device: DeviceInfo, strategy=None, keep_checkpoints: int = MAX_CHECKPOINTS
+        self,
+        params,
+        device: DeviceInfo,
+        strategy=None,
+        keep_checkpoints: int = MAX_CHECKPOINTS,
+        jit_compile: bool = False,
     ) -> None:
         import tensorflow as tf
         from official.core import task_factory
@@ -76,6 +83,7 @@ class TrainingSession:
         self.iterator = iter(dataset)
         self.manager: tf.train.CheckpointManager | None = None
         self.restored_from: str | None = None
+        self.jit_compile = jit_compile  # --compile: XLA compiles each replica's train step
         self._step_fn = self._build_step_fn()
         self.device_kind = device.kind
         self._traced_step = None  # the step's concrete function, once its first call traced it
@@ -127,12 +135,29 @@ class TrainingSession:
 
     def step(self) -> dict[str, Any]:
         """The step's losses and learning rate as tensors (read later by resolve)."""
-        outputs = self._step_fn(self.iterator)
+        if self.jit_compile and self._traced_step is None:
+            outputs = self._first_compiled_step()
+        else:
+            outputs = self._step_fn(self.iterator)
         if self._traced_step is None:  # the first call traced it: this only looks it up
             try:
                 self._traced_step = self._step_fn.get_concrete_function(self.iterator)
             except Exception as exc:  # counting never stops a training: count_flops reports it
                 self._traced_step = exc
+        return outputs
+
+    def _first_compiled_step(self) -> dict[str, Any]:
+        """The first step traces and XLA-compiles the train step: a failure there other than out of
+        memory is the compiler's (its error says `compile failed (XLA): ...`)."""
+        from training.failures import CompileFailed, out_of_memory
+
+        try:
+            outputs = self._step_fn(self.iterator)
+            self.tf.nest.map_structure(lambda value: value.numpy(), outputs)  # XLA's errors surface here
+        except Exception as exc:
+            if out_of_memory(exc) is not None or not isinstance(exc, self.tf.errors.OpError | ValueError):
+                raise
+            raise CompileFailed("XLA, jit_compile of the train step", exc) from exc
         return outputs
 
     # Counted from the graph the first step traced, after the loop: counting at the start would trace the
@@ -164,6 +189,8 @@ class TrainingSession:
             task.train_step(inputs, model, optimizer, metrics=metrics)
             return captured
 
+        if self.jit_compile:
+            replica_step = tf.function(replica_step, jit_compile=True)
         mean = tf.distribute.ReduceOp.MEAN
 
         @tf.function

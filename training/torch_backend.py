@@ -18,6 +18,7 @@ from runformat import CHECKPOINTS_DIR
 from runformat.diskfull import DiskFullError, disk_full_in
 from training.distributed import World
 from training.torch_model import TORCH_PRESETS, build_model, model_config
+from training.torch_settings import compile_backbone, compile_failure, to_channels_last
 
 MAX_CHECKPOINTS = 3
 CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
@@ -82,6 +83,8 @@ class TorchSession:
         self.options = options
         torch.manual_seed(options.seed)
         self.bare_model = build_model(self.config).to(self.device).train()
+        if options.channels_last:
+            to_channels_last(self.bare_model)
         self.model = self.bare_model
         if self.world.distributed:
             from torch.nn.parallel import DistributedDataParallel
@@ -106,6 +109,8 @@ class TorchSession:
         self.checkpoint_dir: Path | None = None
         self.restored_from: str | None = None
         self.batches = None
+        self.loader: Any = None  # training.torch_loader.LoaderBatches with --loader-workers
+        self.compile_pending = bool(options.compile)  # compiled at the first step, after the FLOP count
 
     def restore_or_initialize(self, checkpoint_dir: Path) -> int:
         from training.torch_data import TrainBatches
@@ -129,6 +134,10 @@ class TorchSession:
             rank=self.world.rank,
             world_size=self.world.size,
         )
+        if self.options.loader_workers:
+            from training.torch_loader import LoaderBatches
+
+            self.loader = LoaderBatches(self.batches, self.options.loader_workers, self.options.pin_memory)
         return self.step_count
 
     def global_step(self) -> int:
@@ -153,7 +162,9 @@ class TorchSession:
         return guarded("torch", count)
 
     def close(self) -> None:
-        """Done training: nothing to let go of early (the TensorFlow session parks its input iterator)."""
+        """Done training: the loader's workers stop (the TensorFlow session parks its input iterator)."""
+        if self.loader is not None:
+            self.loader.close()
 
     def save(self) -> str | None:
         """Checkpoint at the current step; the run-relative path, or None if this step is already saved."""
@@ -187,9 +198,23 @@ class TorchSession:
         return f"{CHECKPOINTS_DIR}/{path.name}"
 
     def step(self) -> tuple[Any, float]:
+        if self.compile_pending:
+            compile_backbone(self.bare_model)
+            self.compile_pending = False
+        if not self.options.compile:
+            return self._step()
+        try:
+            return self._step()
+        except Exception as exc:
+            failure = compile_failure(exc)
+            if failure is None:
+                raise
+            raise failure from exc
+
+    def _step(self) -> tuple[Any, float]:
         torch = self.torch
         assert self.batches is not None, "restore_or_initialize() first"
-        images, targets = self.batches.next()
+        images, targets = (self.loader or self.batches).next()
         rate = self._learning_rate(self.step_count)
         for group in self.optimizer.param_groups:
             group["lr"] = rate

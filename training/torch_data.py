@@ -10,7 +10,7 @@ The model's own transform then resizes to the preset's size.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,19 @@ class Augment:
     flip: bool
     scale: float
     offset: tuple[float, float]  # where to crop, as fractions of the room (y, x)
+
+
+@dataclass(frozen=True)
+class HostExample:
+    """One example's CPU part (what a loader worker prepares): uint8 CHW pixels and boxes, flipped."""
+
+    pixels: Any
+    boxes: np.ndarray  # x1 y1 x2 y2 in pixels
+    labels: np.ndarray
+    augment: Augment
+
+    def pin_memory(self) -> HostExample:  # DataLoader's pin_memory calls this on each example
+        return replace(self, pixels=self.pixels.pin_memory())
 
 
 class TrainBatches:
@@ -56,15 +69,46 @@ class TrainBatches:
         self.position = first_step * self.stride + rank * batch_size  # this rank's next example
         self._cache: dict[int, Any] = {}
         self._cached_bytes = 0
+        self.cache_limit_bytes = CACHE_LIMIT_BYTES
 
     def next(self) -> tuple[list[Any], list[dict[str, Any]]]:
-        images, targets = [], []
-        for offset in range(self.batch_size):
-            index, augment = self._pick(self.position + offset)
-            image, target = self._example(index, augment)
-            images.append(image)
-            targets.append(target)
+        batch = self.host_batch(self.position)
         self.position += self.stride
+        return self.to_device(batch)
+
+    def host_batch(self, position: int) -> list[HostExample]:
+        """The CPU part of the batch that starts at `position`: decoded, flipped, boxes in pixels."""
+        return [self.host_example(position + offset) for offset in range(self.batch_size)]
+
+    def host_example(self, position: int) -> HostExample:
+        index, augment = self._pick(position)
+        item = self.items[index]
+        pixels = self._pixels(index)
+        boxes = np.asarray(item.boxes, dtype=np.float32).reshape(-1, 4)[:, [1, 0, 3, 2]]  # -> x1 y1 x2 y2
+        labels = np.asarray(item.labels, dtype=np.int64)
+        if augment.flip:
+            import torch
+
+            pixels = torch.flip(pixels, dims=[2])
+            boxes = boxes.copy()
+            boxes[:, [0, 2]] = item.width - boxes[:, [2, 0]]
+        return HostExample(pixels, boxes, labels, augment)
+
+    def to_device(self, batch: list[HostExample]) -> tuple[list[Any], list[dict[str, Any]]]:
+        """The device part: to the device as float in [0, 1], scaled and cropped there."""
+        import torch
+
+        images, targets = [], []
+        for host in batch:
+            image = host.pixels.to(self.device, non_blocking=True).float().div_(255.0)
+            image, boxes, labels = _scale_and_crop(image, host.boxes, host.labels, host.augment)
+            images.append(image)
+            targets.append(
+                {
+                    "boxes": torch.from_numpy(boxes).to(self.device, non_blocking=True),
+                    "labels": torch.from_numpy(labels).to(self.device, non_blocking=True),
+                }
+            )
         return images, targets
 
     def _pick(self, position: int) -> tuple[int, Augment]:
@@ -80,25 +124,6 @@ class TrainBatches:
         )
         return int(order[offset]), augment
 
-    def _example(self, index: int, augment: Augment) -> tuple[Any, dict[str, Any]]:
-        import torch
-
-        item = self.items[index]
-        pixels = self._pixels(index)
-        boxes = np.asarray(item.boxes, dtype=np.float32).reshape(-1, 4)[:, [1, 0, 3, 2]]  # -> x1 y1 x2 y2
-        labels = np.asarray(item.labels, dtype=np.int64)
-        if augment.flip:
-            pixels = torch.flip(pixels, dims=[2])
-            boxes = boxes.copy()
-            boxes[:, [0, 2]] = item.width - boxes[:, [2, 0]]
-        image = pixels.to(self.device, non_blocking=True).float().div_(255.0)
-        image, boxes, labels = _scale_and_crop(image, boxes, labels, augment)
-        target = {
-            "boxes": torch.from_numpy(boxes).to(self.device, non_blocking=True),
-            "labels": torch.from_numpy(labels).to(self.device, non_blocking=True),
-        }
-        return image, target
-
     def _pixels(self, index: int):
         """uint8 CHW tensor of one image, decoded once while the cache has room."""
         import torch
@@ -107,7 +132,7 @@ class TrainBatches:
         if cached is not None:
             return cached
         pixels = torch.from_numpy(np.ascontiguousarray(self.items[index].decoded().transpose(2, 0, 1)))
-        if self._cached_bytes + pixels.numel() <= CACHE_LIMIT_BYTES:
+        if self._cached_bytes + pixels.numel() <= self.cache_limit_bytes:
             self._cache[index] = pixels
             self._cached_bytes += pixels.numel()
         return pixels

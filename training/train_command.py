@@ -26,7 +26,10 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     """The first thing wrong with the train options that can be told before anything starts."""
     from training.dataset import is_dataset
     from training.distributed import under_launcher, world_from_environment
+    from training.settings import settings_problem
 
+    if (problem := settings_problem(args)) is not None:
+        return problem
     if args.init_checkpoint and not _is_local_checkpoint(args.init_checkpoint):
         return (
             f"--init-checkpoint {args.init_checkpoint}: no checkpoint there (a local directory "
@@ -123,6 +126,13 @@ def _train_here(args: argparse.Namespace, process_start: float, run_dir: Path, r
         seed=args.seed,
         replicas=world.size if world.distributed else replicas,
         nodes=_node_fields(nodes_from_args(args)),
+        tf32=args.tf32,
+        channels_last=args.channels_last,
+        compile=args.compile,
+        threads=args.threads,
+        loader_workers=args.loader_workers,
+        pin_memory=args.pin_memory,
+        checkpoint=not args.no_checkpoint,
     )
     if options.precision == "float16" and args.device == "cpu" and world.is_main:
         print(

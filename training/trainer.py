@@ -38,6 +38,7 @@ from training.distributed import (
 )
 from training.errors import DiskFullStop
 from training.runlog import Phase, TrainingCsv, write_training_json
+from training.settings import apply_settings
 from training.trainstate import failure_text, initial_state, update_figures
 
 DEFAULT_WARMUP_EXCLUDED = 20
@@ -66,6 +67,14 @@ class TrainOptions:
     read_losses_every: int | None = None  # None: every step on a CPU, LOSS_READ_EVERY_GPU on a GPU
     replicas: int = 1  # devices in parallel (torch: ranks; TF: mirrored GPUs); batch_size is per device
     nodes: dict[str, Any] | None = None  # many nodes: nnodes, node_rank, rdzv_endpoint, rdzv_id
+    # The rest of the setting (runformat.tuning.Setting; training.settings applies it)
+    tf32: bool = False
+    channels_last: bool = False
+    compile: bool = False
+    threads: int | None = None
+    loader_workers: int = 0
+    pin_memory: bool = False
+    checkpoint: bool = True  # False: no checkpoint at all (a tuning trial)
 
     @property
     def global_batch_size(self) -> int:
@@ -148,6 +157,7 @@ def train(
     world = world or World()
     run_dir = Path(options.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    apply_settings(options, device.kind)
     state = initial_state(options, device, world)
     if not world.is_main:
         return _train(options, device, stop, process_start, state, world)
@@ -233,7 +243,7 @@ def _train(
     if world.distributed and hasattr(session, "weights_digest"):
         digests = gather_from_all(world, session.weights_digest())
         state.update(replica_weight_digests=digests, replicas_in_sync=len(set(digests)) == 1)
-    if clock.ends and main:
+    if clock.ends and main and options.checkpoint:
         state["last_checkpoint"] = session.save() or state.get("last_checkpoint")
     update_figures(state, clock, session, options)
     state.update(status=status, end_unix=time.time())
@@ -333,7 +343,11 @@ def run_loop(
             clock.ends.append(ended)
             pending.append((started, ended, first_step + len(clock.ends), raw))
             due_progress = ended - last_progress >= options.progress_every_s or len(clock.ends) == 1
-            due_checkpoint = ended - last_checkpoint >= options.checkpoint_every_s and log is not None
+            due_checkpoint = (
+                options.checkpoint
+                and ended - last_checkpoint >= options.checkpoint_every_s
+                and log is not None
+            )
             if not (due_progress or due_checkpoint or len(pending) >= read_every):
                 continue
             values = write_pending()

@@ -11,6 +11,8 @@ from training.dataset import dataset_info
 from training.device import DeviceInfo
 from training.distributed import World
 from training.experiment import PRESETS
+from training.failures import failure_line
+from training.settings import settings_record
 
 BUDGET_NOTE = (
     "the budget and elapsed_s count from the first call of the training step, graph tracing "
@@ -65,6 +67,7 @@ def initial_state(options, device: DeviceInfo, world: World) -> dict[str, Any]:
         "world_size": options.replicas,
         "distribution": _distribution(options, device, world),
         "precision": options.precision,
+        "settings": settings_record(options),
         "dataset": str(options.dataset),
         "dataset_info": _dataset_summary(options.dataset),
         "seed": options.seed,
@@ -82,7 +85,7 @@ def initial_state(options, device: DeviceInfo, world: World) -> dict[str, Any]:
         "steady_steps_per_s": None,
         "steady_examples_per_s": None,
         "last_checkpoint": None,
-        "checkpoint_interval_s": options.checkpoint_every_s,
+        "checkpoint_interval_s": options.checkpoint_every_s if options.checkpoint else None,
         "init_checkpoint": options.init_checkpoint,
         **(options.nodes or {}),
     }
@@ -110,15 +113,10 @@ def _distribution(options, device: DeviceInfo, world: World) -> str | None:
 
 
 def failure_text(exc: BaseException, world: World) -> str:
-    text = one_line(exc)
+    text = failure_line(exc)
     if world.distributed and not isinstance(exc, KeyboardInterrupt):
         text = (
             f"rank {world.rank} of {world.size} lost another rank mid-step (it died or was killed; "
             f"torchrun's Root Cause names it): {text[:200]}"
         )
     return text[:600]
-
-
-def one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"[:500]

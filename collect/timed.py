@@ -308,7 +308,8 @@ def _run_tuned(
         run_args.no_export = run_args.no_infer = run_args.no_checkpoint = True
         run_args.max_steps = None
     tag = {"tuning": request.tag}
-    return _run(run_args, request.duration_s, interval_s, exposition, count, tag, request.setting)
+    summary = None if request.trial else matching_command(args)  # the whole tuned command
+    return _run(run_args, request.duration_s, interval_s, exposition, count, tag, request.setting, summary)
 
 
 def _run(
@@ -319,7 +320,10 @@ def _run(
     count: int | None = None,
     sweep_tag: dict | None = None,
     setting: Setting | None = None,
+    summary: str | None = "",
 ) -> tuple[int, Path | None]:
+    """One recorded training; its summary ends with `summary` (the other device's command; "": this run's
+    own), none when None."""
 
     # With --verbose the training's output is the progress; the reporter then only keeps the peaks.
     progress = ProgressReporter(budget_s, sys.stdout, every_s=math.inf if args.verbose else None)
@@ -352,7 +356,9 @@ def _run(
     if result.exit_code not in (0, 130) and not args.verbose:
         _show_failure(result.run_dir)
     with contextlib.suppress(OSError, ValueError):  # the run is recorded; a closed console only loses this
-        print("\n".join(summary_lines(result, progress.peaks, matching_command(args))), flush=True)
+        if summary is not None:  # a tuning trial's is its one line of the sweep's
+            lines = summary_lines(result, progress.peaks, summary or matching_command(args))
+            print("\n".join(lines), flush=True)
     return result.exit_code, result.run_dir
 
 

@@ -17,6 +17,7 @@ from typing import TextIO
 from collect.tuning import (
     DEFAULT_TUNE_SHARE,
     MAX_TUNE_SHARE,
+    MIN_TUNE_BUDGET_S,
     TRIAL_STEADY_S,
     Machine,
     Search,
@@ -62,13 +63,13 @@ class TunePlan:
 def tune_budget(budget_s: float, asked_s: float | None) -> tuple[float, str | None]:
     """The trials' wall-time budget and a one-line problem with it (too small or too large)."""
     tune_s = asked_s if asked_s is not None else DEFAULT_TUNE_SHARE * budget_s
-    least_s = TRIAL_STEADY_S * 2
+    least_s = MIN_TUNE_BUDGET_S
     if tune_s < least_s:
         share = f"{DEFAULT_TUNE_SHARE:.0%} of {format_duration(budget_s)} is {format_duration(tune_s)}"
         given = f"--tune-budget {format_duration(tune_s)}" if asked_s is not None else share
         return tune_s, (
-            f"--tune needs at least {format_duration(least_s)} of trials ({given}; each trial trains "
-            f"{TRIAL_STEADY_S:g} s after its warm-up): give a longer DURATION or --tune-budget"
+            f"--tune needs at least {format_duration(least_s)} for two trials ({given}; each trial "
+            f"trains {TRIAL_STEADY_S:g} s after its warm-up): give a longer DURATION or --tune-budget"
         )
     if tune_s > MAX_TUNE_SHARE * budget_s:
         return tune_s, (
@@ -128,7 +129,8 @@ def run_tuning(
         reference = search.outcomes[0]
         detail = gain_text(outcome, reference) or ""
         reason = f" ({outcome.reason})" if outcome.reason else ""
-        _say(out, f"Tuning trial {position}: {setting.text()}: {outcome.outcome}{reason}"
+        where = f" ({run_dir.name})" if run_dir is not None else ""
+        _say(out, f"Tuning trial {position}{where}: {setting.text()}: {outcome.outcome}{reason}"
                   + (f", {detail}" if detail else ""))  # fmt: skip
     tuning_wall_s = clock() - started
     chosen, why = search.best_setting, why_chosen(search)

@@ -27,6 +27,9 @@ FIRST_WARMUP_ALLOWANCE_S = 15.0  # before any trial has measured its warm-up
 WARMUP_ALLOWANCE_FACTOR = 1.5  # × the longest warm-up measured so far in the sweep
 COMPILE_WARMUP_EXTRA_S = 60.0  # a compiled trial's compilation happens during its warm-up
 LOADER_WORKERS = 4
+TRIAL_SETUP_ALLOWANCE_S = 10.0  # starting the framework and building the model, before a trial's training
+# The least tuning budget: two trials (yours and one other), each its setup and its training.
+MIN_TUNE_BUDGET_S = 2 * (TRIAL_SETUP_ALLOWANCE_S + TRIAL_STEADY_S + FIRST_WARMUP_ALLOWANCE_S)
 
 DIMENSIONS = ("batch", "precision", "threads", "channels-last", "compile", "workers")
 SPACES = {  # (device, framework) -> dimensions searched by default, in order
@@ -182,6 +185,8 @@ def why_chosen(search: Search) -> str:
     if best is None:
         why = reference.reason if reference is not None else "no trial ran"
         return f"your setting: no trial could be judged against it ({why})"
+    if len(search.outcomes) == 1 and best is reference:
+        return "your setting: the tuning budget ran out before a second trial (give a longer --tune-budget)"
     if best is reference:
         return (
             f"your setting: no trial beat its {best.examples_per_s:.3g} examples/s by {MIN_GAIN:.0%} or more "

@@ -81,6 +81,13 @@ def test_each_move_needs_five_percent_on_the_best_so_far() -> None:
     assert "1.05× your setting's 100" in t.why_chosen(search)
 
 
+def test_a_budget_that_held_one_trial_says_so() -> None:
+    user = Setting(batch=2)
+    search = t.Search(user, ("compile",), GPU_TORCH)
+    search.record(outcome(user, 100.0))
+    assert "ran out before a second trial" in t.why_chosen(search)
+
+
 def test_no_trial_beats_the_users_setting() -> None:
     user = Setting(batch=2)
     search = t.Search(user, ("compile",), GPU_TORCH)
@@ -100,8 +107,8 @@ def test_tune_space_errors_are_one_line() -> None:
 
 def test_tune_budget_default_share_its_floor_and_ceiling() -> None:
     assert tune_budget(600.0, None) == (120.0, None)
-    assert tune_budget(200.0, None)[1] is None  # 40 s: two trials' steady time
-    assert "at least 40s" in str(tune_budget(199.0, None)[1])
+    assert tune_budget(450.0, None)[1] is None  # 90 s: two trials, each 10 s setup + 15 s warm-up + 20 s
+    assert "at least 1m30s for two trials" in str(tune_budget(449.0, None)[1])
     assert tune_budget(600.0, 300.0)[1] is None
     assert "more than 50%" in str(tune_budget(600.0, 301.0)[1])
 
@@ -218,7 +225,7 @@ def test_trials_then_the_final_run_with_the_rest_of_the_budget(tmp_path: Path) -
     assert tag.chosen_why is not None and "2.00× your setting's 10" in tag.chosen_why
     first = tuning_of({"tuning": trials[0].tag})
     assert first is not None and first.role == TRIAL and first.id == tag.id
-    assert "Tuning trial 2: batch 8, float32: failed (out of memory)" in out.getvalue()
+    assert "Tuning trial 2 (run3): batch 8, float32: failed (out of memory)" in out.getvalue()
 
 
 def test_the_budget_stops_trials_before_one_would_overrun(tmp_path: Path) -> None:

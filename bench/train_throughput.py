@@ -20,6 +20,11 @@ instead of every step (`deferred_read_ratio`, = every-10 / every-step; the loop'
     .venv/bin/python bench/train_throughput.py --preset standard --cli-steps 9 --no-baseline
     .venv/bin/python bench/train_throughput.py --quick          # torch, a few steps: seconds
     python3 bench/train_throughput.py --framework torch --device gpu --batch 8   # on an NVIDIA GPU
+    python3 bench/train_throughput.py --framework torch --device gpu --batch 8 --precision bfloat16 \
+        --channels-last --compile                   # at a tuned setting (docs/tuning.md): both sides at it
+
+At a tuned setting (torch) both sides run at it: the same precision (autocast; float16 with a gradient
+scaler on a GPU), TF32, intra-op threads, channels-last model and images, and the backbone compiled.
 
 Last line: `steps_per_s=<x> harness_ratio=<y> deferred_read_ratio=<z>` (goal: ratio >= 0.98; z is nan for tf).
 """
@@ -53,6 +58,11 @@ def main() -> int:
     parser.add_argument("--chunk", type=int, default=CHUNK, help=argparse.SUPPRESS)
     parser.add_argument("--preset", choices=["small", "standard"], default="small")
     parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--precision", choices=["float32", "bfloat16", "float16"], default="float32")
+    parser.add_argument("--tf32", action="store_true", help="torch, GPU: float32 on TF32 tensor cores")
+    parser.add_argument("--channels-last", action="store_true", help="torch: NHWC model and images")
+    parser.add_argument("--compile", action="store_true", help="torch: the backbone compiled")
+    parser.add_argument("--threads", type=int, help="intra-op threads (default: the framework's)")
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="gpu: torch only")
     parser.add_argument("--cli-steps", type=int, default=80, help="steps of the real CLI run")
     parser.add_argument("--chunks", type=int, default=12, help="10-step chunks of each side, interleaved")
@@ -71,6 +81,9 @@ def main() -> int:
         args.framework, args.cli_steps, args.chunks, args.chunk, skipped = "torch", 3, 1, QUICK_CHUNK, 0
     if args.device == "gpu" and args.framework != "torch":
         parser.error("--device gpu needs --framework torch")
+    tuned = args.channels_last or args.compile or args.tf32 or args.threads or args.precision != "float32"
+    if args.framework != "torch" and tuned:
+        parser.error("a setting other than float32 (--precision, --tf32, ...) is for --framework torch here")
 
     with tempfile.TemporaryDirectory(prefix="train-throughput-") as scratch:
         root = Path(scratch)
@@ -97,7 +110,8 @@ def main() -> int:
             flush=True,
         )
         if args.no_baseline:
-            print(f"framework={args.framework} device={args.device} preset={args.preset} batch={args.batch}")
+            print(f"framework={args.framework} device={args.device} preset={args.preset} batch={args.batch} "
+                  f"setting={' '.join(_setting_args(args))}")  # fmt: skip
             print(f"steps_per_s={cli['steady_steps_per_s']:.4f}")
             return 0
         out = root / "interleaved.json"
@@ -121,6 +135,7 @@ def main() -> int:
                 args.framework,
                 "--device",
                 args.device,
+                *_setting_args(args),
             ],
             args.device,
         )
@@ -133,6 +148,7 @@ def main() -> int:
         print(f"{name}: {rate:.4f} steps/s by chunk median; chunks: {spread}")
     print(
         f"framework={args.framework} device={args.device} preset={args.preset} batch={args.batch} "
+        f"setting={' '.join(_setting_args(args))} "
         f"interleaved chunks={args.chunks} x {args.chunk} steps per side"
     )
     last = f"steps_per_s={cli['steady_steps_per_s']:.4f} harness_ratio={rates['ours'] / rates['theirs']:.4f}"
@@ -161,8 +177,7 @@ def _cli_run(args: argparse.Namespace, dataset: Path, run_dir: Path) -> dict:
             args.framework,
             "--device",
             args.device,
-            "--precision",
-            "float32",
+            *_setting_args(args),
             "--preset",
             args.preset,
             "--batch",
@@ -178,6 +193,13 @@ def _cli_run(args: argparse.Namespace, dataset: Path, run_dir: Path) -> dict:
         args.device,
     )
     return json.loads((run_dir / "training.json").read_text())
+
+
+def _setting_args(args: argparse.Namespace) -> list[str]:
+    """The setting's options, as `python -m training train` and the worker both take them."""
+    extra = ["--precision", args.precision]
+    extra += ["--tf32"] * args.tf32 + ["--channels-last"] * args.channels_last + ["--compile"] * args.compile
+    return extra + (["--threads", str(args.threads)] if args.threads else [])
 
 
 def _run(command: list[str], device: str = "cpu") -> None:
@@ -270,6 +292,7 @@ def _torch_interleaved_worker(args: argparse.Namespace) -> int:
     import torch
 
     from training.runlog import TrainingCsv
+    from training.settings import apply_settings
     from training.torch_backend import TorchSession
     from training.torch_data import TrainBatches
     from training.torch_model import build_model
@@ -287,7 +310,14 @@ def _torch_interleaved_worker(args: argparse.Namespace) -> int:
         checkpoint_every_s=7200.0,
         progress_every_s=7200.0,
         framework="torch",
+        device=args.device,
+        precision=args.precision,
+        tf32=args.tf32,
+        channels_last=args.channels_last,
+        compile=args.compile,
+        threads=args.threads,
     )
+    apply_settings(options, args.device)  # process-wide (threads, TF32): both sides run under it
     session = TorchSession(options, args.device)
     session.restore_or_initialize(ours_dir / "checkpoints")
     clock, stop, log, state = StepClock(start_unix=time.time()), StopRequest(), TrainingCsv(ours_dir), {}
@@ -302,16 +332,34 @@ def _torch_interleaved_worker(args: argparse.Namespace) -> int:
         weight_decay=session.config["weight_decay"],
     )
     batches = TrainBatches(args.dataset, args.batch, seed=1, device=session.device)
+    if args.channels_last:
+        model.to(memory_format=torch.channels_last)
+        model.backbone.register_forward_pre_hook(
+            lambda _m, inputs: (inputs[0].contiguous(memory_format=torch.channels_last), *inputs[1:])
+        )
+    if args.compile:
+        model.backbone.compile(dynamic=False)
+    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(args.precision)
+    scaler = torch.amp.GradScaler("cuda") if dtype is torch.float16 and args.device == "gpu" else None
 
     def plain_chunk() -> None:
         for _ in range(args.chunk):
             images, targets = batches.next()
-            losses = model(images, targets)
+            with torch.autocast(session.device.type, dtype=dtype, enabled=dtype is not None):
+                losses = model(images, targets)
             loss = sum(losses.values())
             optimizer.zero_grad()
-            loss.backward()
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+            else:
+                loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
-            optimizer.step()
+            if scaler is not None:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
             loss.item()
 
     def our_chunk(read_every: int) -> None:

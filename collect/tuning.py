@@ -18,7 +18,7 @@ from runformat.tuning import FAILED, HARMED, OK, TOO_SHORT, Setting, TrialOutcom
 
 TRIAL_STEADY_S = 20.0  # a trial's steady rate is measured over at least this long
 MIN_GAIN = 0.05  # the search moves only to a setting this much faster in examples/s than the best so far
-LOSS_HARM_RATIO = 1.25  # a trial's late mean loss above this × the reference's, at matched examples: harmed
+LOSS_HARM_RATIO = 1.25  # a trial's late mean loss above this × the reference's over the same steps: harmed
 MIN_LOSS_STEPS = 3  # steps each side needs in the compared window for the loss to be compared
 MAX_TUNE_BATCH = 64
 DEFAULT_TUNE_SHARE = 0.2  # of the budget, when --tune-budget is not given
@@ -209,7 +209,7 @@ def why_chosen(search: Search) -> str:
 
 @dataclass(frozen=True)
 class LossCurve:
-    examples_seen: tuple[float, ...]
+    steps: tuple[int, ...]  # the trial's own steps, counted from 1
     total_loss: tuple[float, ...]
 
 
@@ -248,7 +248,7 @@ def read_trial(run_dir: Path | None, exit_code: int) -> TrialFacts:
         return TrialFacts(why, None, None, None, empty, None, None)
     files = read_run(run_dir)
     training = files.training
-    loss, non_finite, ends = _loss_curve(run_dir / TRAINING_CSV, (training and training.batch_size) or 1)
+    loss, non_finite, ends = _loss_curve(run_dir / TRAINING_CSV)
     failed = None
     if training is None or training.status == "failed" or (exit_code not in (0, 124) and not ends):
         error = (training and training.error) or (files.run and files.run.error) or _log_error(run_dir)
@@ -275,10 +275,10 @@ def _log_error(run_dir: Path) -> str | None:
     return found[-1] if found else None
 
 
-def _loss_curve(path: Path, batch: int) -> tuple[LossCurve, int | None, list[float]]:
-    """(examples seen, total loss) per step of a global `batch`, the first step with a non-finite loss,
-    and each step's elapsed_s (seconds since the first step's call)."""
-    seen, losses, ends, non_finite = [], [], [], None
+def _loss_curve(path: Path) -> tuple[LossCurve, int | None, list[float]]:
+    """(step, total loss) of each step with a finite loss, the first step with a non-finite one, and each
+    step's elapsed_s (seconds since the first step's call)."""
+    steps, losses, ends, non_finite = [], [], [], None
     try:
         with open(path, newline="", encoding="utf-8") as handle:
             for row in csv.DictReader(handle):
@@ -290,22 +290,31 @@ def _loss_curve(path: Path, batch: int) -> tuple[LossCurve, int | None, list[flo
                 if not math.isfinite(loss):
                     non_finite = non_finite if non_finite is not None else step
                     continue
-                seen.append(float(len(ends) * batch))
+                steps.append(len(ends))
                 losses.append(loss)
     except OSError:
         pass
-    return LossCurve(tuple(seen), tuple(losses)), non_finite, ends
+    return LossCurve(tuple(steps), tuple(losses)), non_finite, ends
 
 
 def matched_loss(trial: LossCurve, reference: LossCurve) -> tuple[float, float] | None:
-    """Mean total loss of each over the second half of the examples both saw, or None with too few steps."""
-    if not trial.examples_seen or not reference.examples_seen:
+    """Mean total loss of each over the second half of the steps both took, or None with too few steps.
+
+    Steps, not examples: with the learning rate scaled to the batch, a larger batch does at least as well per
+    step as a smaller one unless something is wrong (an unstable rate); per example it trails early in
+    training, where few examples per step already say most of what the data can (the critical batch size
+    grows as the loss falls), which a trial of seconds cannot see past. The report's time to a target loss,
+    on the final runs, is the comparison over the whole training."""
+    if not trial.steps or not reference.steps:
         return None
-    common = min(trial.examples_seen[-1], reference.examples_seen[-1])
+    common = min(trial.steps[-1], reference.steps[-1])
     means = []
     for curve in (trial, reference):
-        window = [loss for seen, loss in zip(curve.examples_seen, curve.total_loss, strict=True)
-                  if common / 2 < seen <= common]  # fmt: skip
+        window = [
+            loss
+            for step, loss in zip(curve.steps, curve.total_loss, strict=True)
+            if common / 2 < step <= common
+        ]
         if len(window) < MIN_LOSS_STEPS:
             return None
         means.append(sum(window) / len(window))
@@ -329,11 +338,11 @@ def judge(
         return TrialOutcome(run_id, setting, OK, None, rate, steady_s)
     compared = matched_loss(facts.loss, reference.loss)
     if compared is None:
-        return TrialOutcome(run_id, setting, OK, "loss not compared (too few steps in the matched window)",
+        return TrialOutcome(run_id, setting, OK, "loss not compared (too few steps in the compared window)",
                             rate, steady_s)  # fmt: skip
     mine, theirs = compared
     if mine > LOSS_HARM_RATIO * theirs:
-        why = f"mean loss {mine:.3g} vs your setting's {theirs:.3g} at matched examples"
+        why = f"mean loss {mine:.3g} vs your setting's {theirs:.3g} over the same steps"
         why += f" (more than {LOSS_HARM_RATIO:g}×)"
         return TrialOutcome(run_id, setting, HARMED, why, rate, steady_s)
     return TrialOutcome(run_id, setting, OK, None, rate, steady_s)

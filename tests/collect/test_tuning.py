@@ -152,24 +152,35 @@ def test_too_short_below_twenty_steady_seconds(tmp_path: Path) -> None:
     assert judged.outcome == TOO_SHORT and "not 20 s" in str(judged.reason)
 
 
-def test_harmed_above_1_25_times_the_references_loss_at_matched_examples(tmp_path: Path) -> None:
+def test_harmed_above_1_25_times_the_references_loss_over_the_same_steps(tmp_path: Path) -> None:
     reference = t.read_trial(write_trial(tmp_path / "ref", batch=2, losses=[1.0] * 60), 0)
-    # batch 4 for 60 steps sees 240 examples; the reference 120: compared over examples (60, 120]
-    within = [1.25] * 30 + [9.0] * 30
-    above = [1.2501] * 30 + [1.0] * 30
-    kept_facts = t.read_trial(write_trial(tmp_path / "w", batch=4, losses=within), 0)
-    harmed_facts = t.read_trial(write_trial(tmp_path / "a", batch=4, losses=above), 0)
+    # 40 steps of batch 4 against the reference's 60: compared over the steps (20, 40] of each
+    within = [9.0] * 20 + [1.25] * 20
+    above = [1.0] * 20 + [1.2501] * 20
+    kept_facts = t.read_trial(write_trial(tmp_path / "w", batch=4, steps=40, step_s=1.0, losses=within), 0)
+    harmed_facts = t.read_trial(write_trial(tmp_path / "a", batch=4, steps=40, step_s=1.0, losses=above), 0)
     kept = t.judge("w", Setting(batch=4), kept_facts, reference)
     harmed = t.judge("a", Setting(batch=4), harmed_facts, reference)
     assert kept.outcome == OK
-    assert harmed.outcome == HARMED and "more than 1.25×" in str(harmed.reason)
+    assert harmed.outcome == HARMED and "over the same steps (more than 1.25×)" in str(harmed.reason)
+
+
+def test_a_larger_batch_is_judged_per_step_not_per_example(tmp_path: Path) -> None:
+    """Early in training a batch of 4 learns per step as a batch of 2 does, so per example it trails
+    (measured on this CPU: 0.42 against 0.26 over the same examples): not harm."""
+    per_step = [1.3 - 0.02 * i for i in range(60)]
+    reference = t.read_trial(write_trial(tmp_path / "ref", batch=2, losses=per_step), 0)
+    bigger = t.read_trial(write_trial(tmp_path / "big", batch=4, losses=per_step), 0)
+    assert t.judge("big", Setting(batch=4), bigger, reference).outcome == OK
 
 
 def test_loss_not_compared_with_fewer_than_three_steps_in_the_window(tmp_path: Path) -> None:
     reference = t.read_trial(write_trial(tmp_path / "ref", batch=2, step_s=0.5, steps=60), 0)
-    # batch 64, 60 steps: the common window (60, 120] examples holds only its steps 1 (64) .. 1 (128 > 120)
-    big = t.read_trial(write_trial(tmp_path / "big", batch=64, losses=[50.0] * 60), 0)
-    judged = t.judge("big", Setting(batch=64), big, reference)
+    # 5 steps: the compared window (2.5, 5] holds its steps 3, 4 and 5; 4 steps: only 3 and 4
+    five = t.read_trial(write_trial(tmp_path / "five", batch=64, step_s=20.0, steps=5, warmup_steps=1), 0)
+    four = t.read_trial(write_trial(tmp_path / "four", batch=64, step_s=20.0, steps=4, warmup_steps=1), 0)
+    assert t.judge("five", Setting(batch=64), five, reference).reason is None
+    judged = t.judge("four", Setting(batch=64), four, reference)
     assert judged.outcome == OK and "loss not compared" in str(judged.reason)
 
 

@@ -133,6 +133,7 @@ class TorchSession:
             self.step_count,
             rank=self.world.rank,
             world_size=self.world.size,
+            preload=self.device.type == "cuda" and not self.options.loader_workers,
         )
         if self.options.loader_workers:
             from training.torch_loader import LoaderBatches

@@ -19,6 +19,9 @@ import numpy as np
 from training.records import TRAIN_PATTERN, LabeledImage, read_records, split_files
 
 CACHE_LIMIT_BYTES = 2 * 1024**3  # decoded images kept in memory up to this much, then decoded per use
+# With `preload`, decoded images are kept on the GPU instead, up to this much of its memory: no copy from
+# pageable host memory per image (each such copy waits for the GPU's queue to drain before it starts).
+DEVICE_CACHE_LIMIT_BYTES = 1024**3
 SCALE_RANGE = (0.8, 1.25)
 MIN_BOX_SIDE = 1.0  # pixels; boxes cropped thinner than this are dropped
 
@@ -57,7 +60,10 @@ class TrainBatches:
         first_step: int = 0,
         rank: int = 0,
         world_size: int = 1,
+        preload: bool = False,
     ) -> None:
+        """`preload`: keep the decoded images on `device` (a GPU; not with loader workers, which
+        prepare host batches)."""
         files = split_files(dataset, TRAIN_PATTERN)
         if not files:
             raise FileNotFoundError(f"{dataset}: no training split ({TRAIN_PATTERN})")
@@ -69,7 +75,8 @@ class TrainBatches:
         self.position = first_step * self.stride + rank * batch_size  # this rank's next example
         self._cache: dict[int, Any] = {}
         self._cached_bytes = 0
-        self.cache_limit_bytes = CACHE_LIMIT_BYTES
+        self.preload = preload
+        self.cache_limit_bytes = DEVICE_CACHE_LIMIT_BYTES if preload else CACHE_LIMIT_BYTES
 
     def next(self) -> tuple[list[Any], list[dict[str, Any]]]:
         batch = self.host_batch(self.position)
@@ -95,20 +102,21 @@ class TrainBatches:
         return HostExample(pixels, boxes, labels, augment)
 
     def to_device(self, batch: list[HostExample]) -> tuple[list[Any], list[dict[str, Any]]]:
-        """The device part: to the device as float in [0, 1], scaled and cropped there."""
+        """The device part: to the device as float in [0, 1], scaled and cropped there; the batch's boxes
+        and labels go over in one copy."""
         import torch
 
-        images, targets = [], []
+        images, kept = [], []
         for host in batch:
             image = host.pixels.to(self.device, non_blocking=True).float().div_(255.0)
             image, boxes, labels = _scale_and_crop(image, host.boxes, host.labels, host.augment)
             images.append(image)
-            targets.append(
-                {
-                    "boxes": torch.from_numpy(boxes).to(self.device, non_blocking=True),
-                    "labels": torch.from_numpy(labels).to(self.device, non_blocking=True),
-                }
-            )
+            kept.append(np.concatenate([boxes, labels[:, None].astype(np.float32)], axis=1))
+        table = torch.from_numpy(np.concatenate(kept)).to(self.device, non_blocking=True)
+        targets = [
+            {"boxes": rows[:, :4], "labels": rows[:, 4].long()}
+            for rows in torch.split(table, [len(rows) for rows in kept])
+        ]
         return images, targets
 
     def _pick(self, position: int) -> tuple[int, Augment]:
@@ -132,6 +140,8 @@ class TrainBatches:
         if cached is not None:
             return cached
         pixels = torch.from_numpy(np.ascontiguousarray(self.items[index].decoded().transpose(2, 0, 1)))
+        if self.preload and self._cached_bytes + pixels.numel() <= self.cache_limit_bytes:
+            pixels = pixels.to(self.device)
         if self._cached_bytes + pixels.numel() <= self.cache_limit_bytes:
             self._cache[index] = pixels
             self._cached_bytes += pixels.numel()

@@ -125,3 +125,26 @@ def test_batches_are_a_function_of_seed_and_position(tiny_dataset: Path, framewo
     assert all(torch.equal(a["boxes"], b["boxes"]) for a, b in zip(targets, expected_targets, strict=True))
     other = TrainBatches(tiny_dataset, 2, seed=6, device=cpu).next()[0]
     assert not all(torch.equal(a, b) for a, b in zip(other, sequence[0][0], strict=True))
+
+
+def test_preloaded_batches_are_the_same_batches(tiny_dataset: Path, frameworks_in_process: None) -> None:
+    """`preload` (the images kept on a GPU) changes where the pixels live, not the batches; the batch's boxes
+    and labels, copied over in one table, are each image's own."""
+    import numpy as np
+    import torch
+
+    from training.torch_data import TrainBatches, _scale_and_crop
+
+    cpu = torch.device("cpu")
+    plain, preloaded = (TrainBatches(tiny_dataset, 3, seed=5, device=cpu, preload=p) for p in (False, True))
+    for _ in range(9):  # crosses an epoch (24 images)
+        host = plain.host_batch(plain.position)
+        (images, targets), (again, again_targets) = plain.next(), preloaded.next()
+        assert all(torch.equal(a, b) for a, b in zip(images, again, strict=True))
+        for example, target, other in zip(host, targets, again_targets, strict=True):
+            pixels = example.pixels.float().div_(255.0)
+            _, boxes, labels = _scale_and_crop(pixels, example.boxes, example.labels, example.augment)
+            assert np.array_equal(target["boxes"].numpy(), boxes) and target["boxes"].dtype == torch.float32
+            assert np.array_equal(target["labels"].numpy(), labels) and target["labels"].dtype == torch.int64
+            assert all(torch.equal(target[key], other[key]) for key in ("boxes", "labels"))
+    assert preloaded.cache_limit_bytes < plain.cache_limit_bytes  # a GPU's memory is the scarcer

@@ -94,6 +94,14 @@ def run_tuning(
 ) -> int:
     """The trials while the tuning budget lasts, then the final run; its exit code (130 if interrupted)."""
     tuning_id = new_tuning_id(plan.machine.device)
+    try:
+        return _sweep(tuning_id, plan, run_one, out, clock)
+    except KeyboardInterrupt:  # between two runs, where no recording's own handler is installed
+        _say(out, f"Tuning {tuning_id}: interrupted between runs; every run so far is kept")
+        return INTERRUPTED
+
+
+def _sweep(tuning_id: str, plan: TunePlan, run_one: RunOne, out: TextIO, clock: Callable[[], float]) -> int:
     search = Search(plan.user, plan.space, plan.machine)
     facts: list[TrialFacts] = []
     started = clock()

@@ -254,3 +254,16 @@ def test_an_interrupted_trial_ends_the_sweep_without_a_final_run(tmp_path: Path)
     runs = FakeRuns(tmp_path, {}, interrupt=1)
     assert run_tuning(plan(), runs, io.StringIO(), runs.clock) == 130
     assert len(runs.requests) == 2
+
+
+def test_an_interrupt_between_runs_ends_the_sweep_in_one_line(tmp_path: Path) -> None:
+    runs = FakeRuns(tmp_path, {})
+
+    def interrupted_after_one(request: RunRequest) -> tuple[int, Path | None]:
+        if runs.requests:
+            raise KeyboardInterrupt
+        return runs(request)
+
+    out = io.StringIO()
+    assert run_tuning(plan(), interrupted_after_one, out, runs.clock) == 130
+    assert out.getvalue().splitlines()[-1].endswith("interrupted between runs; every run so far is kept")

@@ -154,3 +154,18 @@ def test_a_tuned_run_trains_at_its_setting_not_at_the_commands_batch() -> None:
 def test_the_matching_command_tunes_the_other_device_too() -> None:
     assert "--tune --tune-budget 1m" in matching_command(_args("--tune", "--tune-budget", "1m"))
     assert "--tune" not in matching_command(_args())
+
+
+def test_tuning_at_one_device_count_passes_it_to_every_trial_and_tf_searches_its_own_settings() -> None:
+    from collect.tune_sweep import tuning_plan
+
+    args = _args("--framework", "torch", "--procs", "2", "--tune", "--tune-budget", "2m")
+    command = training_command(args, 2, Setting(batch=4))
+    assert command[command.index("--procs") + 1] == "2" and command[command.index("--batch") + 1] == "4"
+    plan, problem = tuning_plan(args, 300.0, [2])
+    assert problem is None and plan is not None and plan.space[0] == "threads"
+    tf_cpu, _ = tuning_plan(_args("--tune"), 600.0, [])
+    tf_gpu, _ = tuning_plan(_args("--tune", "--device", "gpu", "--precision", "mixed"), 600.0, [])
+    assert tf_cpu is not None and tf_cpu.space == ("threads", "precision", "batch")
+    assert tf_gpu is not None and tf_gpu.space == ("batch", "precision", "compile")
+    assert tf_gpu.user == Setting(batch=2, precision="float16")  # --precision mixed on a GPU

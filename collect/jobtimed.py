@@ -112,6 +112,11 @@ def gpu_problem(hardware: Hardware) -> str | None:
 
 def main(argv: Sequence[str], hardware: Hardware | None = None) -> int:
     head, command = split_command(argv)
+    if any(option.split("=")[0] in ("--tune", "--tune-budget", "--tune-space") for option in head):
+        return _usage(
+            "--tune searches the settings of our training workload; your own job's batch, precision and "
+            "compiler are its own options (run it once per setting: docs/tuning.md)"
+        )
     args = build_parser().parse_args(head)
     hardware = hardware or Hardware()
     try:

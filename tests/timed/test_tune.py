@@ -169,3 +169,13 @@ def test_tuning_at_one_device_count_passes_it_to_every_trial_and_tf_searches_its
     assert tf_cpu is not None and tf_cpu.space == ("threads", "precision", "batch")
     assert tf_gpu is not None and tf_gpu.space == ("batch", "precision", "compile")
     assert tf_gpu.user == Setting(batch=2, precision="float16")  # --precision mixed on a GPU
+
+
+def test_a_labs_own_job_is_not_tuned_and_says_why_in_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "collect", "timed", "5m", "--tune", "--data-dir", str(tmp_path / "d"),
+         "--", sys.executable, "-c", "pass"],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "your own job's batch, precision and compiler are its own options" in result.stderr

@@ -177,3 +177,13 @@ def test_the_circle_check_finds_a_circle_through_a_function_level_import(tmp_pat
     (package / "c.py").write_text("import pkg.a as again\nfrom pkg import missing_name\n")
     (package / "d.py").write_text("from pkg import a\n")  # imports into the circle, not part of it
     assert _import_cycles(_import_graph(tmp_path, ("pkg",))) == [["pkg.a", "pkg.c", "pkg.sub.b"]]
+
+
+def test_the_tests_helper_modules_have_names_of_their_own() -> None:
+    """The test folders put themselves on sys.path and import their helpers by bare name, so two helpers of
+    one name in two folders make whichever folder loads second import the other's."""
+    helpers: dict[str, list[str]] = {}
+    for path in (REPO / "tests").rglob("*.py"):
+        if not path.name.startswith(("test_", "conftest", "__init__")):
+            helpers.setdefault(path.stem, []).append(str(path.relative_to(REPO)))
+    assert {name: paths for name, paths in helpers.items() if len(paths) > 1} == {}

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
-from tuningfixtures import write_trial
+from trialfixtures import write_trial
 
 from collect import tuning as t
 from collect.tune_sweep import RunRequest, TunePlan, run_tuning, tune_budget

@@ -121,7 +121,9 @@ def _sweep(tuning_id: str, plan: TunePlan, run_one: RunOne, out: TextIO, clock: 
             break
         position = len(search.outcomes)
         tag = TuningTag(tuning_id, TRIAL, position, setting, plan.user).record()
-        duration_s = trial_duration_s(setting, [f.warmup_s for f in facts if f.warmup_s is not None])
+        warmups_s = [f.warmup_s for f, o in zip(facts, search.outcomes, strict=True)
+                     if f.warmup_s is not None and not o.setting.compile]  # fmt: skip
+        duration_s = trial_duration_s(setting, warmups_s)
         began = clock()
         code, run_dir = run_one(RunRequest(setting, duration_s, True, tag, f"tune trial {position}"))
         walls.append(clock() - began)

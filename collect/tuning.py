@@ -24,7 +24,10 @@ MAX_TUNE_BATCH = 64
 DEFAULT_TUNE_SHARE = 0.2  # of the budget, when --tune-budget is not given
 MAX_TUNE_SHARE = 0.5
 FIRST_WARMUP_ALLOWANCE_S = 15.0  # before any trial has measured its warm-up
-WARMUP_ALLOWANCE_FACTOR = 1.5  # × the longest warm-up measured so far in the sweep
+# Then × the longest warm-up measured so far (uncompiled trials): a doubled batch doubles the warm-up
+# steps' time. Never less than MIN_WARMUP_ALLOWANCE_S.
+WARMUP_ALLOWANCE_FACTOR = 2.0
+MIN_WARMUP_ALLOWANCE_S = 5.0
 COMPILE_WARMUP_EXTRA_S = 60.0  # a compiled trial's compilation happens during its warm-up
 LOADER_WORKERS = 4
 TRIAL_SETUP_ALLOWANCE_S = 10.0  # starting the framework and building the model, before a trial's training
@@ -349,6 +352,9 @@ def judge(
 
 
 def trial_duration_s(setting: Setting, warmups_s: list[float]) -> float:
-    """A trial's training budget: TRIAL_STEADY_S after an allowance for its warm-up."""
-    allowance = max([FIRST_WARMUP_ALLOWANCE_S] + [WARMUP_ALLOWANCE_FACTOR * w for w in warmups_s])
+    """A trial's training budget: TRIAL_STEADY_S after an allowance for its warm-up, from the warm-ups the
+    sweep's uncompiled trials measured (`warmups_s`), FIRST_WARMUP_ALLOWANCE_S before any."""
+    allowance = FIRST_WARMUP_ALLOWANCE_S
+    if warmups_s:
+        allowance = max(MIN_WARMUP_ALLOWANCE_S, WARMUP_ALLOWANCE_FACTOR * max(warmups_s))
     return TRIAL_STEADY_S + allowance + (COMPILE_WARMUP_EXTRA_S if setting.compile else 0.0)

@@ -116,7 +116,9 @@ def test_tune_budget_default_share_its_floor_and_ceiling() -> None:
 def test_trial_duration_allows_for_the_longest_warmup_seen_and_compiling() -> None:
     plain = Setting(batch=2)
     assert t.trial_duration_s(plain, []) == 20.0 + 15.0
-    assert t.trial_duration_s(plain, [4.0, 20.0]) == 20.0 + 30.0
+    assert t.trial_duration_s(plain, [4.0, 20.0]) == 20.0 + 40.0  # twice the longest
+    assert t.trial_duration_s(plain, [1.6]) == 20.0 + 5.0  # a GPU's warm-up of 1.6 s: the floor
+    assert t.trial_duration_s(plain, [2.6]) == 20.0 + 5.2
     assert t.trial_duration_s(plain.but(compile=True), []) == 20.0 + 15.0 + 60.0
 
 
@@ -267,3 +269,20 @@ def test_an_interrupt_between_runs_ends_the_sweep_in_one_line(tmp_path: Path) ->
     out = io.StringIO()
     assert run_tuning(plan(), interrupted_after_one, out, runs.clock) == 130
     assert out.getvalue().splitlines()[-1].endswith("interrupted between runs; every run so far is kept")
+
+
+def test_trial_lengths_follow_the_measured_warmup_but_not_a_compiled_trials(tmp_path: Path) -> None:
+    durations: list[float] = []
+
+    def run_one(request: RunRequest) -> tuple[int, Path | None]:
+        durations.append(request.duration_s)
+        run = tmp_path / f"run{len(durations)}"
+        step_s = 1.0 if request.setting.compile else 0.2  # the compiled trial's 20 warm-up steps take 22 s
+        steps = 20 + math.ceil(20.0 / step_s)
+        write_trial(run, step_s=step_s, steps=steps, losses=[1.0] * steps)
+        return 0, run
+
+    space = ("compile", "channels-last")
+    run_tuning(TunePlan(3600.0, 600.0, Setting(batch=2), space, GPU_TORCH), run_one, io.StringIO())
+    warmup_s = 2.0 + 20 * 0.2  # the first step's 2 s more, then 20 steps of 0.2 s (trialfixtures)
+    assert durations[:3] == pytest.approx([35.0, 20.0 + 2 * warmup_s + 60.0, 20.0 + 2 * warmup_s])

@@ -64,12 +64,14 @@ def picker_options(runs: Sequence[RunInfo]) -> list[dict[str, str]]:
 
 
 def default_selection(runs: Sequence[RunInfo]) -> list[str]:
-    """The newest run of each of the two newest devices (a CPU and a GPU run side by side)."""
+    """The newest run of each of the two newest devices (a CPU and a GPU run side by side); a `--tune`
+    sweep's trials are parts of their sweep (its final run stands for it)."""
+    whole = [run for run in runs if run.tuning is None or run.tuning.role != "trial"] or list(runs)
     chosen: dict[str, str] = {}
-    for run in runs:
+    for run in whole:
         chosen.setdefault(run.device, run.run_id)
     picked = list(chosen.values())[:2]
-    return picked if len(picked) == 2 or not runs else [run.run_id for run in runs[:2]]
+    return picked if len(picked) == 2 else [run.run_id for run in whole[:2]]
 
 
 def selected_runs(data_dir: Path, run_ids: Sequence[str] | None, limit: int = MAX_SELECTED) -> list[RunInfo]:

@@ -81,3 +81,22 @@ def test_regenerate_screenshots(browser: Any, data_dir: Path, tmp_path: Path, mo
         wait_for(browser, lambda: browser.execute_script(PLOTS_WITH_DATA, "#tab-inference"), plots)
         time.sleep(1.0)  # let the graphs finish drawing
         save_screenshot(browser, SCREENSHOT_DIR / "inference.png")
+
+
+@pytest.mark.skipif(
+    not os.environ.get("DASHBOARD_SCREENSHOTS"), reason="set DASHBOARD_SCREENSHOTS=1 to regenerate"
+)
+def test_regenerate_the_tuning_screenshot(browser: Any, tmp_path: Path, monkeypatch) -> None:
+    """tuning.png: the shipped `--tune` sweep in the Tuning tab (its newest sweep is shown first)."""
+    shipped = tmp_path / "shipped"
+    (shipped / "data").mkdir(parents=True)
+    (shipped / "data" / "examples").symlink_to(REPO / "data" / "examples")
+    monkeypatch.chdir(shipped)
+    assert any(run.tuning for run in runs.discover_runs(Path("data"))), "no sweep in data/examples"
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    for url in serve(Path("data")):
+        browser.get(url)
+        open_tab(browser, "Tuning")
+        wait_for(browser, lambda: browser.execute_script(PLOTS_WITH_DATA, "#tab-tuning"), "the sweep's chart")
+        time.sleep(1.0)  # let the chart finish drawing
+        save_screenshot(browser, SCREENSHOT_DIR / "tuning.png")

@@ -212,3 +212,14 @@ def test_malformed_tags_are_no_sweep_and_a_final_without_trials_falls_back(tmp_p
         (FINAL, FINAL, 5.0),
     ]
     assert "why: not recorded" in _text(tuning_view.tuning_content(tmp_path, "tune-y"))
+
+
+def test_the_first_selection_skips_a_sweeps_trials(sweeps_dir: Path) -> None:
+    """A stopped sweep's trial is the second newest run; the first selection takes whole runs instead (all
+    of this data dir's runs are CPU runs: the two newest whole ones)."""
+    stopped = _trial("tune-stopped", 0, YOURS)
+    make_tagged_run(sweeps_dir, "20261126T000000Z-gpu-gpubox", START + 400, stopped, 3.0)
+    found = runs.discover_runs(sweeps_dir)
+    assert [run.run_id for run in found[:2]] == ["20261122T000000Z-cpu-plain", "20261126T000000Z-gpu-gpubox"]
+    assert views.default_selection(found) == ["20261122T000000Z-cpu-plain", "20261124T130004Z-gpu-gpubox"]
+    assert views.default_selection(found[1:2]) == ["20261126T000000Z-gpu-gpubox"]  # nothing else: the trial

@@ -17,13 +17,13 @@ from typing import TextIO
 from collect.tuning import (
     DEFAULT_TUNE_SHARE,
     MAX_TUNE_SHARE,
-    MIN_TUNE_BUDGET_S,
     TRIAL_STEADY_S,
     Machine,
     Search,
     TrialFacts,
     gain_text,
     judge,
+    min_tune_budget_s,
     read_trial,
     trial_duration_s,
     why_chosen,
@@ -60,10 +60,10 @@ class TunePlan:
     machine: Machine
 
 
-def tune_budget(budget_s: float, asked_s: float | None) -> tuple[float, str | None]:
+def tune_budget(budget_s: float, asked_s: float | None, framework: str = "torch") -> tuple[float, str | None]:
     """The trials' wall-time budget and a one-line problem with it (too small or too large)."""
     tune_s = asked_s if asked_s is not None else DEFAULT_TUNE_SHARE * budget_s
-    least_s = MIN_TUNE_BUDGET_S
+    least_s = min_tune_budget_s(framework)
     if tune_s < least_s:
         share = f"{DEFAULT_TUNE_SHARE:.0%} of {format_duration(budget_s)} is {format_duration(tune_s)}"
         given = f"--tune-budget {format_duration(tune_s)}" if asked_s is not None else share
@@ -123,7 +123,7 @@ def _sweep(tuning_id: str, plan: TunePlan, run_one: RunOne, out: TextIO, clock: 
         tag = TuningTag(tuning_id, TRIAL, position, setting, plan.user).record()
         warmups_s = [f.warmup_s for f, o in zip(facts, search.outcomes, strict=True)
                      if f.warmup_s is not None and not o.setting.compile]  # fmt: skip
-        duration_s = trial_duration_s(setting, warmups_s)
+        duration_s = trial_duration_s(setting, warmups_s, plan.machine.framework)
         began = clock()
         code, run_dir = run_one(RunRequest(setting, duration_s, True, tag, f"tune trial {position}"))
         walls.append(clock() - began)
@@ -175,7 +175,7 @@ def tuning_plan(args, budget_s: float, counts: list[int]) -> tuple[TunePlan | No
             asked_s = parse_duration(args.tune_budget)
         except ValueError as exc:
             return None, f"--tune-budget: {exc}"
-    tune_s, problem = tune_budget(budget_s, asked_s)
+    tune_s, problem = tune_budget(budget_s, asked_s, args.framework)
     if problem:
         return None, problem
     precision = {"mixed": MIXED_DTYPE[args.device], None: "float32"}.get(args.precision, args.precision)

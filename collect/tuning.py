@@ -23,7 +23,9 @@ MIN_LOSS_STEPS = 3  # steps each side needs in the compared window for the loss 
 MAX_TUNE_BATCH = 64
 DEFAULT_TUNE_SHARE = 0.2  # of the budget, when --tune-budget is not given
 MAX_TUNE_SHARE = 0.5
-FIRST_WARMUP_ALLOWANCE_S = 15.0  # before any trial has measured its warm-up
+# Before any trial has measured its warm-up: TensorFlow traces its graph in the first step (about 15 s on the
+# 2-core VM when quiet, more under load: docs/measurements.md), torch has nothing to trace.
+FIRST_WARMUP_ALLOWANCE_S = {"torch": 15.0, "tf": 45.0}
 # Then × the longest warm-up measured so far (uncompiled trials): a doubled batch doubles the warm-up
 # steps' time. Never less than MIN_WARMUP_ALLOWANCE_S.
 WARMUP_ALLOWANCE_FACTOR = 2.0
@@ -31,8 +33,12 @@ MIN_WARMUP_ALLOWANCE_S = 5.0
 COMPILE_WARMUP_EXTRA_S = 60.0  # a compiled trial's compilation happens during its warm-up
 LOADER_WORKERS = 4
 TRIAL_SETUP_ALLOWANCE_S = 10.0  # starting the framework and building the model, before a trial's training
-# The least tuning budget: two trials (yours and one other), each its setup and its training.
-MIN_TUNE_BUDGET_S = 2 * (TRIAL_SETUP_ALLOWANCE_S + TRIAL_STEADY_S + FIRST_WARMUP_ALLOWANCE_S)
+
+
+def min_tune_budget_s(framework: str) -> float:
+    """The least tuning budget: two trials (yours and one other), each its setup and its training."""
+    return 2 * (TRIAL_SETUP_ALLOWANCE_S + TRIAL_STEADY_S + FIRST_WARMUP_ALLOWANCE_S[framework])
+
 
 DIMENSIONS = ("batch", "precision", "threads", "channels-last", "compile", "workers")
 SPACES = {  # (device, framework) -> dimensions searched by default, in order
@@ -351,10 +357,10 @@ def judge(
     return TrialOutcome(run_id, setting, OK, None, rate, steady_s)
 
 
-def trial_duration_s(setting: Setting, warmups_s: list[float]) -> float:
+def trial_duration_s(setting: Setting, warmups_s: list[float], framework: str = "torch") -> float:
     """A trial's training budget: TRIAL_STEADY_S after an allowance for its warm-up, from the warm-ups the
-    sweep's uncompiled trials measured (`warmups_s`), FIRST_WARMUP_ALLOWANCE_S before any."""
-    allowance = FIRST_WARMUP_ALLOWANCE_S
+    sweep's uncompiled trials measured (`warmups_s`), the framework's FIRST_WARMUP_ALLOWANCE_S before any."""
+    allowance = FIRST_WARMUP_ALLOWANCE_S[framework]
     if warmups_s:
         allowance = max(MIN_WARMUP_ALLOWANCE_S, WARMUP_ALLOWANCE_FACTOR * max(warmups_s))
     return TRIAL_STEADY_S + allowance + (COMPILE_WARMUP_EXTRA_S if setting.compile else 0.0)

@@ -109,6 +109,8 @@ def test_tune_budget_default_share_its_floor_and_ceiling() -> None:
     assert tune_budget(600.0, None) == (120.0, None)
     assert tune_budget(450.0, None)[1] is None  # 90 s: two trials, each 10 s setup + 15 s warm-up + 20 s
     assert "at least 1m30s for two trials" in str(tune_budget(449.0, None)[1])
+    assert tune_budget(750.0, None, "tf") == (150.0, None)  # TensorFlow's first step traces its graph: 45 s
+    assert "at least 2m30s" in str(tune_budget(749.0, None, "tf")[1])
     assert tune_budget(600.0, 300.0)[1] is None
     assert "more than 50%" in str(tune_budget(600.0, 301.0)[1])
 
@@ -120,6 +122,8 @@ def test_trial_duration_allows_for_the_longest_warmup_seen_and_compiling() -> No
     assert t.trial_duration_s(plain, [1.6]) == 20.0 + 5.0  # a GPU's warm-up of 1.6 s: the floor
     assert t.trial_duration_s(plain, [2.6]) == 20.0 + 5.2
     assert t.trial_duration_s(plain.but(compile=True), []) == 20.0 + 15.0 + 60.0
+    assert t.trial_duration_s(plain, [], "tf") == 20.0 + 45.0
+    assert t.trial_duration_s(plain, [30.0], "tf") == 20.0 + 60.0
 
 
 @pytest.mark.parametrize(

@@ -116,7 +116,8 @@ def _args(*argv: str):
         (["--tune-space", "fast"], "--tune-space: unknown fast"),
         (["--tune-space", "channels-last"], "torch only"),
         (["--tune-budget", "3m"], "more than 50% of the budget 5m"),
-        (["--tune-budget", "89s"], "--tune needs at least 1m30s for two trials (--tune-budget 1m29s"),
+        (["--framework", "torch", "--tune-budget", "89s"], "--tune needs at least 1m30s for two trials"),
+        (["--tune-budget", "149s"], "--tune needs at least 2m30s for two trials (--tune-budget 2m29s"),
     ],
 )
 def test_what_cannot_be_tuned_is_refused_in_one_line(tmp_path: Path, argv: list[str], line: str) -> None:
@@ -164,8 +165,8 @@ def test_tuning_at_one_device_count_passes_it_to_every_trial_and_tf_searches_its
     assert command[command.index("--procs") + 1] == "2" and command[command.index("--batch") + 1] == "4"
     plan, problem = tuning_plan(args, 300.0, [2])
     assert problem is None and plan is not None and plan.space[0] == "threads"
-    tf_cpu, _ = tuning_plan(_args("--tune"), 600.0, [])
-    tf_gpu, _ = tuning_plan(_args("--tune", "--device", "gpu", "--precision", "mixed"), 600.0, [])
+    tf_cpu, _ = tuning_plan(_args("--tune"), 900.0, [])
+    tf_gpu, _ = tuning_plan(_args("--tune", "--device", "gpu", "--precision", "mixed"), 900.0, [])
     assert tf_cpu is not None and tf_cpu.space == ("threads", "precision", "batch")
     assert tf_gpu is not None and tf_gpu.space == ("batch", "precision", "compile")
     assert tf_gpu.user == Setting(batch=2, precision="float16")  # --precision mixed on a GPU

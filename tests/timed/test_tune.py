@@ -180,3 +180,17 @@ def test_a_labs_own_job_is_not_tuned_and_says_why_in_one_line(tmp_path: Path) ->
     )  # fmt: skip
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "your own job's batch, precision and compiler are its own options" in result.stderr
+
+
+def test_the_scripts_pass_tune_through() -> None:
+    """`./scripts/collect_cpu.sh DURATION --tune ...` as docs/tuning.md shows it, up to the sweep's own
+    check of its budget; the GPU script's usage names the options."""
+    result = subprocess.run(
+        [str(REPO / "scripts" / "collect_cpu.sh"), "5m", "--tune", "--tune-budget", "3m",
+         "--framework", "torch"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2 and "more than 50% of the budget 5m" in result.stderr, result.stderr
+    script = str(REPO / "scripts" / "collect_gpu.sh")
+    usage = subprocess.run([script, "--help"], capture_output=True, text=True, check=False)
+    assert all(option in usage.stdout for option in ("--tune ", "--tune-budget", "--tune-space"))

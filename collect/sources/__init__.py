@@ -17,6 +17,7 @@ from collect.sources.gpm import GpmSource, GpmUnavailable
 from collect.sources.memory import MemorySource
 from collect.sources.network import NetworkSource
 from collect.sources.nvml import NvmlSource
+from collect.sources.offtick import OffTickReader
 from collect.sources.process import ProcessTreeSource
 from collect.sources.rapl import RaplSource
 from collect.sources.thermal import ThermalSource
@@ -60,11 +61,19 @@ class SourceSet:
     def prime(self, now: float) -> None:
         for source in self.sources:
             source.prime(now)
+        for held in self._held:
+            if held.off_tick is not None:
+                held.off_tick.start()
 
     def pace(self, interval_s: float) -> None:
         """Sample at this interval: a source whose `min_period_s` spans several ticks is read every that many
-        ticks (rounded), and its last reading repeated on the ticks in between."""
+        ticks (rounded), and its last reading repeated on the ticks in between; one that says
+        `read_off_tick` is then read on a thread of its own (collect/sources/offtick.py), from `prime`."""
+        self._stop_off_tick()
         held = [_Held(source, _hold_s(source.min_period_s, interval_s)) for source in self.sources]
+        for entry in held:
+            if entry.hold_s and entry.source.read_off_tick:
+                entry.off_tick = OffTickReader(entry.source)
         self._held = [entry for entry in held if entry.hold_s]
         self._every_tick = [entry.source for entry in held if not entry.hold_s]
         self._held_reading = {}
@@ -80,6 +89,7 @@ class SourceSet:
     def sample_into(self, row: Reading, now: float, fresh: bool = False) -> None:
         """One row's readings; `fresh` reads every source, held or not (the row after the command ended)."""
         if fresh:
+            self._stop_off_tick()  # the last row reads every source itself, on this thread
             for source in self.sources:
                 source.expire()
         if fresh or now >= self._next_read_at:
@@ -93,7 +103,8 @@ class SourceSet:
         for held in self._held:
             if fresh or now >= held.read_at + held.hold_s:
                 held.read_at = now
-                held.reading = held.source.sample(now)
+                off_tick = None if fresh else held.off_tick
+                held.reading = off_tick.latest() if off_tick is not None else held.source.sample(now)
                 self.held_reads += 1
         # Rebuilt, not updated: a column a source no longer reports is empty, not its last value.
         self._held_reading = {name: value for held in self._held for name, value in held.reading.items()}
@@ -114,7 +125,14 @@ class SourceSet:
                 merged[source.name]["notes"] = notes
         return merged
 
+    def _stop_off_tick(self) -> None:
+        for held in self._held:
+            if held.off_tick is not None:
+                held.off_tick.stop()
+                held.off_tick = None
+
     def close(self) -> None:
+        self._stop_off_tick()
         for source in self.sources:
             source.close()
 
@@ -125,6 +143,7 @@ class _Held:
     hold_s: float  # 0: read every tick
     read_at: float = float("-inf")
     reading: Reading = field(default_factory=dict)
+    off_tick: OffTickReader | None = None  # reads the source on its own thread; the tick takes its latest
 
 
 def _hold_s(min_period_s: float, interval_s: float) -> float:

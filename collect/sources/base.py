@@ -32,6 +32,8 @@ class Source:
     name = "source"
     # Read about once per this many seconds (whole ticks), the last reading repeated between; 0: every tick.
     min_period_s = 0.0
+    # A read that costs milliseconds: when held, read on a thread of its own (collect/sources/offtick.py).
+    read_off_tick = False
     # The raw kernel counters behind the last reading, replaced (never mutated) each time the source reads
     # them, for exporters that publish counters as counters (collect/exposition.py); None if not kept.
     last_raw: Any = None

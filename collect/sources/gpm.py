@@ -124,6 +124,7 @@ def _scaled(metric: GpmMetric, raw: float) -> float | int | None:
 class GpmSource(Source):
     name = "gpm"
     min_period_s = GPM_PERIOD_S
+    read_off_tick = True  # a read costs milliseconds of CPU (docs/measurements.md)
 
     def __init__(self, load_nvml: Callable[[], Any], environ: dict[str, str] | None = None) -> None:
         super().__init__()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import math
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -332,30 +334,80 @@ def test_cuda_visible_devices_picks_the_second_gpu_numbered_zero() -> None:
     assert nvml.gpus[0].gpm_snapshots == 0 and nvml.gpus[0].calls == 1  # only its UUID, to number the GPUs
 
 
-def test_held_a_second_between_reads_at_100_ms_and_read_anew_on_the_last_row() -> None:
-    nvml = TrackingNvml([gpu := FakeGpu()])
+class ThreadNamingNvml(TrackingNvml):
+    """The fake, also naming the thread that took each GPM snapshot."""
+
+    def __init__(self, gpus: list[FakeGpu]) -> None:
+        super().__init__(gpus)
+        self.snapshot_threads: list[str] = []
+
+    def nvmlGpmSampleGet(self, h: FakeGpu, sample: FakeGpmSample) -> FakeGpmSample:
+        self.snapshot_threads.append(threading.current_thread().name)
+        return super().nvmlGpmSampleGet(h, sample)
+
+
+def _until(condition: Any, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_held_at_100_ms_it_is_read_off_the_tick_and_anew_on_the_last_row() -> None:
+    """Held (read less often than every tick), GPM is read on a thread of its own once a period, the ticks
+    taking its last reading; empty before its first window ends; the last row reads it on the tick."""
+    nvml = ThreadNamingNvml([gpu := FakeGpu()])
     source = _source(nvml)
     sources = SourceSet([source], {"gpm": {}}, process=None)  # type: ignore[arg-type]
     sources.pace(0.1)
     assert sources.held_columns() == GPU0
+    (held,) = sources._held
+    assert held.off_tick is not None
+    held.off_tick.period_s = 0.05  # the test's own period: a second of GPM_PERIOD_S would only slow it
+    gpu.gpm_values[2] = 40.0
     sources.prime(0.0)
-    assert gpu.gpm_snapshots == 1  # the probe's snapshot is the base: prime takes no other
-    cells = []
-    for tick in range(30):
-        gpu.gpm_values[2] = float(tick)
-        row: dict = {}
-        sources.sample_into(row, tick * 0.1)
-        cells.append(row["gpu0_sm_active_pct"])
-    assert gpu.gpm_snapshots == 1 + 3  # every 10th tick (GPM_PERIOD_S / interval)
-    assert cells == [0.0] * 10 + [10.0] * 10 + [20.0] * 10
+    first: dict = {}
+    sources.sample_into(first, 0.0)
+    assert first["gpu0_sm_active_pct"] is None or held.off_tick.reads > 0  # unless a window has ended
+    _until(lambda: held.off_tick.reads >= 2)
+    row: dict = {}
+    sources.sample_into(row, 10.0)
+    assert row["gpu0_sm_active_pct"] == 40.0
+    assert set(nvml.snapshot_threads[1:]) == {"collect-gpm"}  # after the probe's, none on the tick thread
+    gpu.gpm_values[2] = 29.0
     last: dict = {}
-    sources.sample_into(last, 3.0, fresh=True)
-    assert gpu.gpm_snapshots == 5 and last["gpu0_sm_active_pct"] == 29.0
+    sources.sample_into(last, time.monotonic() + 1.0, fresh=True)  # the reader's clock, as in a session
+    assert last["gpu0_sm_active_pct"] == 29.0 and nvml.snapshot_threads[-1] == threading.current_thread().name
+    assert held.off_tick is None  # stopped: the last row's source is the tick's alone
     sources.pace(0.66)
     assert sources.held_columns() == GPU0  # two ticks a read
     sources.pace(0.67)
-    assert sources.held_columns() == []  # from 0.67 s, every tick
+    assert sources.held_columns() == [] and sources._held == []  # from 0.67 s, every tick, on the tick
     sources.close()
+    assert not any(thread.name == "collect-gpm" for thread in threading.enumerate())
+
+
+def test_a_read_that_fails_off_the_tick_is_noted_and_the_next_one_tries_again() -> None:
+    from collect.sources.offtick import OffTickReader
+
+    class Flaky(GpmSource):
+        calls = 0
+
+        def sample(self, now: float) -> dict:
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                raise RuntimeError("driver hiccup")
+            return {"gpu0_sm_active_pct": 1.0}
+
+    source = Flaky(lambda: FakeNvml([FakeGpu()]))
+    reader = OffTickReader(source)
+    reader.period_s = 0.02
+    reader.start()
+    _until(lambda: reader.reads >= 1)
+    reader.stop()
+    assert reader.latest() == {"gpu0_sm_active_pct": 1.0}
+    assert source.notes() == ["gpm read failed off the tick (RuntimeError: driver hiccup)"]
+    source.close()
 
 
 def test_samples_are_freed_and_nvml_shut_down_on_close() -> None:
@@ -371,8 +423,8 @@ def test_a_session_records_the_counters_and_why_per_gpu(tmp_path: Path) -> None:
     nvml = _two()
     nvml.gpus[1].mig_mode = 1
     hardware = Hardware(load_nvml=lambda: nvml, environ={})
-    result = run_session(
-        SessionOptions(data_dir=tmp_path, interval_s=0.05, duration_s=0.2, hardware=hardware)
+    result = run_session(  # 1.4 s: one GPM window of a second, read off the tick
+        SessionOptions(data_dir=tmp_path, interval_s=0.05, duration_s=1.4, hardware=hardware)
     )
     record = read_json(result.run_dir / "run.json")
     assert record["sources"]["gpm"] == {
@@ -385,9 +437,10 @@ def test_a_session_records_the_counters_and_why_per_gpu(tmp_path: Path) -> None:
         header, rows = list(reader.fieldnames or []), list(reader)
     assert header[-len(GPU0) :] == GPU0 and not set(GPU1) & set(header)
     assert header.index("gpu0_sm_active_pct") > header.index("gpu1_energy_j")
-    assert {r["gpu0_sm_active_pct"] for r in rows} == {"62.0"}
-    assert {r["gpu0_pcie_tx_bytes_per_s"] for r in rows} == {str(850 * MIB)}
-    assert nvml.gpus[0].gpm_snapshots == 2  # the probe's, then the first row's; the rest repeat it
+    cells = [r["gpu0_sm_active_pct"] for r in rows]
+    assert cells[0] == "" and cells[-1] == "62.0" and set(cells) == {"", "62.0"}  # empty until a window ends
+    assert rows[-1]["gpu0_pcie_tx_bytes_per_s"] == str(850 * MIB)
+    assert nvml.gpus[0].gpm_snapshots == 2  # the probe's, then one a second, off the tick
     assert all(sample.freed for sample in nvml.allocated) and nvml.shut_down
 
 

@@ -17,6 +17,7 @@ from typing import TextIO
 from collect.tuning import (
     DEFAULT_TUNE_SHARE,
     MAX_TUNE_SHARE,
+    MIN_WARMUP_ALLOWANCE_S,
     TRIAL_STEADY_S,
     Machine,
     Search,
@@ -105,7 +106,8 @@ def _sweep(tuning_id: str, plan: TunePlan, run_one: RunOne, out: TextIO, clock: 
     search = Search(plan.user, plan.space, plan.machine)
     facts: list[TrialFacts] = []
     started = clock()
-    walls: list[float] = []
+    setups_s: list[float] = []  # each trial's wall time beyond its training budget (setup, teardown)
+    skipped: list[str] = []
     searched = ", ".join(plan.space)
     rest = f"then the rest of {format_duration(plan.budget_s)} at the best"
     _say(
@@ -113,20 +115,21 @@ def _sweep(tuning_id: str, plan: TunePlan, run_one: RunOne, out: TextIO, clock: 
         f"Tuning {tuning_id}: trials for up to {format_duration(plan.tune_budget_s)} ({searched}), {rest}",
     )
     while (setting := search.next()) is not None:
-        spent = clock() - started
-        if facts and spent + max(walls) > plan.tune_budget_s:
-            _say(
-                out, f"Tuning: budget spent ({format_duration(spent)}); not tried: {setting.text()} and after"
-            )
-            break
         position = len(search.outcomes)
-        tag = TuningTag(tuning_id, TRIAL, position, setting, plan.user).record()
         warmups_s = [f.warmup_s for f, o in zip(facts, search.outcomes, strict=True)
                      if f.warmup_s is not None and not o.setting.compile]  # fmt: skip
         duration_s = trial_duration_s(setting, warmups_s, plan.machine.framework)
+        left_s = plan.tune_budget_s - (clock() - started)
+        if setups_s and max(setups_s) + duration_s > left_s:  # it would not end within the tuning budget
+            skipped.append(setting.text())
+            if max(setups_s) + TRIAL_STEADY_S + MIN_WARMUP_ALLOWANCE_S > left_s:
+                skipped.append("the rest of the search")  # no other trial would end within it either
+                break
+            continue
+        tag = TuningTag(tuning_id, TRIAL, position, setting, plan.user).record()
         began = clock()
         code, run_dir = run_one(RunRequest(setting, duration_s, True, tag, f"tune trial {position}"))
-        walls.append(clock() - began)
+        setups_s.append(max(0.0, clock() - began - duration_s))
         if code == INTERRUPTED:
             _say(out, f"Tuning {tuning_id}: interrupted at trial {position}; no final run")
             return INTERRUPTED
@@ -142,6 +145,9 @@ def _sweep(tuning_id: str, plan: TunePlan, run_one: RunOne, out: TextIO, clock: 
         where = f" ({run_dir.name})" if run_dir is not None else ""
         _say(out, f"Tuning trial {position}{where}: {setting.text()}: {outcome.outcome}{reason}"
                   + (f", {detail}" if detail else ""))  # fmt: skip
+    if skipped:
+        left_out = "; ".join(skipped)
+        _say(out, f"Tuning: not tried within the tuning budget: {left_out} (give a longer --tune-budget)")
     tuning_wall_s = clock() - started
     chosen, why = search.best_setting, why_chosen(search)
     _say(out, f"Tuning {tuning_id}: chose {chosen.text()}: {why}")

@@ -290,3 +290,19 @@ def test_trial_lengths_follow_the_measured_warmup_but_not_a_compiled_trials(tmp_
     run_tuning(TunePlan(3600.0, 600.0, Setting(batch=2), space, GPU_TORCH), run_one, io.StringIO())
     warmup_s = 2.0 + 20 * 0.2  # the first step's 2 s more, then 20 steps of 0.2 s (trialfixtures)
     assert durations[:3] == pytest.approx([35.0, 20.0 + 2 * warmup_s + 60.0, 20.0 + 2 * warmup_s])
+
+
+def test_a_trial_that_would_overrun_the_budget_is_skipped_and_a_shorter_one_runs(tmp_path: Path) -> None:
+    """Each fake trial takes 40 s of wall: 5 s beyond the first one's 35 s budget. With 60 s left, the
+    compiled trial (92 s of training) would overrun; channels-last (32 s) fits."""
+    runs = FakeRuns(tmp_path, {2: 10.0})
+    out = io.StringIO()
+    run_tuning(plan(tune_s=100.0, space=("compile", "channels-last")), runs, out, runs.clock)
+    trials = [r.setting for r in runs.requests[:-1]]
+    assert trials == [Setting(batch=2), Setting(batch=2, channels_last=True)]
+    assert "not tried within the tuning budget: batch 2, float32, compile (give a longer" in out.getvalue()
+    stopped = FakeRuns(tmp_path / "stopped", {2: 10.0})
+    out = io.StringIO()
+    run_tuning(plan(tune_s=69.0, space=("compile", "channels-last")), stopped, out, stopped.clock)
+    assert len(stopped.requests) == 2  # the reference and the final run: 29 s left hold no trial of 5 + 25 s
+    assert "compile; the rest of the search (give a longer --tune-budget)" in out.getvalue()

@@ -74,8 +74,8 @@ def test_a_real_sweep_records_failed_trials_and_goes_on_to_the_final_run(
     (faults / "sitecustomize.py").write_text(FAULTS)
     data_dir = tmp_path / "data"
     env = {**os.environ, "PYTHONPATH": f"{faults}:{REPO}"}
-    result = subprocess.run(
-        [sys.executable, "-m", "collect", "timed", "4m", "--tune", "--tune-budget", "2m",
+    result = subprocess.run(  # 3 m of trials: room for the compiled trial's allowance (it fails at once)
+        [sys.executable, "-m", "collect", "timed", "6m", "--tune", "--tune-budget", "3m",
          "--tune-space", "batch,compile", "--framework", "torch", "--data-dir", str(data_dir),
          "--dataset", str(tiny_dataset), "--no-export", "--max-steps", "3"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False,

@@ -196,10 +196,11 @@ def _cli_run(args: argparse.Namespace, dataset: Path, run_dir: Path) -> dict:
 
 
 def _setting_args(args: argparse.Namespace) -> list[str]:
-    """The setting's options, as `python -m training train` and the worker both take them."""
-    extra = ["--precision", args.precision]
-    extra += ["--tf32"] * args.tf32 + ["--channels-last"] * args.channels_last + ["--compile"] * args.compile
-    return extra + (["--threads", str(args.threads)] if args.threads else [])
+    """The setting's options but its batch, as `python -m training train` and the worker both take them."""
+    from runformat.tuning import Setting
+
+    setting = Setting(args.batch, args.precision, args.tf32, args.channels_last, args.compile, args.threads)
+    return setting.train_args()[2:]  # without --batch N: each command gives its own
 
 
 def _run(command: list[str], device: str = "cpu") -> None:
@@ -296,6 +297,7 @@ def _torch_interleaved_worker(args: argparse.Namespace) -> int:
     from training.torch_backend import TorchSession
     from training.torch_data import TrainBatches
     from training.torch_model import build_model
+    from training.torch_settings import compile_backbone, to_channels_last
     from training.trainer import StepClock, StopRequest, TrainOptions, run_loop
 
     work = args.interleaved_worker.parent
@@ -317,7 +319,7 @@ def _torch_interleaved_worker(args: argparse.Namespace) -> int:
         compile=args.compile,
         threads=args.threads,
     )
-    apply_settings(options, args.device)  # process-wide (threads, TF32): both sides run under it
+    apply_settings(options)  # process-wide (threads, TF32): both sides run under it
     session = TorchSession(options, args.device)
     session.restore_or_initialize(ours_dir / "checkpoints")
     clock, stop, log, state = StepClock(start_unix=time.time()), StopRequest(), TrainingCsv(ours_dir), {}
@@ -333,12 +335,9 @@ def _torch_interleaved_worker(args: argparse.Namespace) -> int:
     )
     batches = TrainBatches(args.dataset, args.batch, seed=1, device=session.device)
     if args.channels_last:
-        model.to(memory_format=torch.channels_last)
-        model.backbone.register_forward_pre_hook(
-            lambda _m, inputs: (inputs[0].contiguous(memory_format=torch.channels_last), *inputs[1:])
-        )
+        to_channels_last(model)
     if args.compile:
-        model.backbone.compile(dynamic=False)
+        compile_backbone(model)
     dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(args.precision)
     scaler = torch.amp.GradScaler("cuda") if dtype is torch.float16 and args.device == "gpu" else None
 

@@ -218,6 +218,10 @@ def main(argv: Sequence[str]) -> int:
     except ValueError as exc:
         print(f"python -m collect timed: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
+    if not args.tune and (args.tune_budget is not None or args.tune_space is not None):
+        line = "python -m collect timed: error: --tune-budget and --tune-space go with --tune"
+        print(line, file=sys.stderr)
+        return USAGE_ERROR
     if args.batch is not None and args.batch < 1:
         print("python -m collect timed: error: --batch must be at least 1", file=sys.stderr)
         return USAGE_ERROR

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TextIO
 
+from collect.options import EXIT_INTERRUPTED as INTERRUPTED
 from collect.tuning import (
     DEFAULT_TUNE_SHARE,
     MAX_TUNE_SHARE,
@@ -26,13 +27,13 @@ from collect.tuning import (
     judge,
     min_tune_budget_s,
     read_trial,
+    space_of,
     trial_duration_s,
     why_chosen,
 )
-from runformat import format_duration
+from runformat import format_duration, parse_duration
 from runformat.tuning import FINAL, TRIAL, Setting, TuningTag
 
-INTERRUPTED = 130
 DEFAULT_BATCH = 2  # `python -m training train`'s batch per device when --batch is not given
 # What `--precision mixed` asks the training for: each device's native mixed precision.
 MIXED_DTYPE = {"gpu": "float16", "cpu": "bfloat16"}
@@ -140,7 +141,7 @@ def _sweep(tuning_id: str, plan: TunePlan, run_one: RunOne, out: TextIO, clock: 
             search.threads_default = trial_facts.threads
         search.record(outcome)
         reference = search.outcomes[0]
-        detail = gain_text(outcome, reference) or ""
+        detail = gain_text(outcome, reference)
         reason = f" ({outcome.reason})" if outcome.reason else ""
         where = f" ({run_dir.name})" if run_dir is not None else ""
         _say(out, f"Tuning trial {position}{where}: {setting.text()}: {outcome.outcome}{reason}"
@@ -164,8 +165,6 @@ def _say(out: TextIO, line: str) -> None:
 
 def tuning_plan(args, budget_s: float, counts: list[int]) -> tuple[TunePlan | None, str | None]:
     """The plan of `collect timed --tune` from its parsed options, or the one-line reason it cannot run."""
-    from collect.tuning import space_of
-
     if len(counts) > 1:
         return None, "--tune tunes one device count: give one count, then sweep counts at the chosen setting"
     if getattr(args, "nnodes", 1) > 1:
@@ -175,8 +174,6 @@ def tuning_plan(args, budget_s: float, counts: list[int]) -> tuple[TunePlan | No
         return None, problem
     asked_s = None
     if args.tune_budget is not None:
-        from runformat import parse_duration
-
         try:
             asked_s = parse_duration(args.tune_budget)
         except ValueError as exc:

@@ -86,9 +86,10 @@ def space_of(text: str | None, device: str, framework: str) -> tuple[tuple[str, 
             (),
             f"--tune-space {','.join(gpu_only)}: loader workers feed a GPU; on a CPU they take its cores",
         )
-    order = [name for name in DIMENSIONS if name in asked]
-    first = default[0] if default[0] in order else None
-    return tuple(([first] if first else []) + [name for name in order if name != first]), None
+    # The default's order for what it holds (the same dimensions run in the same order however they are
+    # named), then the others asked for in DIMENSIONS' order.
+    order = [name for name in default if name in asked]
+    return tuple(order + [name for name in DIMENSIONS if name in asked and name not in order]), None
 
 
 def candidates(dimension: str, best: Setting, machine: Machine, threads_default: int | None) -> list[Setting]:
@@ -237,7 +238,8 @@ class TrialFacts:
 
 ERROR_KINDS = (
     ("out of memory", re.compile(r"out of memory|\bOOM\b|ResourceExhausted|CUBLAS_STATUS_ALLOC", re.I)),
-    ("compile failed", re.compile(r"compile failed|inductor|dynamo|\bXLA\b|jit_compile", re.I)),
+    # training/failures.py says `compile failed (...)`; the exceptions' own names where a log is all there is
+    ("compile failed", re.compile("compile failed|BackendCompilerFailed|InductorError|TorchDynamoException")),
 )
 
 
@@ -343,7 +345,7 @@ def judge(
         measured = f"{steady_s:.1f} s" if steady_s is not None else "no steady span"
         why = f"steady rate over {measured}, not {TRIAL_STEADY_S:g} s"
         return TrialOutcome(run_id, setting, TOO_SHORT, why, rate, steady_s)
-    if reference is None or reference is facts:
+    if reference is None:
         return TrialOutcome(run_id, setting, OK, None, rate, steady_s)
     compared = matched_loss(facts.loss, reference.loss)
     if compared is None:

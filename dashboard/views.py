@@ -26,6 +26,7 @@ from dashboard.runs import (
     run_warnings,
 )
 from runformat import format_duration
+from runformat.tuning import TRIAL
 
 MAX_SELECTED = 8
 MAX_DETECTION_RUNS = 24  # the Detections tab reads JSON only, so it looks further down a long selection
@@ -66,7 +67,7 @@ def picker_options(runs: Sequence[RunInfo]) -> list[dict[str, str]]:
 def default_selection(runs: Sequence[RunInfo]) -> list[str]:
     """The newest run of each of the two newest devices (a CPU and a GPU run side by side); a `--tune`
     sweep's trials are parts of their sweep (its final run stands for it)."""
-    whole = [run for run in runs if run.tuning is None or run.tuning.role != "trial"] or list(runs)
+    whole = [run for run in runs if run.tuning is None or run.tuning.role != TRIAL] or list(runs)
     chosen: dict[str, str] = {}
     for run in whole:
         chosen.setdefault(run.device, run.run_id)

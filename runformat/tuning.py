@@ -60,6 +60,10 @@ class Setting:
         return replace(self, **changes)
 
 
+def _whole(value: object, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
 def setting_of(data: object) -> Setting | None:
     """The Setting a `settings` object records, None when it is not one (absent, malformed, other keys)."""
     if not isinstance(data, dict):
@@ -77,6 +81,8 @@ def setting_of(data: object) -> Setting | None:
         isinstance(getattr(setting, name), bool)
         for name in ("tf32", "channels_last", "compile", "pin_memory")
     ):
+        return None
+    if not _whole(setting.loader_workers, 0) or not (setting.threads is None or _whole(setting.threads, 1)):
         return None
     return setting
 
@@ -155,6 +161,7 @@ def tuning_of(run_json: object) -> TuningTag | None:
         return None
     if not isinstance(position, int) or isinstance(position, bool) or position < 0:
         return None
-    trials = tuple(t for t in map(trial_of, data.get("trials") or []) if t is not None)
+    listed = data.get("trials")
+    trials = tuple(t for t in map(trial_of, listed) if t is not None) if isinstance(listed, list) else ()
     why = data.get("chosen_why")
     return TuningTag(tag_id, role, position, setting, user, why if isinstance(why, str) else None, trials)

@@ -39,7 +39,7 @@ def settings_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def apply_settings(options: Any, device_kind: str) -> None:
+def apply_settings(options: Any) -> None:
     """Set the framework up for options' setting, before the model and the input pipeline are built."""
     if options.framework == "torch":
         from training.torch_settings import apply_torch_settings

@@ -140,9 +140,8 @@ class TrainBatches:
         if cached is not None:
             return cached
         pixels = torch.from_numpy(np.ascontiguousarray(self.items[index].decoded().transpose(2, 0, 1)))
-        if self.preload and self._cached_bytes + pixels.numel() <= self.cache_limit_bytes:
-            pixels = pixels.to(self.device)
         if self._cached_bytes + pixels.numel() <= self.cache_limit_bytes:
+            pixels = pixels.to(self.device) if self.preload else pixels
             self._cache[index] = pixels
             self._cached_bytes += pixels.numel()
         return pixels

@@ -157,7 +157,7 @@ def train(
     world = world or World()
     run_dir = Path(options.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    apply_settings(options, device.kind)
+    apply_settings(options)
     state = initial_state(options, device, world)
     if not world.is_main:
         return _train(options, device, stop, process_start, state, world)

@@ -92,23 +92,34 @@ class SourceSet:
             self._stop_off_tick()  # the last row reads every source itself, on this thread
             for source in self.sources:
                 source.expire()
-        if fresh or now >= self._next_read_at:
+        if fresh or now >= self._next_read_at or self._off_tick_read():
             self._read_held(now, fresh)
         row.update(self._held_reading)
         for source in self._every_tick:
             row.update(source.sample(now))
 
+    def _off_tick_read(self) -> bool:
+        """True when a source read off the tick has a reading this set has not taken yet."""
+        return any(h.off_tick is not None and h.off_tick.reads != h.off_tick_taken for h in self._held)
+
     def _read_held(self, now: float, fresh: bool) -> None:
-        """Read the held sources that are due (all of them if `fresh`), and note when the next one is."""
+        """Read the held sources that are due (all of them if `fresh`), take the new readings of those read
+        off the tick, and note when the next read is due."""
         for held in self._held:
-            if fresh or now >= held.read_at + held.hold_s:
+            off_tick = None if fresh else held.off_tick
+            if off_tick is not None:
+                if off_tick.reads != held.off_tick_taken:
+                    held.off_tick_taken = off_tick.reads
+                    held.reading = off_tick.latest()
+                    self.held_reads += 1
+            elif fresh or now >= held.read_at + held.hold_s:
                 held.read_at = now
-                off_tick = None if fresh else held.off_tick
-                held.reading = off_tick.latest() if off_tick is not None else held.source.sample(now)
+                held.reading = held.source.sample(now)
                 self.held_reads += 1
         # Rebuilt, not updated: a column a source no longer reports is empty, not its last value.
         self._held_reading = {name: value for held in self._held for name, value in held.reading.items()}
-        self._next_read_at = min((held.read_at + held.hold_s for held in self._held), default=float("inf"))
+        due = [held.read_at + held.hold_s for held in self._held if held.off_tick is None]
+        self._next_read_at = min(due, default=float("inf"))
 
     def maintain(self, now: float) -> None:
         if self._maintained is None:  # only the sources that have housekeeping to do, on every tick
@@ -144,6 +155,7 @@ class _Held:
     read_at: float = float("-inf")
     reading: Reading = field(default_factory=dict)
     off_tick: OffTickReader | None = None  # reads the source on its own thread; the tick takes its latest
+    off_tick_taken: int = -1  # the reader's count of reads when its reading was last taken
 
 
 def _hold_s(min_period_s: float, interval_s: float) -> float:

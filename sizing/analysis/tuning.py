@@ -66,6 +66,8 @@ def reference(tag: TuningTag) -> Reference:
     if not tag.trials:
         return Reference(None, "the final run records no trials")
     first = tag.trials[0]
+    if first.setting != tag.user_setting:  # a first trial left out as malformed: none is known to be yours
+        return Reference(None, "the final run records no trial at your setting first")
     if first.outcome != OK:
         return Reference(
             None, f"the trial at your setting {VERBS.get(first.outcome, first.outcome)}" + _because(first)
@@ -210,7 +212,7 @@ def tuned_pair(c: Comparison, ctx: ReportContext) -> TunedPair | None:
     runs = {r.run_id: r for r in ctx.runs}
     mine, theirs = labels(c, base)
     side, other = side_of(c.group, mine, runs), side_of(base, theirs, runs)
-    if not side.tags and not other.tags:
+    if not side.tuned and not other.tuned:  # some repeats tuned, others not: not a tuned side
         return None
     at_user, unknown = None, side.at_user_unknown or other.at_user_unknown
     if unknown:

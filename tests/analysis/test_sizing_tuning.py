@@ -274,3 +274,30 @@ def test_the_tag_survives_the_run_directory_and_the_cli(tmp_path: Path) -> None:
     out = tmp_path / "report.md"
     assert sizing_main(["ref-cpu", "ref-gpu", "--data-dir", str(tmp_path), "--out", str(out)]) == 0
     assert "20.0× at your setting." in out.read_text(encoding="utf-8").split("## Summary")[0]
+
+
+def test_a_first_trial_that_is_not_your_setting_is_no_reference() -> None:
+    """A malformed first trial is left out when read: the one now first (batch 4) is not your setting."""
+    gpu = gpu_final([trial(Setting(4), rate=45.0), trial(GPU_BEST, rate=78.0)])
+    pair = pair_of(report_of(cpu_final(), gpu))
+    assert pair["speedup_at_user_setting"] is None
+    assert "no trial at your setting first" in pair["speedup_at_user_setting_unknown_reason"]
+
+
+def test_a_side_tuned_in_some_repeats_only_is_not_a_tuned_pair() -> None:
+    """Two GPU repeats of one workload, one of them a sweep's final run (its sweep kept your setting)."""
+    kept = tuned(reference_gpu(), USER, [trial(USER, rate=20.0), trial(Setting(4), rate=20.5)])
+    plain_gpu = renamed(reference_gpu(), "20261124T120000Z-gpu-box")
+    report = report_of(reference_cpu(), kept, plain_gpu)
+    (option,) = report.decision.options
+    assert len(option.group) == 2 and option.tuned is None
+
+
+def test_malformed_tags_read_as_absent_or_without_the_bad_parts() -> None:
+    from runformat.tuning import setting_of, tuning_of
+
+    tag = TuningTag("s", FINAL, 1, USER, USER, "why", (trial(USER, rate=1.0),)).record()
+    assert tuning_of({"tuning": {**tag, "trials": 5}}).trials == ()  # type: ignore[union-attr]
+    assert setting_of({**USER.record(), "threads": "x"}) is None
+    assert setting_of({**USER.record(), "loader_workers": -1}) is None
+    assert setting_of({**USER.record(), "threads": 4}) == USER.but(threads=4)

@@ -373,6 +373,12 @@ def test_held_at_100_ms_it_is_read_off_the_tick_and_anew_on_the_last_row() -> No
     row: dict = {}
     sources.sample_into(row, 10.0)
     assert row["gpu0_sm_active_pct"] == 40.0
+    gpu.gpm_values[2] = 50.0
+    reads = held.off_tick.reads
+    _until(lambda: held.off_tick.reads >= reads + 2)
+    soon: dict = {}
+    sources.sample_into(soon, 10.01)  # the next tick takes a new reading, whatever the hold
+    assert soon["gpu0_sm_active_pct"] == 50.0
     assert set(nvml.snapshot_threads[1:]) == {"collect-gpm"}  # after the probe's, none on the tick thread
     gpu.gpm_values[2] = 29.0
     last: dict = {}

@@ -100,6 +100,8 @@ def test_tune_space_errors_are_one_line() -> None:
     assert t.space_of(None, "gpu", "torch")[0][0] == "batch"
     assert t.space_of(None, "cpu", "torch")[0][0] == "threads"
     assert t.space_of("precision,batch", "gpu", "torch") == (("batch", "precision"), None)
+    assert t.space_of("channels-last,compile", "gpu", "torch") == (("compile", "channels-last"), None)
+    assert t.space_of("compile,batch", "cpu", "torch") == (("batch", "compile"), None)  # compile: not default
     assert "unknown fast" in str(t.space_of("fast", "gpu", "torch")[1])
     assert "torch only" in str(t.space_of("channels-last", "gpu", "tf")[1])
     assert "on a CPU" in str(t.space_of("workers", "cpu", "torch")[1])

@@ -130,15 +130,6 @@ def test_what_cannot_be_tuned_is_refused_in_one_line(tmp_path: Path, argv: list[
     assert not (tmp_path / "d" / "runs").exists()
 
 
-def test_a_resumed_training_has_no_tune_and_says_so_in_one_line(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "training", "train", "--run-dir", str(tmp_path / "r"), "--tune"],
-        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert result.returncode == 2
-    assert result.stderr.strip().count("\n") == 0 and "--tune" in result.stderr
-
-
 def test_a_tuned_run_trains_at_its_setting_not_at_the_commands_batch() -> None:
     args = _args("--batch", "2", "--precision", "mixed", "--framework", "torch", "--tune")
     args.no_checkpoint = True
@@ -194,3 +185,13 @@ def test_the_scripts_pass_tune_through() -> None:
     script = str(REPO / "scripts" / "collect_gpu.sh")
     usage = subprocess.run([script, "--help"], capture_output=True, text=True, check=False)
     assert all(option in usage.stdout for option in ("--tune ", "--tune-budget", "--tune-space"))
+
+
+@pytest.mark.parametrize("option", [["--tune-budget", "2m"], ["--tune-space", "batch"]])
+def test_a_tuning_option_without_tune_is_refused_in_one_line(tmp_path: Path, option: list[str]) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "collect", "timed", "10m", *option, "--data-dir", str(tmp_path / "d")],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "--tune-budget and --tune-space go with --tune" in result.stderr

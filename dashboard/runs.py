@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from runformat import (
 )
 from runformat.diskfull import DISK_FULL
 from runformat.jsonio import read_object
+from runformat.progress import progress_of
 from runformat.records import RunRecord, TrainingRecord, as_record, raw_of
 from runformat.tuning import TuningTag, tuning_of
 
@@ -248,12 +249,15 @@ _STAMPED = (RUN_JSON, TRAINING_JSON, TRAINING_CSV, EVAL_JSON, INFERENCE_JSON)
 
 
 def run_files(path: Path) -> RunFiles:
-    """runformat.read_run of the directory, read again when one of its files changes, or while its
-    training.json says running (its pid can die unseen)."""
+    """runformat.read_run of the directory, read again when one of its files changes; while its
+    training.json says running, how far training got is asked again (its pid can die unseen)."""
     key = tuple(_stamp(path / name) for name in _STAMPED)
     cached = _FILES_CACHE.get(path)
-    if cached and cached[0] == key and not (cached[1].training and cached[1].training.status == "running"):
-        return cached[1]
+    if cached and cached[0] == key:
+        files = cached[1]
+        if not (files.training and files.training.status == "running"):
+            return files
+        return replace(files, progress=progress_of(path, files.training, files.run))  # only that can change
     files = read_run(path)
     _FILES_CACHE[path] = (key, files)
     return files

@@ -26,13 +26,17 @@ start   copy this checkout to WORKDIR/repo and run the plan there in the backgro
           tune     collect_gpu.sh $TUNE_BUDGET --tune $TUNE_ARGS --preset $TUNE_PRESET --no-infer, then
                    the same on this machine's CPUs (collect_cpu.sh $TUNE_CPU_BUDGET $TUNE_CPU_ARGS): every
                    trial and the final run of each sweep packed as tune-gpu.tgz and tune-cpu.tgz
+          tunebench bench/train_throughput.py --device gpu at the GPU sweep's chosen setting
+                   (tunebench.txt; TUNEBENCH_CLI_STEPS=20 TUNEBENCH_CHUNKS=5 TUNEBENCH_DEVICE=gpu)
+          lateness collect_gpu.sh $LATENESS_BUDGET --interval 10ms: the tick's lateness with GPM read
+                   off the tick
         each finished step leaves a trimmed run (no checkpoints/, no model/) as WORKDIR/out/STEP.tgz
 follow  wait up to SECONDS for the plan to finish, copying WORKDIR/out/* to $OUT as they appear
 
 WORKDIR defaults to /root/gpu-evidence. Budgets: GPU_BUDGET=2m CPU_BUDGET=5m STANDARD_BUDGET=5m
 SWEEP_BUDGET=45s SWEEP_BATCHES="8 32" SWEEP_PRECISION=float32|mixed; GPU_INTERVAL=100ms;
 TUNE_BUDGET=5m TUNE_ARGS="--tune-budget 2m30s" TUNE_CPU_BUDGET=4m TUNE_CPU_ARGS="--tune-budget 2m"
-TUNE_PRESET=standard;
+TUNE_PRESET=standard; LATENESS_BUDGET=30s;
 CALIBRATE_SECONDS=15 (per load, 4 loads); GPU_ARGS="" (more options for the gpu run, e.g. --no-export);
 STEPS="env calibrate gpu" (about 5 minutes; the whole plan: STEPS="env calibrate gpu cpu bench sweep
 standard" with GPU_BUDGET=5m; any subset runs those).
@@ -86,7 +90,38 @@ step_tune() {
       || log "tune-$device: exit $?"
     grep -E '^Tuning' "$WORK/logs/tune-$device.log" | sed "s/^/  tune-$device| /" >>"$WORK/out/plan.log" || true
     pack_all "tune-$device" "$marker"
+    newest_run "$marker" >"$WORK/tune-$device.final" || true
   done
+}
+
+# The setting the final run of a sweep (its path in file $1) trained at, as bench/train_throughput.py takes it (loader
+# workers and pinned memory left out: the bench's two loops share one process's batches).
+tuned_bench_args() {
+  local run
+  run="$(cat "$1" 2>/dev/null)"
+  [[ -n "$run" ]] || return 1
+  PYTHONPATH="$WORK/repo" python3 - "$run/run.json" <<'PY'
+import json, sys
+from runformat.tuning import FINAL, tuning_of
+tag = tuning_of(json.loads(open(sys.argv[1]).read()))
+if tag is None or tag.role != FINAL:
+    sys.exit(1)
+print(" ".join(tag.setting.but(loader_workers=0, pin_memory=False).train_args()))
+PY
+}
+
+step_tunebench() {
+  local args device="${TUNEBENCH_DEVICE:-gpu}"
+  if ! args="$(tuned_bench_args "$WORK/tune-$device.final")"; then
+    log "tunebench: no final run of the $device sweep"
+    return 0
+  fi
+  log "tunebench: train_throughput --device $device --preset $TUNE_PRESET $args"
+  # shellcheck disable=SC2086  # $args: the setting's options, split on spaces
+  (cd "$WORK/repo" && PYTHONPATH="$WORK/repo" python3 bench/train_throughput.py --framework torch --device "$device" \
+    --preset "$TUNE_PRESET" $args --cli-steps "${TUNEBENCH_CLI_STEPS:-20}" --chunks "${TUNEBENCH_CHUNKS:-5}") \
+    >"$WORK/out/tunebench.txt" 2>&1 || log "tunebench: exit $?"
+  tail -n 1 "$WORK/out/tunebench.txt" | sed 's/^/  tunebench| /' >>"$WORK/out/plan.log"
 }
 
 collect_run() {
@@ -193,6 +228,11 @@ plan() {
     --label "H100, torch standard, batch 2, float32, $STANDARD_BUDGET" || log "standard: exit $?"
   fi
   wanted tune && { step_tune || log "tune: exit $?"; }
+  wanted tunebench && { step_tunebench || log "tunebench: exit $?"; }
+  if wanted lateness; then
+    collect_run lateness collect_gpu.sh "$LATENESS_BUDGET" --framework torch --interval 10ms --no-export --no-infer \
+    --label "H100, torch small, batch 2, float32, $LATENESS_BUDGET, 10 ms interval" || log "lateness: exit $?"
+  fi
   log "plan: done"
   touch "$WORK/plan.done"
 }
@@ -217,8 +257,8 @@ main() {
   : "${GPU_BUDGET:=2m}" "${GPU_INTERVAL:=100ms}" "${CPU_BUDGET:=5m}" "${STANDARD_BUDGET:=5m}" "${SWEEP_BUDGET:=45s}"
   : "${SWEEP_BATCHES:=8 32}" "${SWEEP_PRECISION:=float32}" "${STEPS:=env calibrate gpu}" "${CALIBRATE_SECONDS:=15}"
   : "${TUNE_BUDGET:=5m}" "${TUNE_ARGS:=--tune-budget 2m30s}" "${TUNE_CPU_BUDGET:=4m}" "${TUNE_CPU_ARGS:=--tune-budget 2m}"
-  : "${TUNE_PRESET:=standard}"
-  export GPU_BUDGET GPU_INTERVAL CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES SWEEP_PRECISION STEPS
+  : "${TUNE_PRESET:=standard}" "${LATENESS_BUDGET:=30s}"
+  export LATENESS_BUDGET GPU_BUDGET GPU_INTERVAL CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES SWEEP_PRECISION STEPS
   export TUNE_BUDGET TUNE_ARGS TUNE_CPU_BUDGET TUNE_CPU_ARGS TUNE_PRESET
   export CALIBRATE_SECONDS
   case "$1" in

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from sizing.analysis import compare as cmp
+from sizing.analysis import tuning as tn
 from sizing.analysis import validity
 from sizing.analysis.headroom import group_phrase
 from sizing.analysis.jobs import Job, analyse_job, gather_jobs
@@ -78,7 +79,13 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
         raise UsageError(problems[0])
     if settings.baseline is not None and settings.baseline not in {r.run_id for r in runs}:
         raise UsageError(f"baseline {settings.baseline!r} is not one of the runs in the report")
-    runs, analyses, unsized = sizable_runs(runs, settings)
+    folded = tn.fold_trials(runs)
+    if settings.baseline in folded.trial_of:
+        raise UsageError(
+            f"baseline {settings.baseline!r} is a --tune trial: name its sweep's final run, "
+            f"{folded.trial_of[settings.baseline]!r}"
+        )
+    runs, analyses, unsized = sizable_runs(folded.runs, settings)
     left_out = () if settings.include_incomplete else tuple(a for a in analyses if a.incomplete)
     groups = tuple(cmp.group_runs([a for a in analyses if a not in left_out]))
     named = settings.baseline if settings.baseline not in {a.run_id for a in left_out} else None
@@ -88,7 +95,7 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
     if target_loss is None:
         target_loss = common_target_loss(a.min_smoothed_loss for a in analyses)
     ctx = ReportContext(settings, tuple(runs), analyses, groups, baseline, comparisons, target_loss, left_out)
-    warnings = [*unsized, *(w for a in analyses for w in a.warnings), *validity_warnings(ctx)]
+    warnings = [*folded.notes, *unsized, *(w for a in analyses for w in a.warnings), *validity_warnings(ctx)]
     return Report(
         title="Is the GPU worth it? Sizing report",
         generated_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -233,3 +233,43 @@ def tuned_pair(c: Comparison, ctx: ReportContext) -> TunedPair | None:
 def tuned_runs(ctx: ReportContext) -> list[tuple[RunData, TuningTag]]:
     """Every tuned (final) run of the report, in report order."""
     return [(r, tag) for r in ctx.runs if (tag := final_tag(r)) is not None]
+
+
+@dataclass(frozen=True)
+class Folded:
+    """The runs the report sizes, after a sweep's trials are folded into its final run."""
+
+    runs: tuple[RunData, ...]
+    trial_of: dict[str, str]  # a folded trial's run id -> its sweep's final run id
+    notes: tuple[str, ...]  # one line per sweep folded, and per trial whose final run is not given
+
+
+def fold_trials(runs: Sequence[RunData]) -> Folded:
+    """A trial is a short run at a setting under trial, not a training of its own: where its sweep's final
+    run is given too, the final run stands for it (its tag records every trial's outcome) and the trial is
+    not sized as a run. A trial given without its final run is sized as a run, with a note."""
+    finals = {tag.id: run.run_id for run in runs if (tag := final_tag(run)) is not None}
+    kept: list[RunData] = []
+    folded: dict[str, list[str]] = {}
+    lone: list[str] = []
+    for run in runs:
+        tag = tuning_of(run.meta)
+        if tag is None or tag.role == FINAL:
+            kept.append(run)
+        elif tag.id in finals:
+            folded.setdefault(tag.id, []).append(run.run_id)
+        else:
+            kept.append(run)
+            lone.append(run.run_id)
+    notes = [
+        f"{len(ids)} trial{'s' * (len(ids) > 1)} of tuning sweep {sweep} ({', '.join(ids)}) read through its "
+        f"final run {finals[sweep]} (Tuning trials), not sized as runs of their own"
+        for sweep, ids in folded.items()
+    ]
+    notes += [
+        f"{run_id}: a --tune trial (a short run at a setting under trial) whose sweep's final run is not in "
+        "the report: sized as a run of its own"
+        for run_id in lone
+    ]
+    trial_of = {run_id: finals[sweep] for sweep, ids in folded.items() for run_id in ids}
+    return Folded(tuple(kept), trial_of, tuple(notes))

@@ -22,7 +22,7 @@ from runformat.tuning import FAILED, FINAL, HARMED, OK, TOO_SHORT, TRIAL, Settin
 from sizing import ReportSettings, build_report, to_json
 from sizing.analysis import tuning as tn
 from sizing.cli import main as sizing_main
-from sizing.model import RunData
+from sizing.model import RunData, UsageError
 from sizing.output.render import render_html, render_markdown
 from sizing.sections import decision as dc
 
@@ -301,3 +301,39 @@ def test_malformed_tags_read_as_absent_or_without_the_bad_parts() -> None:
     assert setting_of({**USER.record(), "threads": "x"}) is None
     assert setting_of({**USER.record(), "loader_workers": -1}) is None
     assert setting_of({**USER.record(), "threads": 4}) == USER.but(threads=4)
+
+
+def trial_of_sweep(final: RunData, run_id: str, setting: Setting = USER) -> RunData:
+    """A trial run of `final`'s sweep (the same tuning id), at `setting`."""
+    sweep = final.meta["tuning"]["id"]
+    tag = TuningTag(sweep, TRIAL, 0, setting, USER)
+    run = with_info(renamed(reference_gpu(), run_id), batch_size=setting.batch, settings=setting.record())
+    return replace(run, meta={**run.meta, "tuning": tag.record()})
+
+
+def test_a_sweeps_trials_given_with_its_final_run_are_read_through_it() -> None:
+    """Trials given beside their final run (a whole data directory, say) are no comparison groups of their
+    own: the Decision has one line for the GPU, the final run's, and a note names the trials folded."""
+    gpu = gpu_final()
+    trials = [
+        trial_of_sweep(gpu, "20261124T115900Z-gpu-box"),
+        trial_of_sweep(gpu, "20261124T115930Z-gpu-box", Setting(4)),
+    ]
+    report = report_of(cpu_final(), gpu, *trials)
+    (option,) = report.decision.options
+    assert len(option.group) == 1 and option.tuned is not None
+    assert {r.run_id for r in report.runs} == {"ref-cpu", "ref-gpu"}
+    (note,) = [w for w in report.warnings if "read through its final run" in w]
+    assert note.startswith(
+        "2 trials of tuning sweep sweep-ref-gpu (20261124T115900Z-gpu-box, 20261124T115930Z"
+    )
+    assert pair_of(report)["speedup_at_user_setting"] == pytest.approx(20.0)
+    with pytest.raises(UsageError, match="is a --tune trial: name its sweep's final run, 'ref-gpu'"):
+        build_report([cpu_final(), gpu, *trials], ReportSettings(baseline="20261124T115900Z-gpu-box"))
+
+
+def test_a_trial_without_its_final_run_is_sized_with_a_note() -> None:
+    lone = trial_of_sweep(gpu_final(), "20261124T115900Z-gpu-box")
+    report = report_of(reference_cpu(), lone)
+    assert {r.run_id for r in report.runs} == {"ref-cpu", "20261124T115900Z-gpu-box"}
+    assert any(w.startswith("20261124T115900Z-gpu-box: a --tune trial") for w in report.warnings)

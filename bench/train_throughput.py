@@ -59,7 +59,11 @@ def main() -> int:
     parser.add_argument("--preset", choices=["small", "standard"], default="small")
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--precision", choices=["float32", "bfloat16", "float16"], default="float32")
-    parser.add_argument("--tf32", action="store_true", help="torch, GPU: float32 on TF32 tensor cores")
+    parser.add_argument(
+        "--tf32",
+        action=argparse.BooleanOptionalAction,
+        help="torch, GPU: TF32 on (--no-tf32: off); default: torch's",
+    )
     parser.add_argument("--channels-last", action="store_true", help="torch: NHWC model and images")
     parser.add_argument("--compile", action="store_true", help="torch: the backbone compiled")
     parser.add_argument("--threads", type=int, help="intra-op threads (default: the framework's)")
@@ -81,7 +85,8 @@ def main() -> int:
         args.framework, args.cli_steps, args.chunks, args.chunk, skipped = "torch", 3, 1, QUICK_CHUNK, 0
     if args.device == "gpu" and args.framework != "torch":
         parser.error("--device gpu needs --framework torch")
-    tuned = args.channels_last or args.compile or args.tf32 or args.threads or args.precision != "float32"
+    tuned = args.channels_last or args.compile or args.threads or args.precision != "float32"
+    tuned = tuned or args.tf32 is not None
     if args.framework != "torch" and tuned:
         parser.error("a setting other than float32 (--precision, --tf32, ...) is for --framework torch here")
 

@@ -96,8 +96,9 @@ def candidates(dimension: str, best: Setting, machine: Machine, threads_default:
     """The settings one (non-batch) dimension tries from the best so far."""
     if dimension == "precision":
         if machine.device == "gpu":
-            options = [best.but(precision="bfloat16", tf32=False), best.but(precision="float16", tf32=False)]
-            options.append(best.but(precision="float32", tf32=True))
+            options = [best.but(precision="bfloat16"), best.but(precision="float16")]
+            if machine.framework == "torch":  # TensorFlow's default float32 is TF32 already
+                options.append(best.but(precision="float32", tf32=True))
         else:
             options = [best.but(precision="bfloat16")] if machine.cpu_bf16 else []
         return [option for option in options if option != best]

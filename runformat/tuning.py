@@ -21,7 +21,9 @@ class Setting:
 
     batch: int
     precision: str = "float32"  # float32 | float16 | bfloat16 (autocast / mixed precision)
-    tf32: bool = False  # float32 matmuls and convolutions on TF32 tensor cores (GPU)
+    # GPU float32 on TF32 tensor cores: True for matmuls and convolutions, False for neither, None: the
+    # framework's default (PyTorch: convolutions yes, matmuls no; TensorFlow: both)
+    tf32: bool | None = None
     channels_last: bool = False  # torch: NHWC memory format for the model and the images
     compile: bool = False  # torch: torch.compile of the backbone; tf: XLA (jit_compile)
     threads: int | None = None  # CPU intra-op threads; None: the framework's default
@@ -33,7 +35,10 @@ class Setting:
 
     def text(self) -> str:
         """`batch 8, bfloat16, channels-last, compile`: what differs from plain float32 in one phrase."""
-        parts = [f"batch {self.batch}", self.precision + (" + TF32" if self.tf32 else "")]
+        parts = [
+            f"batch {self.batch}",
+            self.precision + {True: " + TF32", False: ", TF32 off", None: ""}[self.tf32],
+        ]
         if self.channels_last:
             parts.append("channels-last")
         if self.compile:
@@ -47,9 +52,8 @@ class Setting:
     def train_args(self) -> list[str]:
         """The options of `python -m training train` that run at this setting."""
         args = ["--batch", str(self.batch), "--precision", self.precision]
-        args += (
-            ["--tf32"] * self.tf32 + ["--channels-last"] * self.channels_last + ["--compile"] * self.compile
-        )
+        args += {True: ["--tf32"], False: ["--no-tf32"], None: []}[self.tf32]
+        args += ["--channels-last"] * self.channels_last + ["--compile"] * self.compile
         if self.threads is not None:
             args += ["--threads", str(self.threads)]
         if self.loader_workers:
@@ -78,9 +82,10 @@ def setting_of(data: object) -> Setting | None:
     except TypeError:
         return None
     if not isinstance(setting.precision, str) or not all(
-        isinstance(getattr(setting, name), bool)
-        for name in ("tf32", "channels_last", "compile", "pin_memory")
+        isinstance(getattr(setting, name), bool) for name in ("channels_last", "compile", "pin_memory")
     ):
+        return None
+    if setting.tf32 is not None and not isinstance(setting.tf32, bool):
         return None
     if not _whole(setting.loader_workers, 0) or not (setting.threads is None or _whole(setting.threads, 1)):
         return None

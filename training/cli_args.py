@@ -108,8 +108,10 @@ def add_setting_options(command) -> None:
     """What a tuning trial turns besides --batch and --precision (runformat.tuning.Setting)."""
     command.add_argument(
         "--tf32",
-        action="store_true",
-        help="GPU: float32 matmuls and convolutions on TF32 tensor cores (default off)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="GPU: float32 matmuls and convolutions on TF32 tensor cores, or (--no-tf32) neither; default: "
+        "the framework's (PyTorch: convolutions only; TensorFlow: both)",
     )
     command.add_argument(
         "--channels-last", action="store_true", help="torch: the model and the images in NHWC memory format"

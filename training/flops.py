@@ -240,6 +240,8 @@ def recorded_math_dtype(training: dict[str, Any]) -> tuple[str | None, str]:
     if training.get("device_used") in (None, "CPU") or not names:
         return "float32", "float32 on the CPU"
     name = names[0]
+    if (training.get("settings") or {}).get("tf32") is False:
+        return "float32", f"float32 on an {name} with TF32 switched off (training.json settings)"
     if AMPERE_OR_NEWER.search(name):
         return "tf32", (
             f"float32 on an {name}: TF32, the default of both frameworks for float32 convolutions on "

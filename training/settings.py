@@ -2,10 +2,10 @@
 the framework before the model is built, and recorded in training.json `settings`.
 
 What each option does per framework (docs/usage.md): `--tf32` lets float32 matmuls and convolutions run
-on TF32 tensor cores (explicitly off otherwise, so float32 is float32); `--threads N` sets the CPU's
-intra-op threads; `--compile` is torch.compile of the backbone (torch) or XLA of the train step (tf);
-`--channels-last`, `--loader-workers N` and `--pin-memory` are torch's alone (training.torch_settings,
-training.torch_loader).
+on TF32 tensor cores and `--no-tf32` neither (without either, the framework's default stands);
+`--threads N` sets the CPU's intra-op threads; `--compile` is torch.compile of the backbone (torch) or XLA
+of the train step (tf); `--channels-last`, `--loader-workers N` and `--pin-memory` are torch's alone
+(training.torch_settings, training.torch_loader).
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ def settings_problem(args: argparse.Namespace) -> str | None:
             )
         if args.pin_memory:
             return "--pin-memory is for --framework torch (tf.data copies to the device itself)"
-    if args.tf32 and args.device != "gpu":
-        return "--tf32 is for --device gpu (TF32 runs on a GPU's tensor cores; a CPU computes float32)"
+    if args.tf32 is not None and args.device != "gpu":
+        flag = "--tf32" if args.tf32 else "--no-tf32"
+        return f"{flag} is for --device gpu (TF32 runs on a GPU's tensor cores; a CPU computes float32)"
     if args.pin_memory and not args.loader_workers:
         return "--pin-memory pins the loader workers' batches: add --loader-workers N"
     if args.pin_memory and args.device != "gpu":
@@ -50,12 +51,13 @@ def apply_settings(options: Any) -> None:
 
 
 def apply_tf_settings(options: Any) -> None:
-    """Intra-op threads (before TensorFlow's runtime starts) and TF32, off unless asked for."""
+    """Intra-op threads (before TensorFlow's runtime starts), and TF32 when asked either way."""
     import tensorflow as tf
 
     if options.threads is not None:
         tf.config.threading.set_intra_op_parallelism_threads(options.threads)
-    tf.config.experimental.enable_tensor_float_32_execution(bool(options.tf32))
+    if options.tf32 is not None:
+        tf.config.experimental.enable_tensor_float_32_execution(options.tf32)
 
 
 def threads_in_use(options: Any) -> int | None:

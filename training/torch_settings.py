@@ -10,14 +10,16 @@ COMPILER = "torch.compile of the backbone"
 
 
 def apply_torch_settings(options: Any) -> None:
-    """Intra-op threads when asked; TF32 on only when asked (torch's cuDNN default is on)."""
+    """Intra-op threads when asked; TF32 for matmuls and convolutions, or for neither, when asked (else
+    torch's default: convolutions on TF32, matmuls in float32)."""
     import torch
 
     if options.threads is not None:
         torch.set_num_threads(options.threads)
-    torch.backends.cuda.matmul.allow_tf32 = bool(options.tf32)
-    torch.backends.cudnn.allow_tf32 = bool(options.tf32)
-    torch.set_float32_matmul_precision("high" if options.tf32 else "highest")
+    if options.tf32 is not None:
+        torch.backends.cuda.matmul.allow_tf32 = options.tf32
+        torch.backends.cudnn.allow_tf32 = options.tf32
+        torch.set_float32_matmul_precision("high" if options.tf32 else "highest")
 
 
 def to_channels_last(model: Any) -> None:

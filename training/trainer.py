@@ -68,7 +68,7 @@ class TrainOptions:
     replicas: int = 1  # devices in parallel (torch: ranks; TF: mirrored GPUs); batch_size is per device
     nodes: dict[str, Any] | None = None  # many nodes: nnodes, node_rank, rdzv_endpoint, rdzv_id
     # The rest of the setting (runformat.tuning.Setting; training.settings applies it)
-    tf32: bool = False
+    tf32: bool | None = None  # None: the framework's default
     channels_last: bool = False
     compile: bool = False
     threads: int | None = None

@@ -57,8 +57,10 @@ def test_batch_search_stops_at_the_cap() -> None:
 def test_gpu_precision_candidates_and_cpu_bfloat16_only_with_amx_or_avx512_bf16() -> None:
     user = Setting(batch=2)
     gpu = t.candidates("precision", user, GPU_TORCH, None)
-    expected = [("bfloat16", False), ("float16", False), ("float32", True)]
+    expected = [("bfloat16", None), ("float16", None), ("float32", True)]
     assert [(s.precision, s.tf32) for s in gpu] == expected
+    tf_gpu = t.candidates("precision", user, t.Machine("gpu", "tf"), None)
+    assert [(s.precision, s.tf32) for s in tf_gpu] == expected[:2]  # TensorFlow's float32 is TF32 already
     assert t.candidates("precision", user, t.Machine("cpu", "torch", 2, 2, cpu_bf16=False), None) == []
     assert t.candidates("precision", user, t.Machine("cpu", "torch", 2, 2, cpu_bf16=True), None) == [
         user.but(precision="bfloat16")

@@ -34,6 +34,7 @@ def _train_args(tmp_path: Path, *args: str) -> list[str]:
         (["--framework", "tf", "--loader-workers", "1"], "--loader-workers is for --framework torch"),
         (["--framework", "tf", "--pin-memory"], "--pin-memory is for --framework torch"),
         (["--framework", "torch", "--tf32"], "--tf32 is for --device gpu"),
+        (["--framework", "torch", "--no-tf32"], "--no-tf32 is for --device gpu"),
         (["--framework", "torch", "--pin-memory"], "add --loader-workers N"),
         (
             ["--framework", "torch", "--pin-memory", "--loader-workers", "1"],
@@ -92,6 +93,35 @@ def test_every_setting_the_sweep_asks_for_parses_back_to_itself() -> None:
     parsed = Setting(args.batch, args.precision, args.tf32, args.channels_last, args.compile, args.threads,
                      args.loader_workers, args.pin_memory)  # fmt: skip
     assert parsed == setting
+    for tf32 in (False, None):
+        args = _parser().parse_args(["train", "--framework", "torch", *setting.but(tf32=tf32).train_args()])
+        assert args.tf32 is tf32
+
+
+def test_tf32_is_the_frameworks_default_unless_asked_either_way() -> None:
+    """Without --tf32/--no-tf32 torch keeps its own default (cuDNN convolutions on TF32, matmuls float32),
+    which a user's own float32 code gets too; --tf32 turns both on, --no-tf32 both off."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from training.torch_settings import apply_torch_settings
+
+    flags = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    precision = torch.get_float32_matmul_precision()
+    try:
+        for tf32, expected in ((True, (True, True)), (False, (False, False)), (None, (False, False))):
+            apply_torch_settings(SimpleNamespace(threads=None, tf32=tf32))
+            assert (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) == expected
+        torch.backends.cudnn.allow_tf32 = True  # torch's default
+        apply_torch_settings(SimpleNamespace(threads=None, tf32=None))
+        assert torch.backends.cudnn.allow_tf32 is True
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = flags
+        torch.set_float32_matmul_precision(precision)
+    assert Setting(2).text() == "batch 2, float32" and Setting(2).record()["tf32"] is None
+    assert Setting(2, tf32=False).text() == "batch 2, float32, TF32 off"
+    assert Setting(2, tf32=True).text() == "batch 2, float32 + TF32"
 
 
 def _losses(run_dir: Path) -> list[float]:
@@ -260,6 +290,8 @@ def test_tensorflow_takes_threads_and_tf32_and_says_out_of_memory(
     try:
         for wanted in (True, False):
             apply_tf_settings(Setting(2, tf32=wanted))
+            assert tf.config.experimental.tensor_float_32_execution_enabled() is wanted
+            apply_tf_settings(Setting(2))  # neither asked: left as it is
             assert tf.config.experimental.tensor_float_32_execution_enabled() is wanted
     finally:
         tf.config.experimental.enable_tensor_float_32_execution(before)

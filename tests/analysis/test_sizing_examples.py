@@ -18,7 +18,7 @@ import pytest
 from sizingfixtures import reference_cpu, reference_gpu, write_run
 
 from sizing import RunData
-from sizing.analysis import bottleneck, thermal
+from sizing.analysis import bottleneck, gpu_verdicts, thermal
 from sizing.analysis.load import load_run_dir
 from sizing.analysis.run import analyse_run
 from sizing.cli import main as sizing_main
@@ -111,6 +111,11 @@ def hand_verdict(kind: str, rows: list[dict[str, float]]) -> str:
     idle = float(np.mean([sum(v < 50 for v in values) for values in per_row])) if per_row else 0.0
     tree = mean("proc_cpu_pct")
     if kind == "gpu" and gpu >= 80:
+        limits = [mean(f"{g}_power_limit_w") for g in gpu_columns]
+        powers = [mean(f"{g}_power_w") for g in gpu_columns]
+        # busy but not computing: busy at a low draw (docs/sizing.md, GPU verdicts) takes GPU-bound's place
+        if any(p <= 0.35 * lim for p, lim in zip(powers, limits, strict=True) if math.isfinite(p * lim)):
+            return gpu_verdicts.BUSY_NOT_COMPUTING
         return bottleneck.GPU_BOUND
     if kind == "cpu" and cpu >= 85:
         return bottleneck.CPU_BOUND
@@ -211,10 +216,13 @@ def check_against_raw_files(run_dir: Path) -> None:
 
 @needs_examples
 def _configurations(run_dirs: list[Path]) -> dict[tuple, int]:
-    """How many runs share device, host hardware and workload (what makes runs repeats)."""
+    """How many runs share device, host hardware and workload (what makes runs repeats); a --tune trial
+    given with its sweep's final run is read through it, not sized."""
     counts: dict[tuple, int] = {}
     for run_dir in run_dirs:
         meta = json.loads((run_dir / "run.json").read_text())
+        if run_dir.name in _folded_trials(run_dirs):
+            continue
         info = json.loads((run_dir / "training.json").read_text())
         system = meta.get("system") or {}
         key = (
@@ -254,8 +262,12 @@ def test_both_report_formats_from_the_recorded_runs_and_a_crafted_gpu_run(tmp_pa
     assert "CPU-bound" in markdown and "cannot tell (constant frequency" in markdown
     figures = markdown.split("## Definitions")[0]
     assert re.search(r"\$0(?>\.0+)?(?![\d.])", figures) is None  # unknown is never $0
+    folded = _folded_trials(EXAMPLE_RUNS)
     for run_id in ids:
-        assert f"| {run_id} |" in markdown
+        if run_id in folded:  # named in the note on its sweep, and in the final run's trials table
+            assert re.search(rf"trials? of tuning sweep \S+ \([^)]*{run_id}", markdown)
+        else:
+            assert f"| {run_id} |" in markdown
     assert "Plotly.newPlot" in (tmp_path / "r.html").read_text(encoding="utf-8")
 
 
@@ -297,3 +309,10 @@ def test_cpu_cores_one_gpu_replaces_needs_a_measured_gpu_cell_not_just_a_file(tm
     assert sizing_main([*H100_RUNS, "--data-dir", str(EXAMPLES.parent), "--out", str(out)]) == 0
     serving = json.loads(out.read_text())["sections"]["serving"]
     assert serving["cpu_cores_replaced"] > 1 and serving["cpu_cores_note"].startswith("NOT like-for-like")
+
+
+def _folded_trials(run_dirs: list[Path]) -> set[str]:
+    """The trial run ids whose sweep's final run is among `run_dirs`."""
+    tags = {d.name: json.loads((d / "run.json").read_text()).get("tuning") or {} for d in run_dirs}
+    finals = {tag.get("id") for tag in tags.values() if tag.get("role") == "final"}
+    return {name for name, tag in tags.items() if tag.get("role") == "trial" and tag.get("id") in finals}

@@ -66,6 +66,25 @@ def test_the_decision_the_readme_shows_is_what_the_report_prints(tmp_path: Path,
     assert _block_after("it opens with:").strip() == printed
 
 
+TUNED_RUNS = ["20261127T090127Z-cpu-vm", "20261127T085638Z-gpu-vm"]  # the H100 --tune sweeps' final runs
+
+
+@pytest.mark.skipif(not all((EXAMPLES / r).is_dir() for r in TUNED_RUNS), reason="shipped runs missing")
+def test_the_tuned_clause_the_readme_shows_is_what_the_report_prints(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "examples").symlink_to(EXAMPLES)
+    monkeypatch.chdir(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "sizing", *TUNED_RUNS, "--out", "report.md"],
+        capture_output=True, text=True, timeout=300, env=os.environ | {"PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    decision = (tmp_path / "report.md").read_text(encoding="utf-8").split("## Summary", 1)[0]
+    (gpu_line,) = [line for line in decision.splitlines() if line.startswith("- NVIDIA H100")]
+    shown = _block_after("the GPU's line\nends with:").strip()
+    assert gpu_line.endswith("; " + shown)
+
+
 def test_every_link_in_the_readme_resolves() -> None:
     for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README):
         if not target.startswith("http"):

@@ -116,6 +116,11 @@ class Side:
     def best_text(self) -> str:
         return " / ".join(s.text() for s in self.best) or "setting not recorded"
 
+    @property
+    def unsearched(self) -> bool:
+        """Tuned, yet no sweep of it tried any setting but yours: its best is your setting, untested."""
+        return self.tuned and all(len(tag.trials) <= 1 for tag in self.tags)
+
 
 def side_of(g: Group, label: str, runs: dict[str, RunData]) -> Side:
     found = [(runs[a.run_id], a) for a in g.analyses if a.run_id in runs]

@@ -40,13 +40,18 @@ def clause(p: tn.TunedPair) -> str:
     CPU batch 4, float32, 2 threads); 9.0× at your setting'."""
     mine, theirs = p.side, p.base
     if mine.tuned and theirs.tuned:
-        best = f"{_times(p.at_best)} per example at each side's best ({mine.label} {mine.best_text}; "
-        best += f"{theirs.label} {theirs.best_text})"
+        best = f"{_times(p.at_best)} per example at each side's best ({_best(mine)}; {_best(theirs)})"
         return f"tuned: {best}; {at_user_text(p)}"
     tuned, plain = (mine, theirs) if mine.tuned else (theirs, mine)
     best = f"{_times(p.at_best)} per example at the {tuned.label}'s best ({tuned.best_text}) against the "
     best += f"{plain.label}'s untuned run ({plain.best_text})"
     return f"tuned {tuned.label} only: {best}; {at_user_text(p)}"
+
+
+def _best(side: tn.Side) -> str:
+    """'CPU batch 2, float32', and where its sweep tried nothing else, that it is untested."""
+    unsearched = ", the only setting its tuning budget held" if side.unsearched else ""
+    return f"{side.label} {side.best_text}{unsearched}"
 
 
 def caveat(found: Sequence[tn.TunedPair]) -> str | None:

@@ -337,3 +337,11 @@ def test_a_trial_without_its_final_run_is_sized_with_a_note() -> None:
     report = report_of(reference_cpu(), lone)
     assert {r.run_id for r in report.runs} == {"ref-cpu", "20261124T115900Z-gpu-box"}
     assert any(w.startswith("20261124T115900Z-gpu-box: a --tune trial") for w in report.warnings)
+
+
+def test_a_side_whose_sweep_tried_only_your_setting_is_said_untested() -> None:
+    """A CPU sweep whose budget held only the reference trial: its 'best' is your setting, not searched."""
+    cpu = tuned(reference_cpu(), USER, [trial(USER, rate=1.0)])
+    (option,) = report_of(cpu, gpu_final()).decision.options
+    assert "CPU batch 2, float32, the only setting its tuning budget held)" in option.line
+    assert "GPU batch 8, bfloat16, compile;" in option.line  # the GPU searched: no such words

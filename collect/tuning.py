@@ -342,22 +342,36 @@ def judge(
     if facts.non_finite_step is not None:
         return TrialOutcome(run_id, setting, FAILED, f"non-finite loss at step {facts.non_finite_step}")
     rate, steady_s = facts.examples_per_s, facts.steady_s
+    short = None
     if rate is None or steady_s is None or round(steady_s, 3) < TRIAL_STEADY_S:  # to the millisecond
         measured = f"{steady_s:.1f} s" if steady_s is not None else "no steady span"
-        why = f"steady rate over {measured}, not {TRIAL_STEADY_S:g} s"
-        return TrialOutcome(run_id, setting, TOO_SHORT, why, rate, steady_s)
+        short = f"steady rate over {measured}, not {TRIAL_STEADY_S:g} s"
+        if not _clearly_slower(rate, steady_s, reference):
+            return TrialOutcome(run_id, setting, TOO_SHORT, short, rate, steady_s)
+        # A slow step leaves fewer steps after the warm-up it excludes (a third of them): slower than your
+        # setting by more than MIN_GAIN, it cannot win, so it is judged on what it measured.
+        short = f"slower than your setting over its {steady_s:.1f} s steady"
     if reference is None:
-        return TrialOutcome(run_id, setting, OK, None, rate, steady_s)
+        return TrialOutcome(run_id, setting, OK, short, rate, steady_s)
     compared = matched_loss(facts.loss, reference.loss)
     if compared is None:
-        return TrialOutcome(run_id, setting, OK, "loss not compared (too few steps in the compared window)",
-                            rate, steady_s)  # fmt: skip
+        why = "loss not compared (too few steps in the compared window)"
+        return TrialOutcome(run_id, setting, OK, f"{short}; {why}" if short else why, rate, steady_s)
     mine, theirs = compared
     if mine > LOSS_HARM_RATIO * theirs:
         why = f"mean loss {mine:.3g} vs your setting's {theirs:.3g} over the same steps"
         why += f" (more than {LOSS_HARM_RATIO:g}×)"
         return TrialOutcome(run_id, setting, HARMED, why, rate, steady_s)
-    return TrialOutcome(run_id, setting, OK, None, rate, steady_s)
+    return TrialOutcome(run_id, setting, OK, short, rate, steady_s)
+
+
+def _clearly_slower(rate: float | None, steady_s: float | None, reference: TrialFacts | None) -> bool:
+    """A trial short of TRIAL_STEADY_S that still measured a steady span, slower than your setting's
+    judged rate by more than MIN_GAIN."""
+    if rate is None or not steady_s or reference is None or reference.examples_per_s is None:
+        return False
+    judged = reference.steady_s is not None and round(reference.steady_s, 3) >= TRIAL_STEADY_S
+    return judged and rate * (1 + MIN_GAIN) < reference.examples_per_s
 
 
 def trial_duration_s(setting: Setting, warmups_s: list[float], framework: str = "torch") -> float:

@@ -162,6 +162,23 @@ def test_too_short_below_twenty_steady_seconds(tmp_path: Path) -> None:
     assert judged.outcome == TOO_SHORT and "not 20 s" in str(judged.reason)
 
 
+def test_a_short_trial_clearly_slower_than_your_setting_is_judged_on_what_it_measured(tmp_path: Path) -> None:
+    """A slow step leaves few steps after the excluded third: short of 20 s, yet slower than your setting
+    by more than MIN_GAIN it cannot win, so it is ok at its rate, not 'too short' (a budget problem)."""
+    reference = t.read_trial(write_trial(tmp_path / "ref", batch=2, steps=60, step_s=0.5), 0)  # 4 ex/s
+    slow = t.read_trial(write_trial(tmp_path / "slow", batch=4, steps=23, step_s=1.2), 0)  # 3.33 ex/s
+    bar = 4 / 4.0 / (1 + t.MIN_GAIN)  # the step time at which batch 4 is exactly MIN_GAIN slower
+    near = t.read_trial(write_trial(tmp_path / "near", batch=4, steps=23, step_s=bar * 0.999), 0)
+    judged = t.judge("slow", Setting(batch=4), slow, reference)
+    assert slow.steady_s is not None and slow.steady_s < t.TRIAL_STEADY_S
+    assert judged.outcome == OK and judged.reason is not None
+    assert judged.reason.startswith(f"slower than your setting over its {slow.steady_s:.1f} s steady")
+    assert t.judge("near", Setting(batch=4), near, reference).outcome == TOO_SHORT
+    assert (
+        t.judge("slow", Setting(batch=4), slow, None).outcome == TOO_SHORT
+    )  # no reference to be slower than
+
+
 def test_harmed_above_1_25_times_the_references_loss_over_the_same_steps(tmp_path: Path) -> None:
     reference = t.read_trial(write_trial(tmp_path / "ref", batch=2, losses=[1.0] * 60), 0)
     # 40 steps of batch 4 against the reference's 60: compared over the steps (20, 40] of each

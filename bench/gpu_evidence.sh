@@ -35,7 +35,8 @@ follow  wait up to SECONDS for the plan to finish, copying WORKDIR/out/* to $OUT
 
 WORKDIR defaults to /root/gpu-evidence. Budgets: GPU_BUDGET=2m CPU_BUDGET=5m STANDARD_BUDGET=5m
 SWEEP_BUDGET=45s SWEEP_BATCHES="8 32" SWEEP_PRECISION=float32|mixed; GPU_INTERVAL=100ms;
-TUNE_BUDGET=5m TUNE_ARGS="--tune-budget 2m30s" TUNE_CPU_BUDGET=4m TUNE_CPU_ARGS="--tune-budget 2m"
+TUNE_BUDGET=6m TUNE_ARGS="--tune-budget 3m" TUNE_CPU_BUDGET=3m TUNE_CPU_ARGS="--tune-budget 90s" (with env and
+tunebench, 11 minutes of one lent machine)
 TUNE_PRESET=standard; LATENESS_BUDGET=30s;
 CALIBRATE_SECONDS=15 (per load, 4 loads); GPU_ARGS="" (more options for the gpu run, e.g. --no-export);
 STEPS="env calibrate gpu" (about 5 minutes; the whole plan: STEPS="env calibrate gpu cpu bench sweep
@@ -256,7 +257,7 @@ main() {
   [[ $# -ge 1 ]] || { usage >&2; exit 2; }
   : "${GPU_BUDGET:=2m}" "${GPU_INTERVAL:=100ms}" "${CPU_BUDGET:=5m}" "${STANDARD_BUDGET:=5m}" "${SWEEP_BUDGET:=45s}"
   : "${SWEEP_BATCHES:=8 32}" "${SWEEP_PRECISION:=float32}" "${STEPS:=env calibrate gpu}" "${CALIBRATE_SECONDS:=15}"
-  : "${TUNE_BUDGET:=5m}" "${TUNE_ARGS:=--tune-budget 2m30s}" "${TUNE_CPU_BUDGET:=4m}" "${TUNE_CPU_ARGS:=--tune-budget 2m}"
+  : "${TUNE_BUDGET:=6m}" "${TUNE_ARGS:=--tune-budget 3m}" "${TUNE_CPU_BUDGET:=3m}" "${TUNE_CPU_ARGS:=--tune-budget 90s}"
   : "${TUNE_PRESET:=standard}" "${LATENESS_BUDGET:=30s}"
   export LATENESS_BUDGET GPU_BUDGET GPU_INTERVAL CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES SWEEP_PRECISION STEPS
   export TUNE_BUDGET TUNE_ARGS TUNE_CPU_BUDGET TUNE_CPU_ARGS TUNE_PRESET

@@ -154,7 +154,7 @@ class TunedPair:
     at_best: float | None  # per example, the final runs (the comparison's speedup)
     at_user: float | None  # per example, the reference trials (an untuned side: its run)
     at_user_unknown: str | None
-    batches_differ: bool
+    batches_differ: bool | None  # None: a side's batch not recorded
     user_settings_differ: str | None  # "batch 2 vs 4", where the sides' user settings differ
     same_task: bool  # the workloads differ only in what a sweep may change (batch, precision)
     target_loss: float | None
@@ -224,7 +224,9 @@ def tuned_pair(c: Comparison, ctx: ReportContext) -> TunedPair | None:
         unknown = f"{(side if side.at_user_unknown else other).label}: {unknown}"
     elif side.at_user_examples_per_s and other.at_user_examples_per_s:
         at_user = side.at_user_examples_per_s / other.at_user_examples_per_s
-    batches = {s.batch for s in side.best} != {s.batch for s in other.best}
+    batches = (
+        {s.batch for s in side.best} != {s.batch for s in other.best} if side.best and other.best else None
+    )
     failed = [(s.label, t) for s in (side, other) for t in not_counted(s.tags) if t.outcome == FAILED]
     timing = tuple(time_to_loss_s([runs[i] for i in s.run_ids if i in runs], ctx.target_loss)
                    for s in (side, other))  # fmt: skip

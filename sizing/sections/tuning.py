@@ -112,6 +112,8 @@ def pair_entry(c: Comparison, p: tn.TunedPair) -> dict:
 
 
 def _batches(p: tn.TunedPair) -> str:
+    if p.batches_differ is None:
+        return f"batch not recorded on one side: {PER_EXAMPLE}"
     if not p.batches_differ:
         return "the same batch"
     mine = "/".join(str(s.batch) for s in p.side.best) or "?"

@@ -196,6 +196,17 @@ def test_batches_differ_is_said_and_the_same_batch_is_not() -> None:
     assert "| the same batch |" in render_markdown(report)
 
 
+def test_a_batch_not_recorded_is_not_the_same_batch() -> None:
+    """An untuned baseline that records no batch (nor settings): unknown, never 'the same batch'."""
+    plain_cpu = with_info(reference_cpu(), batch_size=None, settings=None)
+    report = report_of(plain_cpu, gpu_final())
+    assert pair_of(report)["batches_differ"] is None
+    assert "| batch not recorded on one side: compared per example, never per step |" in render_markdown(
+        report
+    )
+    validate_report_json(json.loads(json.dumps(to_json(report), default=str)))
+
+
 def test_users_settings_that_differ_are_said() -> None:
     cpu = cpu_final([trial(Setting(4), rate=2.0), trial(CPU_BEST, rate=1.9)], user=Setting(4))
     report = report_of(cpu, gpu_final())

@@ -322,4 +322,5 @@ def _option_label(sweep: Sweep) -> str:
     count = len(sweep.final.tuning.trials) if sweep.final and sweep.final.tuning else len(sweep.trials)
     ending = "final run" if sweep.final else NO_FINAL
     start = first.start_utc or "start unknown"
-    return " · ".join([sweep.id, first.device, first.host, start, f"{count} trials", ending])
+    trials = f"{count} trial" + ("s" if count != 1 else "")
+    return " · ".join([sweep.id, first.device, first.host, start, trials, ending])

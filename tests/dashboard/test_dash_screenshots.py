@@ -23,6 +23,10 @@ from selenium.webdriver.common.by import By
 from test_dash_browser import PLOTS_WITH_DATA, REPO, SCREENSHOT_DIR, walk_tabs
 
 from dashboard import runs
+from dashboard.tabs.tuning import SWEEP_PICKER_ID
+
+H100_SWEEP = "tune-20261127T085415Z-gpu"  # the H100 sweep of data/examples
+H100_OPTION = f"//*[contains(text(), '{H100_SWEEP} ·')]"  # its entry in the open sweep picker
 
 H100_PAIR = ("20261124T110829Z-gpu-vm", "20261124T111406Z-cpu-vm")
 
@@ -87,7 +91,7 @@ def test_regenerate_screenshots(browser: Any, data_dir: Path, tmp_path: Path, mo
     not os.environ.get("DASHBOARD_SCREENSHOTS"), reason="set DASHBOARD_SCREENSHOTS=1 to regenerate"
 )
 def test_regenerate_the_tuning_screenshot(browser: Any, tmp_path: Path, monkeypatch) -> None:
-    """tuning.png: the shipped `--tune` sweep in the Tuning tab (its newest sweep is shown first)."""
+    """tuning.png: the shipped H100 `--tune` sweep in the Tuning tab, picked by typing its id."""
     shipped = tmp_path / "shipped"
     (shipped / "data").mkdir(parents=True)
     (shipped / "data" / "examples").symlink_to(REPO / "data" / "examples")
@@ -98,5 +102,12 @@ def test_regenerate_the_tuning_screenshot(browser: Any, tmp_path: Path, monkeypa
         browser.get(url)
         open_tab(browser, "Tuning")
         wait_for(browser, lambda: browser.execute_script(PLOTS_WITH_DATA, "#tab-tuning"), "the sweep's chart")
-        time.sleep(1.0)  # let the chart finish drawing
+        browser.find_element(By.ID, SWEEP_PICKER_ID).click()
+        wait_for(browser, lambda: browser.find_elements(By.XPATH, H100_OPTION), "the H100 sweep's option")
+        browser.find_elements(By.XPATH, H100_OPTION)[-1].click()
+        wait_for(
+            browser, lambda: H100_SWEEP in browser.find_element(By.ID, SWEEP_PICKER_ID).text, "the H100 sweep"
+        )
+        wait_for(browser, lambda: browser.execute_script(PLOTS_WITH_DATA, "#tab-tuning"), "the sweep's chart")
+        time.sleep(1.5)  # let the chart finish drawing
         save_screenshot(browser, SCREENSHOT_DIR / "tuning.png")

@@ -11,7 +11,7 @@ import pytest
 from trialfixtures import write_trial
 
 from collect import tuning as t
-from collect.tune_sweep import RunRequest, TunePlan, run_tuning, tune_budget
+from collect.tune_sweep import RunRequest, TunePlan, expected_setup_s, run_tuning, tune_budget
 from runformat.tuning import FAILED, FINAL, HARMED, OK, TOO_SHORT, TRIAL, Setting, TrialOutcome, tuning_of
 
 GPU_TORCH = t.Machine("gpu", "torch", 16, 8)
@@ -275,6 +275,23 @@ def test_the_budget_stops_trials_before_one_would_overrun(tmp_path: Path) -> Non
     trials, final = runs.requests[:-1], runs.requests[-1]
     assert [r.setting.batch for r in trials] == [2, 4]  # a third trial of 40 s would end at 120 s
     assert final.setting.batch == 4 and final.duration_s == 600.0 - 80.0
+
+
+def test_the_first_trials_one_time_setup_does_not_shorten_the_search(tmp_path: Path) -> None:
+    """The first trial's setup holds one-time costs (a dataset generated on first use): 20 s more here. The
+    third trial is admitted on the second's setup (8 s + 32 s ends at 140 s of 150); on the first's (25 s)
+    it would not."""
+
+    class FirstSlow(FakeRuns):
+        def __call__(self, request: RunRequest) -> tuple[int, Path | None]:
+            self.now += 20.0 if not self.requests else 0.0
+            return super().__call__(request)
+
+    runs = FirstSlow(tmp_path, {2: 10.0, 4: 20.0, 8: 40.0, 16: 80.0})
+    run_tuning(plan(tune_s=150.0), runs, io.StringIO(), runs.clock)
+    assert [r.setting.batch for r in runs.requests[:-1]] == [2, 4, 8]
+    assert expected_setup_s([]) == 0.0 and expected_setup_s([25.0]) == 25.0
+    assert expected_setup_s([25.0, 8.0, 9.0]) == 9.0
 
 
 def test_an_interrupted_trial_ends_the_sweep_without_a_final_run(tmp_path: Path) -> None:

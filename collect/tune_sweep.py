@@ -105,8 +105,8 @@ def run_tuning(
 
 def expected_setup_s(setups_s: list[float]) -> float:
     """The setup (and teardown) the next trial is expected to take: the longest after the first trial's,
-    whose own holds one-time costs (a dataset generated on first use: 21 s of the H100 sweep's first trial's
-    setup against 8 s for the next), the first's until a second has run; none before any."""
+    whose own holds one-time costs (a dataset generated on first use: 24 s of the H100 sweep's first trial
+    against 11-13 s for the next), the first's until a second has run; none before any."""
     return max(setups_s[1:] or setups_s or [0.0])
 
 

@@ -330,6 +330,26 @@ def test_trial_lengths_follow_the_measured_warmup_but_not_a_compiled_trials(tmp_
     assert durations[:3] == pytest.approx([35.0, 20.0 + 2 * warmup_s + 60.0, 20.0 + 2 * warmup_s])
 
 
+def test_a_slow_trial_that_lost_does_not_lengthen_the_trials_after_it(tmp_path: Path) -> None:
+    """Batch 4 at 1 s a step (22 s of warm-up) loses to batch 2 (6 s): channels-last, one change from batch
+    2, gets batch 2's allowance, not twice batch 4's warm-up."""
+    durations: list[float] = []
+
+    def run_one(request: RunRequest) -> tuple[int, Path | None]:
+        durations.append(request.duration_s)
+        run = tmp_path / f"run{len(durations)}"
+        batch = request.setting.batch
+        step_s = 1.0 if batch == 4 else 0.2
+        steps = 20 + math.ceil(20.0 / step_s)
+        write_trial(run, batch=batch, step_s=step_s, steps=steps, losses=[1.0] * steps)
+        return 0, run
+
+    space = ("batch", "channels-last")
+    run_tuning(TunePlan(3600.0, 600.0, Setting(batch=2), space, GPU_TORCH), run_one, io.StringIO())
+    warmup_s = 2.0 + 20 * 0.2  # batch 2's: the first step's 2 s more, then 20 steps of 0.2 s
+    assert durations[:3] == pytest.approx([35.0, 20.0 + 2 * warmup_s, 20.0 + 2 * warmup_s])
+
+
 def test_a_trial_that_would_overrun_the_budget_is_skipped_and_a_shorter_one_runs(tmp_path: Path) -> None:
     """Each fake trial takes 40 s of wall: 5 s beyond the first one's 35 s budget. With 60 s left, the
     compiled trial (92 s of training) would overrun; channels-last (32 s) fits."""

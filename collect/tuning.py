@@ -26,8 +26,8 @@ MAX_TUNE_SHARE = 0.5
 # Before any trial has measured its warm-up: TensorFlow traces its graph in the first step (about 15 s on the
 # 2-core VM when quiet, more under load: docs/measurements.md), torch has nothing to trace.
 FIRST_WARMUP_ALLOWANCE_S = {"torch": 15.0, "tf": 45.0}
-# Then × the longest warm-up measured so far (uncompiled trials): a doubled batch doubles the warm-up
-# steps' time. Never less than MIN_WARMUP_ALLOWANCE_S.
+# Then × the warm-up the next trial follows (the best trial's so far: tune_sweep.warmups_to_allow): a doubled
+# batch doubles the warm-up steps' time. Never less than MIN_WARMUP_ALLOWANCE_S.
 WARMUP_ALLOWANCE_FACTOR = 2.0
 MIN_WARMUP_ALLOWANCE_S = 5.0
 COMPILE_WARMUP_EXTRA_S = 60.0  # a compiled trial's compilation happens during its warm-up
@@ -375,8 +375,8 @@ def _clearly_slower(rate: float | None, steady_s: float | None, reference: Trial
 
 
 def trial_duration_s(setting: Setting, warmups_s: list[float], framework: str = "torch") -> float:
-    """A trial's training budget: TRIAL_STEADY_S after an allowance for its warm-up, from the warm-ups the
-    sweep's uncompiled trials measured (`warmups_s`), the framework's FIRST_WARMUP_ALLOWANCE_S before any."""
+    """A trial's training budget: TRIAL_STEADY_S after an allowance for its warm-up, from the longest of
+    `warmups_s` (tune_sweep.warmups_to_allow), the framework's FIRST_WARMUP_ALLOWANCE_S before any."""
     allowance = FIRST_WARMUP_ALLOWANCE_S[framework]
     if warmups_s:
         allowance = max(MIN_WARMUP_ALLOWANCE_S, WARMUP_ALLOWANCE_FACTOR * max(warmups_s))

@@ -30,6 +30,8 @@ start   copy this checkout to WORKDIR/repo and run the plan there in the backgro
                    (tunebench.txt; TUNEBENCH_CLI_STEPS=20 TUNEBENCH_CHUNKS=5 TUNEBENCH_DEVICE=gpu)
           lateness collect_gpu.sh $LATENESS_BUDGET --interval 10ms: the tick's lateness with GPM read
                    off the tick
+          profile  bench/step_profile.py --device gpu --preset $TUNE_PRESET at each of PROFILE_SETTINGS
+                   (';'-separated option lists): host against kernels, and the allocator's peak (profile.txt)
         each finished step leaves a trimmed run (no checkpoints/, no model/) as WORKDIR/out/STEP.tgz
 follow  wait up to SECONDS for the plan to finish, copying WORKDIR/out/* to $OUT as they appear
 
@@ -38,6 +40,7 @@ SWEEP_BUDGET=45s SWEEP_BATCHES="8 32" SWEEP_PRECISION=float32|mixed; GPU_INTERVA
 TUNE_BUDGET=6m TUNE_ARGS="--tune-budget 3m" TUNE_CPU_BUDGET=3m TUNE_CPU_ARGS="--tune-budget 90s" (with env and
 tunebench, 11 minutes of one lent machine)
 TUNE_PRESET=standard; LATENESS_BUDGET=30s;
+PROFILE_SETTINGS="--batch 2;--batch 4 --no-tf32;--batch 4;--batch 8 --precision bfloat16;--batch 16 --precision bfloat16";
 CALIBRATE_SECONDS=15 (per load, 4 loads); GPU_ARGS="" (more options for the gpu run, e.g. --no-export);
 STEPS="env calibrate gpu" (about 5 minutes; the whole plan: STEPS="env calibrate gpu cpu bench sweep
 standard" with GPU_BUDGET=5m; any subset runs those).
@@ -109,6 +112,18 @@ if tag is None or tag.role != FINAL:
     sys.exit(1)
 print(" ".join(tag.setting.but(loader_workers=0, pin_memory=False).train_args()))
 PY
+}
+
+step_profile() {
+  local settings setting
+  IFS=';' read -ra settings <<<"$PROFILE_SETTINGS"
+  for setting in "${settings[@]}"; do
+    log "profile: step_profile --device gpu --preset $TUNE_PRESET $setting"
+    # shellcheck disable=SC2086  # $setting: options, split on spaces
+    (cd "$WORK/repo" && PYTHONPATH="$WORK/repo" timeout 120 python3 bench/step_profile.py --device gpu \
+      --preset "$TUNE_PRESET" $setting) >>"$WORK/out/profile.txt" 2>&1 || log "profile: $setting: exit $?"
+    tail -n 1 "$WORK/out/profile.txt" | sed 's/^/  profile| /' >>"$WORK/out/plan.log"
+  done
 }
 
 step_tunebench() {
@@ -230,6 +245,7 @@ plan() {
   fi
   wanted tune && { step_tune || log "tune: exit $?"; }
   wanted tunebench && { step_tunebench || log "tunebench: exit $?"; }
+  wanted profile && { step_profile || log "profile: exit $?"; }
   if wanted lateness; then
     collect_run lateness collect_gpu.sh "$LATENESS_BUDGET" --framework torch --interval 10ms --no-export --no-infer \
     --label "H100, torch small, batch 2, float32, $LATENESS_BUDGET, 10 ms interval" || log "lateness: exit $?"
@@ -259,7 +275,8 @@ main() {
   : "${SWEEP_BATCHES:=8 32}" "${SWEEP_PRECISION:=float32}" "${STEPS:=env calibrate gpu}" "${CALIBRATE_SECONDS:=15}"
   : "${TUNE_BUDGET:=6m}" "${TUNE_ARGS:=--tune-budget 3m}" "${TUNE_CPU_BUDGET:=3m}" "${TUNE_CPU_ARGS:=--tune-budget 90s}"
   : "${TUNE_PRESET:=standard}" "${LATENESS_BUDGET:=30s}"
-  export LATENESS_BUDGET GPU_BUDGET GPU_INTERVAL CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES SWEEP_PRECISION STEPS
+  : "${PROFILE_SETTINGS:=--batch 2;--batch 4 --no-tf32;--batch 4;--batch 8 --precision bfloat16;--batch 16 --precision bfloat16}"
+  export LATENESS_BUDGET PROFILE_SETTINGS GPU_BUDGET GPU_INTERVAL CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES SWEEP_PRECISION STEPS
   export TUNE_BUDGET TUNE_ARGS TUNE_CPU_BUDGET TUNE_CPU_ARGS TUNE_PRESET
   export CALIBRATE_SECONDS
   case "$1" in

@@ -10,13 +10,19 @@ loader. `--warmup` steps, then `--steps` profiled. Per step:
   mean_kernel_us       kernel time / launches
   gpu_busy_pct         kernel time / wall time (what NVML's utilization approximates)
   host_ops_per_step    top-level aten operators the host dispatched
+  peak_reserved_gib    the most GPU memory torch's allocator held (nan on a CPU)
+
+At a tuned setting (docs/tuning.md): `--precision bfloat16|float16` (autocast, as the training does;
+float16 with a gradient scaler on a GPU) and `--tf32` / `--no-tf32` (without either, torch's default).
 
     python bench/step_profile.py --device gpu --preset standard --batch 2    # on a GPU
-    python bench/step_profile.py --quick                                     # small, batch 1, the CPU
+    python bench/step_profile.py --device gpu --preset standard --batch 4 --no-tf32   # true float32
+    python bench/step_profile.py --device gpu --preset standard --batch 8 --precision bfloat16
+    python bench/step_profile.py --quick             # small, batch 1, the CPU
 
 Last line: step_ms=<ms> kernel_ms_per_step=<ms> kernels_per_step=<n> mean_kernel_us=<us> gpu_busy_pct=<pct>
-           host_ops_per_step=<n>
-(the kernel figures nan on a CPU)
+           host_ops_per_step=<n> peak_reserved_gib=<GiB>
+(the kernel and memory figures nan on a CPU)
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--precision", choices=("float32", "bfloat16", "float16"), default="float32")
+    parser.add_argument("--tf32", action=argparse.BooleanOptionalAction, help="GPU: TF32 on / off")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
@@ -47,8 +55,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def build_step(preset: str, batch: int, device):  # type: ignore[no-untyped-def]
-    """A closure that runs one training step of the preset's model on one synthetic batch on `device`."""
+def build_step(preset: str, batch: int, device, precision: str = "float32"):  # type: ignore[no-untyped-def]
+    """A closure that runs one training step of the preset's model on one synthetic batch on `device`, the
+    forward pass under autocast at a precision other than float32."""
     import torch
 
     from training.flops import synthetic_torch_batch
@@ -60,14 +69,24 @@ def build_step(preset: str, batch: int, device):  # type: ignore[no-untyped-def]
     images = [image.to(device) for image in images]
     targets = [{key: value.to(device) for key, value in target.items()} for target in targets]
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=config["momentum"])
+    dtype = None if precision == "float32" else getattr(torch, precision)
+    scaler = torch.amp.GradScaler("cuda") if dtype is torch.float16 and device.type == "cuda" else None
 
     def step() -> None:
-        losses = model(images, targets)
-        total = sum(losses.values())
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            losses = model(images, targets)
+            total = sum(losses.values())
         optimizer.zero_grad(set_to_none=True)
-        total.backward()
+        if scaler is None:
+            total.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config["clip_grad_norm"])
+            optimizer.step()
+            return
+        scaler.scale(total).backward()
+        scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), config["clip_grad_norm"])
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
 
     return step
 
@@ -103,9 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "gpu" and not torch.cuda.is_available():
         print("step_profile: error: --device gpu: torch sees no CUDA device", file=sys.stderr)
         return 2
+    from training.torch_settings import apply_torch_settings
+
+    apply_torch_settings(argparse.Namespace(threads=None, tf32=args.tf32))
     device = torch.device("cuda" if args.device == "gpu" else "cpu")
     sync = torch.cuda.synchronize if args.device == "gpu" else (lambda: None)
-    step = build_step(args.preset, args.batch, device)
+    step = build_step(args.preset, args.batch, device, args.precision)
     for _ in range(args.warmup):
         step()
     sync()
@@ -117,9 +139,13 @@ def main(argv: list[str] | None = None) -> int:
         sync()
         wall_s = time.perf_counter() - started
     found = breakdown(prof.events(), args.steps, wall_s)
-    name = torch.cuda.get_device_name(device) if args.device == "gpu" else "CPU"
-    print(f"{name}, torch {torch.__version__}, {args.preset}, batch {args.batch}, {args.steps} steps "
-          f"profiled after {args.warmup} (the profiler's own cost is in the wall time)")  # fmt: skip
+    gpu = args.device == "gpu"
+    found["peak_reserved_gib"] = torch.cuda.max_memory_reserved(device) / 2**30 if gpu else math.nan
+    name = torch.cuda.get_device_name(device) if gpu else "CPU"
+    tf32 = {True: ", TF32 on", False: ", TF32 off", None: ""}[args.tf32]
+    setting = f"{args.preset}, batch {args.batch}, {args.precision}{tf32}"
+    print(f"{name}, torch {torch.__version__}, {setting}, {args.steps} steps profiled after {args.warmup} "
+          "(the profiler's own cost is in the wall time)")  # fmt: skip
     print(" ".join(f"{key}={value:.3f}" for key, value in found.items()))
     return 0
 

@@ -66,3 +66,27 @@ def test_the_calibrate_step_without_a_gpu_says_so_and_packs_nothing(tmp_path: Pa
     assert "calibrate: exit 2" in followed.stdout and "plan: done" in followed.stdout
     assert sorted(p.name for p in out.iterdir()) == ["calibrate.txt", "plan.log"]  # no run, nothing packed
     assert (out / "calibrate.txt").read_text().startswith("no CUDA device: ")
+
+
+def test_tunebench_takes_the_gpu_sweeps_chosen_setting_and_profile_each_setting(tmp_path: Path) -> None:
+    """tunebench reads the setting of the GPU sweep's final run (the shipped H100 one: batch 2, bfloat16,
+    TF32 off) into the bench's options; profile runs step_profile once per ';'-separated option list.
+    Without a GPU each says so in the plan's log, and the plan goes on."""
+    if _python3_has_cuda():
+        pytest.skip("python3 sees a CUDA device: the steps would run")
+    final = REPO / "data" / "examples" / "20261127T085638Z-gpu-vm"
+    if not final.is_dir():
+        pytest.skip("the shipped H100 sweep is missing")
+    work, out = tmp_path / "work", tmp_path / "out"
+    out.mkdir()
+    work.mkdir()
+    (work / "tune-gpu.final").write_text(f"{final}\n")
+    env = {"STEPS": "tunebench profile", "PROFILE_SETTINGS": "--batch 1;--batch 1 --no-tf32"}
+    assert _plan("start", str(work), env=env).returncode == 0
+    log = _plan("follow", "90", str(work), env={"OUT": str(out)}).stdout
+    expected = (
+        "tunebench: train_throughput --device gpu --preset standard --batch 2 --precision bfloat16 --no-tf32"
+    )
+    assert expected in log and "tunebench: exit" in log
+    assert "profile: --batch 1: exit" in log and "profile: --batch 1 --no-tf32: exit" in log
+    assert "plan: done" in log and (out / "profile.txt").is_file()

@@ -51,17 +51,23 @@ def test_the_end_summary_the_readme_shows_is_the_shipped_runs(tmp_path: Path, mo
     assert shown.splitlines() == printed
 
 
-@pytest.mark.skipif(not all((EXAMPLES / r).is_dir() for r in DECISION_RUNS), reason="shipped runs missing")
-def test_the_decision_the_readme_shows_is_what_the_report_prints(tmp_path: Path, monkeypatch) -> None:
+def _report_as_the_readme_runs_it(tmp_path: Path, monkeypatch, run_ids: list[str]) -> str:
+    """`python -m sizing RUN RUN --out report.md` in a checkout-like folder whose data/examples are the
+    shipped runs; the report's markdown."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "examples").symlink_to(EXAMPLES)
     monkeypatch.chdir(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "sizing", *DECISION_RUNS, "--out", "report.md"],
+        [sys.executable, "-m", "sizing", *run_ids, "--out", "report.md"],
         capture_output=True, text=True, timeout=300, env=os.environ | {"PYTHONPATH": str(REPO)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    return (tmp_path / "report.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not all((EXAMPLES / r).is_dir() for r in DECISION_RUNS), reason="shipped runs missing")
+def test_the_decision_the_readme_shows_is_what_the_report_prints(tmp_path: Path, monkeypatch) -> None:
+    report = _report_as_the_readme_runs_it(tmp_path, monkeypatch, DECISION_RUNS)
     printed = report.split("## Decision\n", 1)[1].split("## Summary", 1)[0].strip()
     assert _block_after("it opens with:").strip() == printed
 
@@ -71,15 +77,7 @@ TUNED_RUNS = ["20261127T090127Z-cpu-vm", "20261127T085638Z-gpu-vm"]  # the H100 
 
 @pytest.mark.skipif(not all((EXAMPLES / r).is_dir() for r in TUNED_RUNS), reason="shipped runs missing")
 def test_the_tuned_clause_the_readme_shows_is_what_the_report_prints(tmp_path: Path, monkeypatch) -> None:
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "examples").symlink_to(EXAMPLES)
-    monkeypatch.chdir(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "sizing", *TUNED_RUNS, "--out", "report.md"],
-        capture_output=True, text=True, timeout=300, env=os.environ | {"PYTHONPATH": str(REPO)},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    decision = (tmp_path / "report.md").read_text(encoding="utf-8").split("## Summary", 1)[0]
+    decision = _report_as_the_readme_runs_it(tmp_path, monkeypatch, TUNED_RUNS).split("## Summary", 1)[0]
     (gpu_line,) = [line for line in decision.splitlines() if line.startswith("- NVIDIA H100")]
     shown = _block_after("the GPU's line\nends with:").strip()
     assert gpu_line.endswith("; " + shown)

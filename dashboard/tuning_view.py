@@ -158,12 +158,17 @@ def _unjudged_row(run: RunInfo) -> tuple[TrialRow, Setting]:
 
 def sweep_choices(data_dir: Path, current: str | None) -> tuple[list[dict[str, str]], str | None, str]:
     """The sweep picker's options (newest first), its value (the current sweep if still there, else the
-    newest) and a signature that changes exactly when a file of a sweep's run does."""
+    newest) and a signature that changes exactly when the sweeps or their runs do, or a file of the picked
+    sweep's runs (only the picked sweep is shown, so only its files are signed on each refresh tick)."""
     sweeps = find_sweeps(discover_runs(data_dir))
     options = [{"label": _option_label(sweep), "value": sweep.id} for sweep in sweeps]
     ids = [sweep.id for sweep in sweeps]
     value = current if current in ids else (ids[0] if ids else None)
-    parts = [(sweep.id, [(run.run_id, files_signature(run)) for run in sweep.runs]) for sweep in sweeps]
+    picked = next((sweep for sweep in sweeps if sweep.id == value), None)
+    parts = [
+        [(sweep.id, [run.run_id for run in sweep.runs]) for sweep in sweeps],
+        [(run.run_id, files_signature(run)) for run in picked.runs] if picked else [],
+    ]
     return options, value, hashlib.sha1(json.dumps(parts).encode()).hexdigest()
 
 

@@ -71,11 +71,13 @@ def test_sweeps_are_listed_newest_first_and_the_current_one_is_kept(sweeps_dir: 
     assert [o["value"] for o in options] == [NEW_SWEEP, OLD_SWEEP] and value == NEW_SWEEP
     assert options[0]["label"].endswith("4 trials · final run")
     assert options[1]["label"].endswith("2 trials · no final run (stopped or still tuning)")
-    assert tuning_view.sweep_choices(sweeps_dir, OLD_SWEEP)[1:] == (OLD_SWEEP, signature)
-    assert tuning_view.sweep_choices(sweeps_dir, "tune-gone")[1] == NEW_SWEEP
+    old_signature = tuning_view.sweep_choices(sweeps_dir, OLD_SWEEP)[2]
+    assert tuning_view.sweep_choices(sweeps_dir, OLD_SWEEP)[1] == OLD_SWEEP
+    assert tuning_view.sweep_choices(sweeps_dir, "tune-gone")[1:] == (NEW_SWEEP, signature)
     with open(_sweep(sweeps_dir, OLD_SWEEP).trials[0].path / "training.json", "a") as handle:
         handle.write(" ")
-    assert tuning_view.sweep_choices(sweeps_dir, None)[2] != signature  # a sweep's file changed
+    assert tuning_view.sweep_choices(sweeps_dir, None)[2] == signature  # not the picked sweep's file
+    assert tuning_view.sweep_choices(sweeps_dir, OLD_SWEEP)[2] != old_signature  # the picked sweep's file
 
 
 def test_rows_take_outcomes_from_the_final_run_and_mark_yours_and_the_chosen(sweeps_dir: Path) -> None:

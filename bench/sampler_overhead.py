@@ -268,7 +268,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sampler-bench-") as tmp:
         workdir = Path(tmp)
         real_10ms = collector_cpu_per_tick(0.01, max(1.5, round(20 * scale)), workdir, TREE_COMMAND)
-        real_1s = collector_cpu_per_tick(1.0, max(4.0, round(30 * scale)), workdir, TREE_COMMAND)
+        real_1s = collector_cpu_per_tick(1.0, max(6.0, round(30 * scale)), workdir, TREE_COMMAND)
         print(
             f"python -m collect run, its own CPU per tick: {real_10ms:.3f} ms at 10 ms "
             f"({real_10ms / 10 * 100:.1f} % of a core), {real_1s:.3f} ms at 1 s"

@@ -36,18 +36,33 @@ with open(path, "w") as out:
 """
 
 
-def process_cpu_ns(pid: int) -> int:
-    """CPU time of every thread of `pid` so far: schedstat's nanoseconds, or /proc/PID/stat's ticks."""
+def process_cpu_ns(pid: int) -> int | None:
+    """CPU time of every thread of `pid` so far: schedstat's nanoseconds, or /proc/PID/stat's ticks on a
+    kernel without schedstat. None when a thread ended between the listing and its read: its time has
+    left schedstat, and a reading in ticks beside one in nanoseconds could difference to zero or below."""
     total = 0
     try:
-        for task in os.listdir(f"/proc/{pid}/task"):
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for task in tasks:
+        try:
             with open(f"/proc/{pid}/task/{task}/schedstat") as handle:
                 total += int(handle.read().split()[0])
-        return total
-    except (OSError, ValueError, IndexError):
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, IndexError):
+            return _stat_ns(pid)
+    return total
+
+
+def _stat_ns(pid: int) -> int | None:
+    try:
         with open(f"/proc/{pid}/stat") as handle:
             fields = handle.read().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) * 1_000_000_000 // _TICKS_PER_S
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) * 1_000_000_000 // _TICKS_PER_S
 
 
 def _new_rows(handle: io.BufferedReader) -> int:
@@ -79,6 +94,8 @@ def collector_cpu_per_tick(interval_s: float, duration_s: float, workdir: Path, 
                     cpu = process_cpu_ns(collector.pid)
                     if rows >= expected_rows - 1:
                         break  # the stop begins: not a tick
+                    if cpu is None:
+                        continue  # a thread ended while being read: the next row's reading will do
                     if first is None and rows >= 2:  # past the start-up and the first (priming) tick
                         first = (rows, cpu)
                     elif first is not None:

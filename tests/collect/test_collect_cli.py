@@ -247,7 +247,7 @@ def _alive(pid: int) -> bool:
     """Running, as opposed to gone or a zombie waiting for a reaper that may never come in a container."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before the open, or while it was read
         return False
     return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 

@@ -34,7 +34,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 def _running(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before the open, or while it was read
         return False
     return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 

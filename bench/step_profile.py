@@ -59,6 +59,7 @@ def build_step(preset: str, batch: int, device, precision: str = "float32"):  # 
     """A closure that runs one training step of the preset's model on one synthetic batch on `device`, the
     forward pass under autocast at a precision other than float32."""
     import torch
+    from torchloop.plain_step import plain_step
 
     from training.flops import synthetic_torch_batch
     from training.torch_model import TORCH_PRESETS, build_model, model_config
@@ -69,26 +70,8 @@ def build_step(preset: str, batch: int, device, precision: str = "float32"):  # 
     images = [image.to(device) for image in images]
     targets = [{key: value.to(device) for key, value in target.items()} for target in targets]
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=config["momentum"])
-    dtype = None if precision == "float32" else getattr(torch, precision)
-    scaler = torch.amp.GradScaler("cuda") if dtype is torch.float16 and device.type == "cuda" else None
-
-    def step() -> None:
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            losses = model(images, targets)
-            total = sum(losses.values())
-        optimizer.zero_grad(set_to_none=True)
-        if scaler is None:
-            total.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config["clip_grad_norm"])
-            optimizer.step()
-            return
-        scaler.scale(total).backward()
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config["clip_grad_norm"])
-        scaler.step(optimizer)
-        scaler.update()
-
-    return step
+    step = plain_step(model, optimizer, precision, device, config["clip_grad_norm"])
+    return lambda: step(images, targets)
 
 
 def breakdown(events, steps: int, wall_s: float) -> dict[str, float]:  # type: ignore[no-untyped-def]

@@ -296,6 +296,7 @@ def _torch_interleaved_worker(args: argparse.Namespace) -> int:
 
     prepare_torch_device(args.device)
     import torch
+    from torchloop.plain_step import plain_step
 
     from training.runlog import TrainingCsv
     from training.settings import apply_settings
@@ -343,28 +344,11 @@ def _torch_interleaved_worker(args: argparse.Namespace) -> int:
         to_channels_last(model)
     if args.compile:
         compile_backbone(model)
-    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(args.precision)
-    scaler = torch.amp.GradScaler("cuda") if dtype is torch.float16 and args.device == "gpu" else None
+    step = plain_step(model, optimizer, args.precision, session.device, clip_norm=10.0)
 
     def plain_chunk() -> None:
         for _ in range(args.chunk):
-            images, targets = batches.next()
-            with torch.autocast(session.device.type, dtype=dtype, enabled=dtype is not None):
-                losses = model(images, targets)
-            loss = sum(losses.values())
-            optimizer.zero_grad()
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.unscale_(optimizer)
-            else:
-                loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
-            if scaler is not None:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
-            loss.item()
+            step(*batches.next()).item()  # the reference script reads the loss every step
 
     def our_chunk(read_every: int) -> None:
         chunk_options = dataclasses.replace(

@@ -343,7 +343,7 @@ def judge(
         return TrialOutcome(run_id, setting, FAILED, f"non-finite loss at step {facts.non_finite_step}")
     rate, steady_s = facts.examples_per_s, facts.steady_s
     short = None
-    if rate is None or steady_s is None or round(steady_s, 3) < TRIAL_STEADY_S:  # to the millisecond
+    if rate is None or not _long_enough(steady_s):
         measured = f"{steady_s:.1f} s" if steady_s is not None else "no steady span"
         short = f"steady rate over {measured}, not {TRIAL_STEADY_S:g} s"
         if not _clearly_slower(rate, steady_s, reference):
@@ -370,8 +370,12 @@ def _clearly_slower(rate: float | None, steady_s: float | None, reference: Trial
     judged rate by more than MIN_GAIN."""
     if rate is None or not steady_s or reference is None or reference.examples_per_s is None:
         return False
-    judged = reference.steady_s is not None and round(reference.steady_s, 3) >= TRIAL_STEADY_S
-    return judged and rate * (1 + MIN_GAIN) < reference.examples_per_s
+    return _long_enough(reference.steady_s) and rate * (1 + MIN_GAIN) < reference.examples_per_s
+
+
+def _long_enough(steady_s: float | None) -> bool:
+    """A steady span of TRIAL_STEADY_S or more, to the millisecond."""
+    return steady_s is not None and round(steady_s, 3) >= TRIAL_STEADY_S
 
 
 def trial_duration_s(setting: Setting, warmups_s: list[float], framework: str = "torch") -> float:

@@ -124,6 +124,9 @@ def math_dtype(info: dict, kind: str, gpu_name: str | None) -> tuple[str | None,
     if dtype is None:
         return None, f"no peak for precision {precision}"
     if dtype == "fp32" and kind == "gpu":
+        settings = info.get("settings")
+        if isinstance(settings, dict) and settings.get("tf32") is False:  # --no-tf32: float32 is float32
+            return "fp32", "float32 with TF32 switched off (training.json settings.tf32)"
         entry = peaks.gpu_peaks(gpu_name)
         if entry is None or "tf32" in entry.tflops:
             return "tf32", TF32_DEFAULT

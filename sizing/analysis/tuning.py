@@ -191,6 +191,8 @@ def same_task(c: Comparison) -> bool:
 
 
 def _differ(side: Side, base: Side) -> str | None:
+    if not side.user or not base.user:
+        return "not recorded on one side"  # unknown is never the same as anything, not even unknown
     if len(side.user) != 1 or len(base.user) != 1:
         return None if side.user == base.user else "not recorded alike"
     mine, theirs = side.user[0], base.user[0]

@@ -64,6 +64,8 @@ def test_mfu_is_flops_per_example_times_examples_per_s_over_the_dense_peak() -> 
         (H100, {"precision": "mixed_float16"}, "fp16", 989.4),
         (H100, {"flops_math_dtype": "float32"}, "fp32", 66.9),  # TF32 switched off: stated by the count
         (H100, {"flops_math_dtype": "bfloat16"}, "bf16", 989.4),  # the count's dtype wins over precision
+        (H100, {"settings": {"batch": 2, "tf32": False}}, "fp32", 66.9),  # --no-tf32, no count's dtype
+        (H100, {"settings": {"batch": 2, "tf32": None}}, "tf32", 494.7),  # the framework's default
         (V100, {}, "fp32", 15.7),  # float32 where there is no TF32
         (V100, {"precision": "mixed_float16"}, "fp16", 125.0),
     ],

@@ -201,6 +201,7 @@ def test_a_batch_not_recorded_is_not_the_same_batch() -> None:
     plain_cpu = with_info(reference_cpu(), batch_size=None, settings=None)
     report = report_of(plain_cpu, gpu_final())
     assert pair_of(report)["batches_differ"] is None
+    assert "at your settings (not recorded on one side)" in report.decision.options[0].line
     assert "| batch not recorded on one side: compared per example, never per step |" in render_markdown(
         report
     )

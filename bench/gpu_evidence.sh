@@ -26,6 +26,9 @@ start   copy this checkout to WORKDIR/repo and run the plan there in the backgro
           tune     collect_gpu.sh $TUNE_BUDGET --tune $TUNE_ARGS --preset $TUNE_PRESET --no-infer, then
                    the same on this machine's CPUs (collect_cpu.sh $TUNE_CPU_BUDGET $TUNE_CPU_ARGS): every
                    trial and the final run of each sweep packed as tune-gpu.tgz and tune-cpu.tgz
+          literal  ./scripts/collect_gpu.sh $LITERAL_BUDGET --tune --framework torch, as a user types it
+                   (issue 34's done-when: 10m, the default preset and tuning budget, inference included):
+                   the sweep's trials and final run packed as literal.tgz (about 11 minutes)
           tunebench bench/train_throughput.py --device gpu at the GPU sweep's chosen setting
                    (tunebench.txt; TUNEBENCH_CLI_STEPS=20 TUNEBENCH_CHUNKS=5 TUNEBENCH_DEVICE=gpu)
           lateness collect_gpu.sh $LATENESS_BUDGET --interval 10ms: the tick's lateness with GPM read
@@ -39,7 +42,7 @@ WORKDIR defaults to /root/gpu-evidence. Budgets: GPU_BUDGET=2m CPU_BUDGET=5m STA
 SWEEP_BUDGET=45s SWEEP_BATCHES="8 32" SWEEP_PRECISION=float32|mixed; GPU_INTERVAL=100ms;
 TUNE_BUDGET=6m TUNE_ARGS="--tune-budget 3m" TUNE_CPU_BUDGET=3m TUNE_CPU_ARGS="--tune-budget 90s" (with env and
 tunebench, 11 minutes of one lent machine)
-TUNE_PRESET=standard; LATENESS_BUDGET=30s;
+TUNE_PRESET=standard; LATENESS_BUDGET=30s; LITERAL_BUDGET=10m;
 PROFILE_SETTINGS="--batch 2;--batch 4 --no-tf32;--batch 4;--batch 8 --precision bfloat16;--batch 16 --precision bfloat16";
 CALIBRATE_SECONDS=15 (per load, 4 loads); GPU_ARGS="" (more options for the gpu run, e.g. --no-export);
 STEPS="env calibrate gpu" (about 5 minutes; the whole plan: STEPS="env calibrate gpu cpu bench sweep
@@ -124,6 +127,18 @@ step_profile() {
       --preset "$TUNE_PRESET" $setting) >>"$WORK/out/profile.txt" 2>&1 || log "profile: $setting: exit $?"
     tail -n 1 "$WORK/out/profile.txt" | sed 's/^/  profile| /' >>"$WORK/out/plan.log"
   done
+}
+
+step_literal() {
+  local marker="$WORK/.mark-literal"
+  touch "$marker"
+  sleep 1
+  log "literal: ./scripts/collect_gpu.sh $LITERAL_BUDGET --tune --framework torch"
+  (cd "$WORK/repo" && WORKBENCH_VENV="$WORK/venv" PYTHONPATH="$WORK/repo" ./scripts/collect_gpu.sh "$LITERAL_BUDGET" \
+    --tune --framework torch --data-dir "$WORK/data") >"$WORK/logs/literal.log" 2>&1 || log "literal: exit $?"
+  grep -E '^Tuning' "$WORK/logs/literal.log" | sed 's/^/  literal| /' >>"$WORK/out/plan.log" || true
+  tail -n 3 "$WORK/logs/literal.log" | sed 's/^/  literal| /' >>"$WORK/out/plan.log"
+  pack_all literal "$marker"
 }
 
 step_tunebench() {
@@ -244,6 +259,7 @@ plan() {
     --label "H100, torch standard, batch 2, float32, $STANDARD_BUDGET" || log "standard: exit $?"
   fi
   wanted tune && { step_tune || log "tune: exit $?"; }
+  wanted literal && { step_literal || log "literal: exit $?"; }
   wanted tunebench && { step_tunebench || log "tunebench: exit $?"; }
   wanted profile && { step_profile || log "profile: exit $?"; }
   if wanted lateness; then
@@ -274,9 +290,9 @@ main() {
   : "${GPU_BUDGET:=2m}" "${GPU_INTERVAL:=100ms}" "${CPU_BUDGET:=5m}" "${STANDARD_BUDGET:=5m}" "${SWEEP_BUDGET:=45s}"
   : "${SWEEP_BATCHES:=8 32}" "${SWEEP_PRECISION:=float32}" "${STEPS:=env calibrate gpu}" "${CALIBRATE_SECONDS:=15}"
   : "${TUNE_BUDGET:=6m}" "${TUNE_ARGS:=--tune-budget 3m}" "${TUNE_CPU_BUDGET:=3m}" "${TUNE_CPU_ARGS:=--tune-budget 90s}"
-  : "${TUNE_PRESET:=standard}" "${LATENESS_BUDGET:=30s}"
+  : "${TUNE_PRESET:=standard}" "${LATENESS_BUDGET:=30s}" "${LITERAL_BUDGET:=10m}"
   : "${PROFILE_SETTINGS:=--batch 2;--batch 4 --no-tf32;--batch 4;--batch 8 --precision bfloat16;--batch 16 --precision bfloat16}"
-  export LATENESS_BUDGET PROFILE_SETTINGS GPU_BUDGET GPU_INTERVAL CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES SWEEP_PRECISION STEPS
+  export LATENESS_BUDGET LITERAL_BUDGET PROFILE_SETTINGS GPU_BUDGET GPU_INTERVAL CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES SWEEP_PRECISION STEPS
   export TUNE_BUDGET TUNE_ARGS TUNE_CPU_BUDGET TUNE_CPU_ARGS TUNE_PRESET
   export CALIBRATE_SECONDS
   case "$1" in

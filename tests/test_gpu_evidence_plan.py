@@ -90,3 +90,18 @@ def test_tunebench_takes_the_gpu_sweeps_chosen_setting_and_profile_each_setting(
     assert expected in log and "tunebench: exit" in log
     assert "profile: --batch 1: exit" in log and "profile: --batch 1 --no-tf32: exit" in log
     assert "plan: done" in log and (out / "profile.txt").is_file()
+
+
+def test_the_literal_step_runs_the_users_command_as_typed(tmp_path: Path) -> None:
+    """`literal` is issue 34's done-when, `collect_gpu.sh 10m --tune --framework torch` with no option of the
+    plan's own; without a GPU the script's one-line refusal reaches the plan's log and nothing is packed."""
+    if Path("/proc/driver/nvidia").exists():
+        pytest.skip("this machine has an NVIDIA driver: the step would train for LITERAL_BUDGET")
+    work, out = tmp_path / "work", tmp_path / "out"
+    out.mkdir()
+    assert _plan("start", str(work), env={"STEPS": "literal"}).returncode == 0
+    log = _plan("follow", "90", str(work), env={"OUT": str(out)}).stdout
+    assert "literal: ./scripts/collect_gpu.sh 10m --tune --framework torch\n" in log
+    assert "literal: exit 1" in log and "collect_gpu.sh: error: no NVIDIA driver found" in log
+    assert "literal: no run directory" in log and "plan: done" in log
+    assert sorted(p.name for p in out.iterdir()) == ["plan.log"]

@@ -6,10 +6,12 @@ JSON output and tables for Markdown and HTML); sizing.report.SECTIONS lists them
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sizing.analysis.compare import Comparison, Group
 from sizing.analysis.run import RunAnalysis
+from sizing.analysis.tuning import TunedPair
 from sizing.model import Prices, RunData, Thresholds
 
 DEFAULT_TARGET_STEPS = 1000
@@ -35,3 +37,8 @@ class ReportContext:
     comparisons: tuple[Comparison, ...]
     target_loss: float | None
     left_out: tuple[RunAnalysis, ...] = ()  # incomplete runs kept out of the groups (shown apart)
+    tuned: Mapping[tuple[str, ...], TunedPair] = field(default_factory=dict)  # by the option's run ids
+
+    def tuned_pair(self, c: Comparison) -> TunedPair | None:
+        """The option's tuned figures (sizing.analysis.tuning), None unless a side of it is a tuned run."""
+        return self.tuned.get(c.group.run_ids)

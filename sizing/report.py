@@ -94,7 +94,10 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
     target_loss = settings.target_loss
     if target_loss is None:
         target_loss = common_target_loss(a.min_smoothed_loss for a in analyses)
-    ctx = ReportContext(settings, tuple(runs), analyses, groups, baseline, comparisons, target_loss, left_out)
+    tuned = tn.tuned_pairs(comparisons, baseline, runs, target_loss)
+    ctx = ReportContext(
+        settings, tuple(runs), analyses, groups, baseline, comparisons, target_loss, left_out, tuned
+    )
     warnings = [*folded.notes, *unsized, *(w for a in analyses for w in a.warnings), *validity_warnings(ctx)]
     return Report(
         title="Is the GPU worth it? Sizing report",

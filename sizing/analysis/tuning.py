@@ -9,7 +9,7 @@ run). Everything comes from the final runs' tags: trial run directories need not
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from runformat.tuning import (
@@ -26,7 +26,6 @@ from runformat.tuning import (
 )
 from sizing.analysis import throughput as tp
 from sizing.analysis.compare import Comparison, Group
-from sizing.context import ReportContext
 from sizing.model import RunData
 
 SETTING_FIELDS = ("batch_size", "precision")  # the workload fields a sweep may change (the rest is the task)
@@ -122,7 +121,7 @@ class Side:
         return self.tuned and all(len(tag.trials) <= 1 for tag in self.tags)
 
 
-def side_of(g: Group, label: str, runs: dict[str, RunData]) -> Side:
+def side_of(g: Group, label: str, runs: Mapping[str, RunData]) -> Side:
     found = [(runs[a.run_id], a) for a in g.analyses if a.run_id in runs]
     tags = [t for t in (final_tag(r) for r, _ in found) if t is not None]
     tuned = bool(tags) and len(tags) == len(g.analyses)
@@ -211,12 +210,24 @@ def time_to_loss_s(runs: Sequence[RunData], target_loss: float | None) -> float 
     return None if any(s is None for s in found) else sum(found) / len(found)  # type: ignore[arg-type]
 
 
-def tuned_pair(c: Comparison, ctx: ReportContext) -> TunedPair | None:
+def tuned_pairs(
+    comparisons: Sequence[Comparison],
+    baseline: Group | None,
+    runs: Sequence[RunData],
+    target_loss: float | None,
+) -> dict[tuple[str, ...], TunedPair]:
+    """Each option's tuned figures, by its group's run ids; an option without a tuned side is left out."""
+    by_id = {r.run_id: r for r in runs}
+    found = {c.group.run_ids: tuned_pair(c, baseline, by_id, target_loss) for c in comparisons}
+    return {ids: pair for ids, pair in found.items() if pair is not None}
+
+
+def tuned_pair(
+    c: Comparison, base: Group | None, runs: Mapping[str, RunData], target_loss: float | None
+) -> TunedPair | None:
     """The pair's tuned figures, None unless one side at least is a tuned run."""
-    base = ctx.baseline
     if base is None or c.is_baseline:
         return None
-    runs = {r.run_id: r for r in ctx.runs}
     mine, theirs = labels(c, base)
     side, other = side_of(c.group, mine, runs), side_of(base, theirs, runs)
     if not side.tuned and not other.tuned:  # some repeats tuned, others not: not a tuned side
@@ -230,18 +241,18 @@ def tuned_pair(c: Comparison, ctx: ReportContext) -> TunedPair | None:
         {s.batch for s in side.best} != {s.batch for s in other.best} if side.best and other.best else None
     )
     failed = [(s.label, t) for s in (side, other) for t in not_counted(s.tags) if t.outcome == FAILED]
-    timing = tuple(time_to_loss_s([runs[i] for i in s.run_ids if i in runs], ctx.target_loss)
+    timing = tuple(time_to_loss_s([runs[i] for i in s.run_ids if i in runs], target_loss)
                    for s in (side, other))  # fmt: skip
     return TunedPair(
         side, other, c.speedup if not c.in_steps else None, at_user, unknown, batches, _differ(side, other),
-        same_task(c), ctx.target_loss, (timing[0], timing[1]), tuple(not_counted([*side.tags, *other.tags])),
+        same_task(c), target_loss, (timing[0], timing[1]), tuple(not_counted([*side.tags, *other.tags])),
         tuple(failed),
     )  # fmt: skip
 
 
-def tuned_runs(ctx: ReportContext) -> list[tuple[RunData, TuningTag]]:
+def tuned_runs(runs: Sequence[RunData]) -> list[tuple[RunData, TuningTag]]:
     """Every tuned (final) run of the report, in report order."""
-    return [(r, tag) for r in ctx.runs if (tag := final_tag(r)) is not None]
+    return [(r, tag) for r in runs if (tag := final_tag(r)) is not None]
 
 
 @dataclass(frozen=True)

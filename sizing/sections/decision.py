@@ -126,7 +126,7 @@ def _headroom(g: Group) -> tuple[str, float | None, str | None]:
 def option(c: Comparison, ctx: ReportContext) -> Option:
     g = c.group
     name = g.first.hardware_name
-    pair = tn.tuned_pair(c, ctx)
+    pair = ctx.tuned_pair(c)
     if not c.like_for_like and not (pair and pair.same_task):  # a tuned pair's clause names its settings
         name += f" ({like_for_like_text(c).replace(' (', ': ', 1).removesuffix(')')})"
     speed = (
@@ -167,7 +167,7 @@ def _gpu_options(ctx: ReportContext) -> list[Comparison]:
 
 def _same_work(c: Comparison, ctx: ReportContext) -> bool:
     """Like-for-like, or a tuned pair whose workloads differ only in what a sweep may change."""
-    pair = None if c.like_for_like else tn.tuned_pair(c, ctx)
+    pair = None if c.like_for_like else ctx.tuned_pair(c)
     return c.like_for_like or bool(pair and pair.same_task)
 
 
@@ -210,7 +210,7 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
         )
     if any(c.break_even is not None and "not priced" in (c.break_even.reason or "") for c in options):
         found.append((PARTIAL, "No break-even without prices: give --gpu-price (and --cpu-price)."))
-    bounded = tuned_text.caveat([p for c in options if (p := tn.tuned_pair(c, ctx))])
+    bounded = tuned_text.caveat([p for c in options if (p := ctx.tuned_pair(c))])
     if bounded:
         found.append((PARTIAL, bounded))
     unique = list(dict.fromkeys(found))

@@ -22,7 +22,7 @@ def _times(value: float | None) -> str:
 
 
 def pairs(ctx: ReportContext) -> list[tuple[Comparison, tn.TunedPair]]:
-    found = [(c, tn.tuned_pair(c, ctx)) for c in ctx.comparisons if not c.is_baseline]
+    found = [(c, ctx.tuned_pair(c)) for c in ctx.comparisons if not c.is_baseline]
     return [(c, p) for c, p in found if p is not None]
 
 
@@ -152,7 +152,7 @@ def _pair_row(c: Comparison, p: tn.TunedPair) -> tuple[str, ...]:
 def tuning_section(ctx: ReportContext) -> Section:
     analyses = {a.run_id: a for a in ctx.analyses}
     runs, run_rows, trial_rows = [], [], []
-    for run, tag in tn.tuned_runs(ctx):
+    for run, tag in tn.tuned_runs(ctx.runs):
         a = analyses.get(run.run_id)
         rate = a.throughput.examples_per_s if a else None
         entry = run_entry(run, tag, rate, a.kind if a else "unknown")

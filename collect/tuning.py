@@ -271,9 +271,16 @@ def read_trial(run_dir: Path | None, exit_code: int) -> TrialFacts:
     excluded = (training.warmup_steps_excluded or 0) if training else 0
     steady_s = ends[-1] - ends[excluded - 1] if 0 < excluded < len(ends) else None
     warmup_s = ends[excluded - 1] if 0 < excluded <= len(ends) else None
-    threads = training.raw.get("torch_threads") if training else None
-    return TrialFacts(failed, steady, steady_s, warmup_s, loss, non_finite,
-                      threads if isinstance(threads, int) else None)  # fmt: skip
+    threads = _threads(training.raw) if training else None
+    return TrialFacts(failed, steady, steady_s, warmup_s, loss, non_finite, threads)
+
+
+def _threads(training: dict) -> int | None:
+    """The intra-op threads the trial's framework used (torch's count, or TensorFlow's effective one)."""
+    for key in ("torch_threads", "tf_intra_op_threads"):
+        if isinstance(training.get(key), int):
+            return training[key]
+    return None
 
 
 def _log_error(run_dir: Path) -> str | None:

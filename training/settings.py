@@ -11,6 +11,7 @@ of the train step (tf); `--channels-last`, `--loader-workers N` and `--pin-memor
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from runformat.tuning import Setting
@@ -71,6 +72,19 @@ def threads_in_use(options: Any) -> int | None:
     import tensorflow as tf
 
     return tf.config.threading.get_intra_op_parallelism_threads()
+
+
+def tf_intra_op_threads(tf: Any) -> int:
+    """The intra-op threads TensorFlow uses: the count set, else TF_NUM_INTRAOP_THREADS, else (its 0, "the
+    system picks") the CPUs this process may run on, as TensorFlow's DefaultNumIntraOpThreads picks them."""
+    chosen = tf.config.threading.get_intra_op_parallelism_threads()
+    if chosen > 0:
+        return chosen
+    try:
+        from_env = int(os.environ.get("TF_NUM_INTRAOP_THREADS", "0"))
+    except ValueError:
+        from_env = 0
+    return from_env if from_env > 0 else len(os.sched_getaffinity(0))
 
 
 def setting_of_options(options: Any) -> Setting:

@@ -12,7 +12,7 @@ from training.device import DeviceInfo
 from training.distributed import World
 from training.experiment import PRESETS
 from training.failures import failure_line
-from training.settings import settings_record
+from training.settings import settings_record, tf_intra_op_threads
 
 BUDGET_NOTE = (
     "the budget and elapsed_s count from the first call of the training step, graph tracing "
@@ -44,6 +44,7 @@ def _framework_fields(options, device: DeviceInfo, world: World) -> dict[str, An
         "framework_version": tf.__version__,
         "tensorflow_devices": device.tensorflow_devices,
         "tensorflow_version": tf.__version__,
+        "tf_intra_op_threads": tf_intra_op_threads(tf),
     }
 
 

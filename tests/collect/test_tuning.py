@@ -364,3 +364,15 @@ def test_a_trial_that_would_overrun_the_budget_is_skipped_and_a_shorter_one_runs
     run_tuning(plan(tune_s=69.0, space=("compile", "channels-last")), stopped, out, stopped.clock)
     assert len(stopped.requests) == 2  # the reference and the final run: 29 s left hold no trial of 5 + 25 s
     assert "compile; the rest of the search (give a longer --tune-budget)" in out.getvalue()
+
+
+def test_the_reference_trials_threads_are_read_for_either_framework(tmp_path: Path) -> None:
+    """torch records `torch_threads`, TensorFlow `tf_intra_op_threads` (its default's count, not its 0):
+    either is the framework's default, which the threads search leaves out."""
+    torch_run = t.read_trial(write_trial(tmp_path / "torch", threads=16), 0)
+    tf_run = t.read_trial(write_trial(tmp_path / "tf", threads=16, threads_key="tf_intra_op_threads"), 0)
+    neither = t.read_trial(write_trial(tmp_path / "old"), 0)
+    assert (torch_run.threads, tf_run.threads, neither.threads) == (16, 16, None)
+    machine = t.Machine("cpu", "tf", logical_cpus=16, physical_cpus=8)
+    tried = t.candidates("threads", Setting(batch=2), machine, threads_default=tf_run.threads)
+    assert [s.threads for s in tried] == [8]

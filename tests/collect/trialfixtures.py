@@ -22,6 +22,7 @@ def write_trial(
     status: str = "completed",
     error: str | None = None,
     threads: int | None = None,
+    threads_key: str = "torch_threads",
 ) -> Path:
     """A trial of `steps` steps of `step_s` each at global batch `batch` (its first step 2 s longer);
     training.json's steady rate is what the steps say, as the training computes it."""
@@ -45,7 +46,7 @@ def write_trial(
         "steady_examples_per_s": steady * batch if steady else None,
     }
     if threads is not None:
-        training["torch_threads"] = threads
+        training[threads_key] = threads
     (run_dir / "training.json").write_text(json.dumps(training))
     run = {"device": "gpu", "end_reason": "completed", "exit_code": 0}
     (run_dir / "run.json").write_text(json.dumps(run))

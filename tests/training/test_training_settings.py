@@ -5,6 +5,7 @@ a compiler failure and of running out of memory."""
 from __future__ import annotations
 
 import csv
+import os
 import time
 from pathlib import Path
 
@@ -279,12 +280,20 @@ def test_tensorflow_takes_threads_and_tf32_and_says_out_of_memory(
     assert done.returncode == 0, done.stderr[-3000:]
     info = read_json(tmp_path / "run" / "training.json")
     assert info["status"] == "completed" and info["steps"] == 1
-    assert info["settings"] == Setting(2, "float32", threads=1).record()
+    assert info["settings"] == Setting(2, "float32", threads=1).record() and info["tf_intra_op_threads"] == 1
     assert info["last_checkpoint"] is None and not (tmp_path / "run" / "checkpoints").exists()
 
     import tensorflow as tf
 
-    from training.settings import apply_tf_settings
+    from training.settings import apply_tf_settings, tf_intra_op_threads
+
+    if tf.config.threading.get_intra_op_parallelism_threads() == 0:  # TensorFlow's default: it picks
+        assert tf_intra_op_threads(tf) == len(os.sched_getaffinity(0))
+        os.environ["TF_NUM_INTRAOP_THREADS"] = "3"
+        try:
+            assert tf_intra_op_threads(tf) == 3
+        finally:
+            del os.environ["TF_NUM_INTRAOP_THREADS"]
 
     before = tf.config.experimental.tensor_float_32_execution_enabled()
     try:

@@ -7,6 +7,7 @@ also carries the trials' outcomes and why its setting won (docs/tuning.md). Stan
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -107,6 +108,13 @@ class TrialOutcome:
         return {**asdict(self), "setting": self.setting.record()}
 
 
+def _finite(value: object) -> bool:
+    """A trial's figure as it can be: a finite number ≥ 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and value >= 0
+
+
 def trial_of(data: object) -> TrialOutcome | None:
     if not isinstance(data, dict) or (setting := setting_of(data.get("setting"))) is None:
         return None
@@ -116,7 +124,7 @@ def trial_of(data: object) -> TrialOutcome | None:
 
     def number(key: str) -> float | None:
         value = data.get(key)
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        return float(value) if _finite(value) else None
 
     run_id, reason = data.get("run_id"), data.get("reason")
     return TrialOutcome(
@@ -157,16 +165,55 @@ class TuningTag:
 
 def tuning_of(run_json: object) -> TuningTag | None:
     """run.json's `tuning` tag as read (from the whole run.json object), None when absent or malformed."""
+    return _read_tag(run_json)[0]
+
+
+def tuning_problems(run_json: object) -> list[str]:
+    """What of a run.json `tuning` tag that is there could not be read: the tag itself (the run then reads as
+    untuned), and each trial or trial figure left out; [] when it reads whole or there is none."""
+    data = run_json.get("tuning") if isinstance(run_json, dict) else None
+    tag, why = _read_tag(run_json)
+    if data is None:
+        return []
+    if tag is None:
+        return [f"run.json field tuning {why}: read as an untuned run"]
+    listed = data.get("trials")
+    if tag.role != FINAL or listed is None:
+        return [] if tag.role != FINAL else ["run.json field tuning.trials is missing: no trial read"]
+    if not isinstance(listed, list) or not listed:
+        return [f"run.json field tuning.trials is {'empty' if listed == [] else 'not a list'}: no trial read"]
+    problems = []
+    for index, item in enumerate(listed):
+        field = f"run.json field tuning.trials[{index}]"
+        if trial_of(item) is None:
+            problems.append(f"{field} is not a trial (a setting and an outcome): left out")
+            continue
+        for key in ("examples_per_s", "steady_s"):
+            value = item.get(key)
+            if value is not None and not _finite(value):
+                problems.append(f"{field}.{key} is {value!r}, not a number ≥ 0: read as unknown")
+    return problems
+
+
+def _read_tag(run_json: object) -> tuple[TuningTag | None, str | None]:
     data = run_json.get("tuning") if isinstance(run_json, dict) else None
     if not isinstance(data, dict):
-        return None
+        return None, "is not an object"
     setting, user = setting_of(data.get("setting")), setting_of(data.get("user_setting"))
     tag_id, role, position = data.get("id"), data.get("role"), data.get("position")
-    if setting is None or user is None or not isinstance(tag_id, str) or role not in (TRIAL, FINAL):
-        return None
-    if not isinstance(position, int) or isinstance(position, bool) or position < 0:
-        return None
+    checks = (
+        (setting is not None, "has no setting it can read (setting.batch a whole number ≥ 1, ...)"),
+        (user is not None, "has no user_setting it can read"),
+        (isinstance(tag_id, str), "has no sweep id (text)"),
+        (role in (TRIAL, FINAL), f"has role {role!r}, not {TRIAL!r} or {FINAL!r}"),
+        (_whole(position, 0), "has no position (a whole number ≥ 0)"),
+    )
+    failed = next((why for ok, why in checks if not ok), None)
+    if failed is not None or setting is None or user is None:
+        return None, failed
     listed = data.get("trials")
     trials = tuple(t for t in map(trial_of, listed) if t is not None) if isinstance(listed, list) else ()
     why = data.get("chosen_why")
-    return TuningTag(tag_id, role, position, setting, user, why if isinstance(why, str) else None, trials)
+    return TuningTag(
+        str(tag_id), str(role), int(position), setting, user, why if isinstance(why, str) else None, trials
+    ), None

@@ -117,8 +117,9 @@ class Side:
 
     @property
     def unsearched(self) -> bool:
-        """Tuned, yet no sweep of it tried any setting but yours: its best is your setting, untested."""
-        return self.tuned and all(len(tag.trials) <= 1 for tag in self.tags)
+        """Tuned, yet no sweep of it tried any setting but yours: its best is your setting, untested (a sweep
+        that records no trial at all is not known to be that)."""
+        return self.tuned and all(len(tag.trials) == 1 for tag in self.tags)
 
 
 def side_of(g: Group, label: str, runs: Mapping[str, RunData]) -> Side:

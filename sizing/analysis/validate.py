@@ -17,6 +17,7 @@ import pandas as pd
 
 from runformat import INFERENCE_JSON, PHASES_CSV, RUN_JSON, TELEMETRY_CSV, TRAINING_CSV, TRAINING_JSON
 from runformat.records import InferenceRecord, RunRecord, TrainingRecord, checked, one_warning
+from runformat.tuning import tuning_problems
 from sizing.model import RunData
 
 TEXT_COLUMNS = {PHASES_CSV: ("phase", "status")}
@@ -67,6 +68,7 @@ def validated_run(run: RunData) -> RunData:
         else (None, None)
     )
     problems = [p for p in (run_problem, training_problem, inference_problem) if p]
+    problems += tuning_problems(meta)
     frames = {}
     for name, file in (("telemetry", TELEMETRY_CSV), ("training", TRAINING_CSV), ("phases", PHASES_CSV)):
         frames[name], more = checked_frame(getattr(run, name), file)

@@ -357,3 +357,53 @@ def test_a_side_whose_sweep_tried_only_your_setting_is_said_untested() -> None:
     (option,) = report_of(cpu, gpu_final()).decision.options
     assert "CPU batch 2, float32, the only setting its tuning budget held)" in option.line
     assert "GPU batch 8, bfloat16, compile;" in option.line  # the GPU searched: no such words
+
+
+def _with_tag(run: RunData, change) -> RunData:
+    tag = json.loads(json.dumps(run.meta["tuning"]))
+    changed = change(tag)
+    return replace(run, meta={**run.meta, "tuning": tag if changed is None else changed})
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -20.0, "fast"])
+def test_a_reference_trials_rate_that_is_no_rate_is_unknown_and_said(value: object) -> None:
+    """A hand-edited or corrupt tag never makes 'nan×' or 'inf×' at your setting: the figure reads as
+    unknown, and a warning names the field."""
+    gpu = _with_tag(gpu_final(), lambda tag: tag["trials"][0].__setitem__("examples_per_s", value))
+    report = report_of(cpu_final(), gpu)
+    (option,) = report.decision.options
+    assert "at your setting unknown (GPU: the trial at your setting records no examples/s)" in option.line
+    assert "nan×" not in option.line and "inf×" not in option.line
+    (warning,) = [w for w in report.warnings if "tuning.trials[0].examples_per_s" in w]
+    assert warning.startswith("ref-gpu: run.json field tuning.trials[0].examples_per_s is ")
+    assert warning.endswith(", not a number ≥ 0: read as unknown")
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda tag: tag.__setitem__("role", "boss"), "has role 'boss', not 'trial' or 'final'"),
+        (lambda tag: tag.__delitem__("id"), "has no sweep id (text)"),
+        (lambda tag: tag["setting"].__setitem__("batch", 0), "has no setting it can read"),
+        (lambda tag: [tag], "is not an object"),
+    ],
+)
+def test_a_tag_that_cannot_be_read_is_an_untuned_run_and_said(change, said: str) -> None:
+    report = report_of(cpu_final(), _with_tag(gpu_final(), change))
+    (option,) = report.decision.options
+    assert "tuned CPU only:" in option.line  # the GPU's final run stands as an untuned run
+    (warning,) = [w for w in report.warnings if w.startswith("ref-gpu: run.json field tuning ")]
+    assert said in warning and warning.endswith(": read as an untuned run")
+
+
+def test_a_final_run_without_trials_is_not_called_searched_or_unsearched() -> None:
+    gpu = _with_tag(gpu_final(), lambda tag: tag.__setitem__("trials", []))
+    report = report_of(cpu_final(), gpu)
+    (option,) = report.decision.options
+    assert "the only setting its tuning budget held" not in option.line
+    assert "at your setting unknown (GPU: the final run records no trials)" in option.line
+    assert "ref-gpu: run.json field tuning.trials is empty: no trial read" in report.warnings
+    bad = _with_tag(gpu_final(), lambda tag: tag["trials"].insert(1, {"outcome": "ok"}))
+    warnings = report_of(cpu_final(), bad).warnings
+    said = "ref-gpu: run.json field tuning.trials[1] is not a trial (a setting and an outcome): left out"
+    assert said in warnings

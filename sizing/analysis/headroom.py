@@ -165,9 +165,16 @@ def mfu_of(info: dict, system: dict, kind: str, gpu_names: Sequence[str], rate: 
         reason = reason or peak.source
     elif rate.examples_per_s is None:
         reason = reason or "examples/s unknown (no work counter)"
+    mfu = achieved / total if achieved is not None and total and reason is None else None
+    if mfu is not None and mfu > 1:  # more than the hardware can do: an input is wrong, not the run fast
+        reason = (
+            f"the counted FLOPs at this rate would be {mfu * 100:,.0f} % of the peak, which no run reaches: "
+            "the FLOP count (training.json flops) or the peak does not fit this run"
+        )
+        mfu = None
     return {
         "kind": kind,
-        "mfu": achieved / total if achieved is not None and total and reason is None else None,
+        "mfu": mfu,
         "achieved_flops_per_s": achieved,
         "peak_flops_per_s": total,
         "math_dtype": dtype,

@@ -382,7 +382,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "upper bound and the MFU a lower bound, shown as ≥; with the model name's base clock it is "
             "neither. A GPU not in the table, a dtype it has no peak for (TF32 or BF16 on a V100 or T4), "
             "a CPU without recorded vector flags or clock, an ARM CPU, or a run without a FLOP count: MFU "
-            "not known, with the reason; never a guess.",
+            "not known, with the reason; never a guess. Nor is a result above 100 % of the peak, which no "
+            "run reaches: the FLOP count or the peak does not fit the run, and the reason says so.",
         ),
         (
             "Why the GPU is not at its limit",

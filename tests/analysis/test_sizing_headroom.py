@@ -73,9 +73,10 @@ def test_mfu_is_flops_per_example_times_examples_per_s_over_the_dense_peak() -> 
 def test_the_peak_is_the_dtype_the_math_ran_in(name: str, changes: dict, dtype: str, tflops: float) -> None:
     stated = changes.pop("flops_math_dtype", None)
     run = with_info(on_gpu(reference_gpu(), name), **changes)
-    h = room(with_flops(run, math_dtype=stated) if stated else with_flops(run))
+    per_example = 1e11  # 2 TFLOP/s at reference_gpu's 20 examples/s: under every peak here
+    h = room(with_flops(run, per_example, math_dtype=stated) if stated else with_flops(run, per_example))
     assert h.math_dtype == dtype and h.peak_flops_per_s == pytest.approx(tflops * 1e12)
-    assert h.mfu == pytest.approx(20e12 / (tflops * 1e12))
+    assert h.mfu == pytest.approx(2e12 / (tflops * 1e12))
 
 
 @pytest.mark.parametrize(
@@ -100,6 +101,19 @@ def test_mfu_not_known_says_why_and_never_guesses(run: RunData, reason: str) -> 
     h = room(run)
     assert h.mfu is None and h.mfu_reason == reason
     assert hr.mfu_text(h) == f"MFU not known ({reason})"
+
+
+def test_an_mfu_past_the_peak_is_no_mfu_but_a_wrong_input() -> None:
+    """No run computes faster than its hardware's peak: counted FLOPs that say so (a count of another
+    model, batch or image size, or a wrong peak) give no MFU and say which inputs disagree."""
+    at_peak = H100_TF32 / 20  # reference_gpu trains 20 examples/s
+    assert room(with_flops(on_gpu(reference_gpu()), at_peak * 0.999)).mfu == pytest.approx(0.999)
+    h = room(with_flops(on_gpu(reference_gpu()), at_peak * 54))
+    assert h.mfu is None and h.achieved_flops_per_s == pytest.approx(54 * H100_TF32)
+    assert h.mfu_reason == (
+        "the counted FLOPs at this rate would be 5,400 % of the peak, which no run reaches: the FLOP count "
+        "(training.json flops) or the peak does not fit this run"
+    )
 
 
 def test_mixed_gpu_models_and_an_unknown_rate_give_no_mfu() -> None:

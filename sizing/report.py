@@ -85,7 +85,7 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
             f"baseline {settings.baseline!r} is a --tune trial: name its sweep's final run, "
             f"{folded.trial_of[settings.baseline]!r}"
         )
-    runs, analyses, unsized = sizable_runs(folded.runs, settings)
+    runs, analyses, unsized, job_notes = sizable_runs(folded.runs, settings)
     left_out = () if settings.include_incomplete else tuple(a for a in analyses if a.incomplete)
     groups = tuple(cmp.group_runs([a for a in analyses if a not in left_out]))
     named = settings.baseline if settings.baseline not in {a.run_id for a in left_out} else None
@@ -96,9 +96,11 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
         target_loss = common_target_loss(a.min_smoothed_loss for a in analyses)
     tuned = tn.tuned_pairs(comparisons, baseline, runs, target_loss)
     ctx = ReportContext(
-        settings, tuple(runs), analyses, groups, baseline, comparisons, target_loss, left_out, tuned
+        settings, tuple(runs), analyses, groups, baseline, comparisons, target_loss, left_out, tuned, unsized
     )
-    warnings = [*folded.notes, *unsized, *(w for a in analyses for w in a.warnings), *validity_warnings(ctx)]
+    unsized_notes = [f"{why}: left out of the report" for why in unsized]
+    warnings = [*folded.notes, *unsized_notes, *job_notes, *(w for a in analyses for w in a.warnings),
+                *validity_warnings(ctx)]  # fmt: skip
     return Report(
         title="Is the GPU worth it? Sizing report",
         generated_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -113,10 +115,10 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
 
 def sizable_runs(
     runs: Sequence[RunData], settings: ReportSettings
-) -> tuple[tuple[RunData, ...], tuple[RunAnalysis, ...], list[str]]:
+) -> tuple[tuple[RunData, ...], tuple[RunAnalysis, ...], tuple[str, ...], list[str]]:
     """The runs that can be sized, validated and analysed (a multi-node job's nodes as one, under node
-    0's run: sizing.analysis.jobs), and one line per run left out or job not read as one; UsageError when none
-    can be."""
+    0's run: sizing.analysis.jobs), why each run left out could not be sized, and a line per job not read
+    as one; UsageError when none can be."""
     kept, analyses, unsized = [], [], []
     gathered, notes = gather_jobs([validated_run(run) for run in runs])
     for item in gathered:
@@ -135,7 +137,7 @@ def sizable_runs(
         unsized.append(why)
     if not analyses:
         raise UsageError("nothing to size: " + "; ".join(unsized))
-    return tuple(kept), tuple(analyses), [f"{why}: left out of the report" for why in unsized] + notes
+    return tuple(kept), tuple(analyses), tuple(unsized), notes
 
 
 def validity_warnings(ctx: ReportContext) -> list[str]:

@@ -52,6 +52,7 @@ NO_SINGLE_LIMIT = "no single limit in the counters"
 NOT_ATTRIBUTABLE = "not attributable: the board was not the run's alone"
 MIG_PEAK_UNKNOWN = "a MIG slice: its share of the board's peak is not known"
 FROM_UTILIZATION = "from utilization only"
+GPU_NOT_RECORDED = "GPU not recorded"  # neither utilization nor a profiling counter in the window
 
 COUNTERS = {
     "tensor_active_pct": "tensor active",
@@ -282,6 +283,8 @@ def gpu_limit(
 ) -> tuple[str, bool, str, dict[str, float | None]]:
     """Why the GPU is not at its limit: (label, from the counters?, evidence with its numbers, numbers)."""
     n = _counter_means(samples, gpus)
+    if all(value is None for value in n.values()):
+        return GPU_NOT_RECORDED, False, "no GPU utilization or profiling counter in the window", n
     if all(n[k] is None for k in COUNTERS if k != "util_pct"):
         why = "; ".join(verdict.evidence) or "no rule matched"
         evidence = f"no GPU profiling counters (GPM) in the window; the utilization verdict: {why}"
@@ -347,6 +350,8 @@ def limit_text(h: Headroom) -> str:
         return ""
     if h.limit == NOT_ATTRIBUTABLE:
         return f"why: {NOT_ATTRIBUTABLE}"
+    if h.limit == GPU_NOT_RECORDED:
+        return f"why not known ({GPU_NOT_RECORDED}: no utilization or profiling counter in the window)"
     if h.limit_from_counters:
         return f"why: {h.limit}"
     verdict = h.limit.removeprefix(FROM_UTILIZATION + ": ")

@@ -21,6 +21,7 @@ from runformat.tuning import tuning_problems
 from sizing.model import RunData
 
 TEXT_COLUMNS = {PHASES_CSV: ("phase", "status")}
+LAST_UNIX_S = 253_402_300_799  # 9999-12-31 23:59:59 UTC: the last second a timestamp can name
 
 
 def checked_object(data: object, file: str, record: type) -> tuple[dict, str | None]:
@@ -49,6 +50,13 @@ def checked_frame(frame: pd.DataFrame, file: str) -> tuple[pd.DataFrame, list[st
     if times.isna().any():
         problems.append(f"{file}: {int(times.isna().sum())} row(s) without a time left out")
         numeric = numeric[times.notna()]
+    beyond = numeric[time_column] > LAST_UNIX_S
+    if beyond.any():
+        problems.append(
+            f"{file}: {int(beyond.sum())} row(s) with a {time_column} past the year 9999 left out "
+            "(not seconds since 1970: milliseconds?)"
+        )
+        numeric = numeric[~beyond]
     ordered = numeric[time_column].to_numpy(dtype=float)
     if ordered.size > 1 and (np.diff(ordered) < 0).any():
         problems.append(

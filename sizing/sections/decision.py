@@ -187,6 +187,7 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
         found += [(INVALIDATES, f"{c.group.name}: {d}.") for d in c.repeats_disagree]
         found += [(INVALIDATES, f"{a.run_id}: {note}.") for a in c.group.analyses
                   if (note := a.gpu_state.utilization_note)]  # fmt: skip
+    found += [(INVALIDATES, f"Not in this decision: {why}.") for why in ctx.unsized]
     if ctx.left_out:
         named = ", ".join(f"{a.run_id} ({a.incomplete})" for a in ctx.left_out)
         found.append((UNSURE, f"Left out as incomplete: {named}."))
@@ -237,6 +238,9 @@ def decision(ctx: ReportContext) -> Decision:
     elif not chosen and any(a.kind == "gpu" for a in ctx.left_out):
         without = ("No complete GPU run: every GPU run was left out as incomplete (see the caveats; "
                    "--include-incomplete averages them in).",)  # fmt: skip
+    elif not chosen and ctx.unsized:
+        without = (f"No GPU run to compare with the baseline: {len(ctx.unsized)} run(s) given could not be "
+                   "sized (see the caveats).",)  # fmt: skip
     elif not chosen:
         without = ("No GPU run to compare with the baseline: add one of the same workload.",)
     else:

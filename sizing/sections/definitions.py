@@ -38,7 +38,7 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "host-bound, GPU underused or I/O-bound verdict), it says the code feeding the GPU, not the "
             f"GPU, sets the speedup. Then at most {dc.MAX_CAVEATS} caveats, the weightiest first: what "
             "makes a figure wrong (a weak baseline, no like-for-like GPU run, repeats that disagree, a "
-            "board not the run's alone), then what makes it unsure (runs left out as incomplete, an "
+            "board not the run's alone, a run given that could not be sized), then what makes it unsure (runs left out as incomplete, an "
             "assumed UTC offset, run-to-run spread not measured, the host not recorded, a drifting "
             "rate), then what leaves it partial (energy of the GPU board only, no prices); how many more "
             "there are is said. The summary and the sections below keep every figure.",
@@ -407,7 +407,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "synchronisation or transfers; or the host not recorded); "
             "else no single limit in the counters. Each with its numbers, in the bottleneck "
             "section and, as a label beside the MFU, in every GPU comparison's headline line. A run "
-            "without the counters keeps its utilization verdict (Verdicts), said from utilization only.",
+            "without the counters keeps its utilization verdict (Verdicts), said from utilization only; "
+            "one without utilization either says the GPU was not recorded.",
         ),
     )
 

@@ -116,6 +116,19 @@ def test_an_mfu_past_the_peak_is_no_mfu_but_a_wrong_input() -> None:
     )
 
 
+def test_a_gpu_run_without_gpu_readings_says_the_gpu_was_not_recorded() -> None:
+    """No utilization and no counter in the window (telemetry lost, or without GPU columns): the why is
+    not known because nothing was recorded, not because no rule matched."""
+    run = with_flops(on_gpu(reference_gpu()))
+    bare = replace(run, telemetry=run.telemetry[[c for c in run.telemetry if not c.startswith("gpu")]])
+    h = room(bare)
+    assert h.limit == hr.GPU_NOT_RECORDED and not h.limit_from_counters
+    said = "why not known (GPU not recorded: no utilization or profiling counter in the window)"
+    assert hr.limit_text(h) == said
+    (option,) = build_report([reference_cpu(), bare], ReportSettings()).decision.options
+    assert f"(TF32): {said}." in option.line
+
+
 def test_mixed_gpu_models_and_an_unknown_rate_give_no_mfu() -> None:
     run = with_flops(on_gpu(reference_gpu()))
     h = hr.mfu_of(run.training_info, run.meta["system"], "gpu", [H100, "NVIDIA A100-SXM4-80GB"],

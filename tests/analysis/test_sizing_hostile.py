@@ -54,6 +54,16 @@ def bad_cells(path: Path) -> None:
     path.write_text("".join(lines))
 
 
+def in_milliseconds(path: Path) -> None:
+    """Every time_unix in milliseconds (another tool's export): no timestamp of seconds can be that late."""
+    lines = path.read_text().splitlines(keepends=True)
+    body = []
+    for line in lines[1:]:
+        time, rest = line.split(",", 1)
+        body.append(f"{float(time) * 1000:.0f},{rest}")
+    path.write_text(lines[0] + "".join(body))
+
+
 def shuffled(path: Path) -> None:
     lines = path.read_text().splitlines(keepends=True)
     body = lines[1:]
@@ -94,6 +104,8 @@ HOSTILE: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "bad cells": ("telemetry.csv", bad_cells, "telemetry.csv: 4 infinite cell(s) read as empty"),
     "bad training cells": ("training.csv", bad_cells, "training.csv: 1 row(s) without a time left out"),
     "out of order": ("telemetry.csv", shuffled, "telemetry.csv: rows out of time order"),
+    "times in ms": ("telemetry.csv", in_milliseconds,
+                    "with a time_unix past the year 9999 left out (not seconds since 1970: milliseconds?)"),
     "training out of order": ("training.csv", shuffled, "training.csv: rows out of time order"),
     "empty run.json": ("run.json", lambda p: p.write_text(""), "run.json is unreadable (JSONDecodeError"),
     "empty training.json": ("training.json", lambda p: p.write_text(""), "training.json is unreadable"),
@@ -153,6 +165,12 @@ def test_an_unsizable_run_is_named_and_left_out(tmp_path: Path, capsys: pytest.C
     report = json.loads(out.read_text())
     assert [r["run_id"] for r in report["runs"]] == ["good"]
     assert any(w.startswith("run 'empty' has neither") and "left out" in w for w in report["warnings"])
+    decision = report["decision"]
+    assert decision["options"] == []
+    assert "Not in this decision: run 'empty' has neither telemetry.csv nor" in " ".join(decision["caveats"])
+    assert decision["lines_without_option"] == [
+        "No GPU run to compare with the baseline: 1 run(s) given could not be sized (see the caveats)."
+    ]
     assert sizing_main([str(empty), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nothing to size" in err and "Traceback" not in err

@@ -192,6 +192,7 @@ def verdict(
     if board_only:
         n["gpu board util pct"], n["gpu_util_pct"] = n["gpu_util_pct"], None
     gpu, cpu = n["gpu_util_pct"], n["cpu_util_pct"]
+    gpu_at_most = gpu if gpu is not None else n.get("gpu board util pct")  # a shared board's bounds the run's
     thread = host_thread(samples, t)
     io, some_cores = _io_bound(n, t), _some_cores_saturated(n, t, thread, kind)
     main, why = UNDETERMINED, ""
@@ -203,7 +204,7 @@ def verdict(
         main, why = IO_BOUND, io
     elif kind == "gpu" and cpu is not None and cpu >= t.cpu_saturated_pct:
         main, why = HOST_BOUND, f"mean CPU util {_fmt(cpu)} ≥ {t.cpu_saturated_pct:g} % feeding the GPU"
-    elif some_cores:
+    elif some_cores and (kind != "gpu" or gpu_at_most is not None):
         main, why = HOST_BOUND, some_cores
     elif kind == "gpu" and gpu is not None and gpu < t.gpu_underused_util_pct:
         main, why = (
@@ -213,7 +214,12 @@ def verdict(
     if main not in (GPU_BOUND, GPU_UNDERUSED) and kind == "gpu" and gpu is not None:
         why = f"mean GPU util {_fmt(gpu)}; " + why if why else ""
     evidence = [why] if why else []
-    if main == UNDETERMINED:
+    if main == UNDETERMINED and some_cores and kind == "gpu":
+        evidence.append(
+            f"{some_cores}; but the GPU's utilization was not recorded, and a thread waiting on the GPU "
+            "spins busy too: host-bound or GPU-bound, not known"
+        )
+    elif main == UNDETERMINED:
         evidence.append(
             f"GPU {'not attributable' if board_only else _fmt(gpu)}, CPU {_fmt(cpu)}, "
             f"iowait {_fmt(n['cpu_iowait_pct'])}, "

@@ -38,10 +38,11 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "host-bound, GPU underused or I/O-bound verdict), it says the code feeding the GPU, not the "
             f"GPU, sets the speedup. Then at most {dc.MAX_CAVEATS} caveats, the weightiest first: what "
             "makes a figure wrong (a weak baseline, no like-for-like GPU run, repeats that disagree, a "
-            "board not the run's alone, a run given that could not be sized), then what makes it unsure (runs left out as incomplete, an "
-            "assumed UTC offset, run-to-run spread not measured, the host not recorded, a drifting "
-            "rate), then what leaves it partial (energy of the GPU board only, no prices); how many more "
-            "there are is said. The summary and the sections below keep every figure.",
+            "board not the run's alone, a run given that could not be sized), then what makes it unsure "
+            "(runs left out as incomplete, an assumed UTC offset, run-to-run spread not measured, the host "
+            "not recorded, a drifting rate), then what leaves it partial (energy of the GPU board only, no "
+            "prices); how many more there are is said. The summary and the sections below keep every "
+            "figure.",
         ),
         (
             "Speedup interval",
@@ -308,7 +309,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"or ≥ {b.HOST_THREAD_BUSY_MEAN_PCT:g} % busy on average while ≥ 1 logical CPU is < "
             f"{t.core_idle_pct:g} %: the training's busiest thread "
             "(`proc_busiest_thread_pct`) where recorded, else a logical CPU, the training's processes "
-            f"then using ≥ {b.HOST_THREAD_TREE_CORES:g} core); GPU underused (GPU < "
+            f"then using ≥ {b.HOST_THREAD_TREE_CORES:g} core; in a GPU run these saturated CPUs or "
+            "thread count only where the GPU's utilization, or a shared board's, is recorded, since a "
+            "thread waiting on the GPU spins busy too); GPU underused (GPU < "
             f"{t.gpu_underused_util_pct:g} %, no other cause; where the busiest thread is not recorded it "
             "says that a thread the kernel moves between CPUs would not show in per-CPU utilization, and "
             "where no CPU column is recorded: host not recorded, cause unknown). Thermally throttled "

@@ -227,3 +227,24 @@ def test_no_host_cause_is_never_claimed_where_the_host_was_not_recorded() -> Non
     assert "and the host not recorded (no CPU columns): cause unknown" in verdict.evidence[0]
     only_mean = judge("gpu", gpu0_util_pct=25.0, cpu_util_pct=20.0)
     assert "per-CPU utilization not recorded" in only_mean.evidence[0]
+
+
+def test_a_saturated_thread_without_the_gpus_utilization_is_not_called_host_bound() -> None:
+    """A thread waiting on the GPU spins busy too (CUDA's synchronisation), so a GPU run's saturated thread
+    says host-bound only beside a utilization that is not GPU-bound: the run's own, or a shared board's,
+    which bounds the run's from above."""
+    host = {"cpu_util_pct": 20.0, "proc_cpu_pct": 110.0, "proc_busiest_thread_pct": 99.0,
+            **cores(16, {}, 20.0)}  # fmt: skip
+    blind = judge("gpu", **host)
+    assert blind.primary == b.UNDETERMINED
+    assert blind.evidence[0].startswith("the training's busiest thread ≥ 90 % busy in 100% of samples")
+    assert blind.evidence[0].endswith(
+        "but the GPU's utilization was not recorded, and a thread waiting on the GPU spins busy too: "
+        "host-bound or GPU-bound, not known"
+    )
+    assert judge("gpu", gpu0_util_pct=40.0, **host).primary == b.HOST_BOUND
+    for board_util, host_bound in ((40.0, True), (None, False)):
+        columns = {**host, **({"gpu0_util_pct": board_util} if board_util is not None else {})}
+        telemetry = telemetry_frame(0.0, 20, **columns)
+        shared = b.verdict("gpu", telemetry, [], [], T, gpu_not_attributable="shared")
+        assert (b.HOST_BOUND in shared.labels) is host_bound and "shared" in shared.labels

@@ -60,6 +60,9 @@ def rate_problems(run_id: str, rate: Throughput, training_info: dict) -> list[st
             f"{run_id}: steady rate from training.csv {rate.steps_per_s:.3f} steps/s differs from "
             f"training.json's steady_steps_per_s {own:.3f} by {apart:.0%} (> {RATE_MISMATCH_FRACTION:.0%})"
         )
+    few = too_few_steps(rate)
+    if few:
+        found.append(f"{run_id}: steady rate {few}")
     drift = rate.drift_fraction
     if drift is not None and abs(drift) > DRIFT_WARN_FRACTION:
         found.append(
@@ -67,6 +70,19 @@ def rate_problems(run_id: str, rate: Throughput, training_info: dict) -> list[st
             f"steady window, {rate.last_third_steps_per_s:.3f} in the last ({drift:+.0%})"
         )
     return found
+
+
+def too_few_steps(rate: Throughput) -> str | None:
+    """'rests on 4 steps (0.2 s): too few for a within-run interval' where the step log's steady rate has
+    too few rows for the batch means that bound it; None otherwise."""
+    if rate.source != FROM_STEP_LOG or not rate.steps_per_s or rate.steps_per_s_ci95 is not None:
+        return None
+    count = rate.steady_steps
+    if count is None:
+        return "rests on too few steps for a within-run interval"
+    seconds = count / rate.steps_per_s
+    spent = f"{seconds:.2f}" if seconds < 1 else f"{seconds:,.1f}"
+    return f"rests on {count:,} step{'s' * (count != 1)} ({spent} s): too few for a within-run interval"
 
 
 def rate_mismatch(rate: Throughput, training_info: dict) -> float | None:

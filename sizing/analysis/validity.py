@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from sizing.analysis import bottleneck, signature
 from sizing.analysis.compare import Comparison, Group
 from sizing.analysis.run import RunAnalysis
-from sizing.analysis.runchecks import RATE_MISMATCH_FRACTION
+from sizing.analysis.runchecks import RATE_MISMATCH_FRACTION, too_few_steps
 from sizing.analysis.sessions import DRIFT_WARN_FRACTION
 from sizing.analysis.throughput import FROM_STEP_LOG
 from sizing.context import ReportContext
@@ -92,6 +92,9 @@ def rate_doubts(analyses: Sequence[RunAnalysis]) -> list[str]:
             found.append(f"{a.run_id}'s steps/s drifted {drift:+.0%} within the run")
         if a.steady_rate_mismatch is not None and a.steady_rate_mismatch > RATE_MISMATCH_FRACTION:
             found.append(f"{a.run_id}'s rate is {a.steady_rate_mismatch:.0%} off its training.json figure")
+        few = too_few_steps(a.throughput)
+        if few:
+            found.append(f"{a.run_id}'s rate {few}")
         if a.throughput.sessions > 1:
             found.append(f"{a.run_id} was resumed ({a.throughput.sessions} sessions)")
         if a.incomplete:

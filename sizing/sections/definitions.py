@@ -40,9 +40,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "makes a figure wrong (a weak baseline, no like-for-like GPU run, repeats that disagree, a "
             "board not the run's alone, a run given that could not be sized), then what makes it unsure "
             "(runs left out as incomplete, an assumed UTC offset, run-to-run spread not measured, the host "
-            "not recorded, a drifting rate), then what leaves it partial (energy of the GPU board only, no "
-            "prices); how many more there are is said. The summary and the sections below keep every "
-            "figure.",
+            "not recorded, a drifting rate or one on too few steps for an interval), then what leaves it "
+            "partial (energy of the GPU board only, no prices); how many more there are is said. The "
+            "summary and the sections below keep every figure.",
         ),
         (
             "Speedup interval",

@@ -206,6 +206,19 @@ def test_a_rate_far_from_training_json_is_warned() -> None:
     assert not any("differs from training.json" in w for w in close.warnings)
 
 
+def test_a_rate_on_too_few_steps_for_an_interval_is_in_doubt() -> None:
+    """A step log cut short after a handful of steps still gives a rate, but none of its own spread: the
+    Decision says so beside the speedup, and the control with its whole log does not."""
+    gpu = reference_gpu()
+    short = replace(gpu, training=gpu.training.head(6).reset_index(drop=True))
+    report = report_of(reference_cpu(), short)
+    (warning,) = [w for w in report.warnings if "too few for a within-run interval" in w]
+    assert warning == "ref-gpu: steady rate rests on 1 step (0.10 s): too few for a within-run interval"
+    assert any("ref-gpu's rate rests on " in c for c in report.decision.caveats)
+    whole = report_of(reference_cpu(), gpu)
+    assert not any("too few for a within-run interval" in w for w in whole.warnings)
+
+
 def _noisy(run, run_id: str, seed: int, slow_down_last_third: float = 1.0):
     rng = np.random.default_rng(seed)
     training = run.training.copy()

@@ -59,6 +59,7 @@ class RunAnalysis:
     # what the headline's caveats must carry (also among warnings): an assumed UTC offset, a short
     # shared span of merged recordings (sizing.analysis.spans)
     caveats: tuple[str, ...] = ()
+    device_mismatch: str | None = None  # recorded for a GPU, trained on the CPU (signature)
     measurement_span: spans.MeasurementSpan | None = None  # the span the verdict's CPU and GPU columns share
 
     @property
@@ -201,6 +202,9 @@ def analyse_run(
     meta, info, telemetry = run.meta, run.training_info, run.telemetry
     kind = signature.device_kind(meta, info, telemetry)
     warnings = list(run.warnings)
+    mismatch = signature.asked_for_a_gpu_ran_on_cpu(meta, info)
+    if mismatch:
+        warnings.append(f"{run.run_id}: {mismatch}")
     if not head_of_job:
         warnings += one_node_warnings(run.run_id, meta)
     rate = throughput(run.training, info)
@@ -287,6 +291,7 @@ def analyse_run(
         steady_rate_mismatch=runchecks.rate_mismatch(rate, info),
         gpu_state=state,
         caveats=tuple(offsets + short),
+        device_mismatch=mismatch,
         measurement_span=span,
     )
     system = meta.get("system") if isinstance(meta.get("system"), dict) else {}

@@ -49,6 +49,27 @@ def device_kind(meta: dict, training_info: dict, telemetry: pd.DataFrame | None 
     return "cpu"
 
 
+def asked_for_a_gpu_ran_on_cpu(meta: dict, training_info: dict) -> str | None:
+    """Why a run recorded for a GPU is a CPU run (training.json device_used says CPU); None otherwise."""
+    used = training_info.get("device_used")
+    if not (isinstance(used, str) and used.strip().upper() == "CPU"):
+        return None
+    asked = [
+        f"{file} {key} {value!r}"
+        for file, key, value in (
+            ("run.json", "device", meta.get("device")),
+            ("training.json", "device_requested", training_info.get("device_requested")),
+        )
+        if isinstance(value, str) and value.lower().startswith(("gpu", "cuda"))
+    ]
+    if not asked:
+        return None
+    return (
+        f"recorded for a GPU ({', '.join(asked)}) but trained on the CPU (training.json device_used): sized "
+        "as a CPU run, not as a GPU option"
+    )
+
+
 def precision_class(precision: object, kind: str | None = None) -> str | None:
     """The dtype trained in (a Keras policy name read as its dtype); float16 on a CPU is marked emulated,
     a class of its own (many times slower than float16 on a GPU)."""

@@ -179,15 +179,20 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
         weak = group_weak_reasons(base, ctx.settings.thresholds)
         if weak:
             found.append((INVALIDATES, f"The baseline is weak: {'; '.join(weak)}."))
+        base_disagrees = sp.repeats_disagree(base.analyses)
+        if base_disagrees:
+            found.append((INVALIDATES, f"The baseline's {base_disagrees}."))
     if options and not any(_same_work(c, ctx) for c in options):
         found.append(
             (INVALIDATES, "No GPU run trains the baseline's workload: no speedup compares the same work.")
         )
     for c in options:
-        found += [(INVALIDATES, f"{c.group.name}: {d}.") for d in c.repeats_disagree]
+        own = sp.repeats_disagree(c.group.analyses)
+        found += [(INVALIDATES, f"{c.group.name}: {own}.")] if own else []
         found += [(INVALIDATES, f"{a.run_id}: {note}.") for a in c.group.analyses
                   if (note := a.gpu_state.utilization_note)]  # fmt: skip
     found += [(INVALIDATES, f"Not in this decision: {why}.") for why in ctx.unsized]
+    found += [(INVALIDATES, f"{a.run_id} was {note}.") for a in ctx.analyses if (note := a.device_mismatch)]
     if ctx.left_out:
         named = ", ".join(f"{a.run_id} ({a.incomplete})" for a in ctx.left_out)
         found.append((UNSURE, f"Left out as incomplete: {named}."))
@@ -238,6 +243,9 @@ def decision(ctx: ReportContext) -> Decision:
     elif not chosen and any(a.kind == "gpu" for a in ctx.left_out):
         without = ("No complete GPU run: every GPU run was left out as incomplete (see the caveats; "
                    "--include-incomplete averages them in).",)  # fmt: skip
+    elif not chosen and (on_cpu := [a for a in ctx.analyses if a.device_mismatch]):
+        without = (f"No GPU run to compare with the baseline: {len(on_cpu)} run(s) recorded for a GPU "
+                   "trained on the CPU (see the caveats).",)  # fmt: skip
     elif not chosen and ctx.unsized:
         without = (f"No GPU run to compare with the baseline: {len(ctx.unsized)} run(s) given could not be "
                    "sized (see the caveats).",)  # fmt: skip

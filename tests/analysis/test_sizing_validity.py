@@ -284,3 +284,41 @@ def test_an_incomplete_baseline_named_by_hand_is_not_used_silently() -> None:
     assert any("cut: left out" in w and "picked without it" in w for w in report.warnings)
     assert report_of(failed, reference_cpu("whole"), reference_gpu(), baseline="cut",
                      include_incomplete=True).context.baseline.run_ids == ("cut", "whole")  # fmt: skip
+
+
+def _faster(run, run_id: str, factor: float):
+    """The run's steps `factor` times faster (its step log compressed in time)."""
+    training = run.training.copy()
+    start = training["time_unix"].iloc[0] - training["elapsed_s"].iloc[0]
+    training["elapsed_s"] = training["elapsed_s"] / factor
+    training["step_time_s"] = training["step_time_s"] / factor
+    training["time_unix"] = start + training["elapsed_s"]
+    return renamed(replace(run, training=training), run_id)
+
+
+def test_a_baseline_whose_repeats_disagree_is_said_with_or_without_a_gpu_option() -> None:
+    """The baseline's own disagreement is the baseline's (not pinned on a GPU option's name), and it is
+    said where no GPU option is left to carry it."""
+    cpus = (reference_cpu(), _faster(reference_cpu(), "cpu-2", 3.0))
+    for runs in ((*cpus, reference_gpu()), cpus):
+        caveats = report_of(*runs).decision.caveats
+        (said,) = [c for c in caveats if "repeats disagree" in c]
+        assert said.startswith("The baseline's repeats disagree: not the same conditions (cpu-2 ")
+    agreeing = report_of(reference_cpu(), _faster(reference_cpu(), "cpu-2", 1.0), reference_gpu())
+    assert not any("repeats disagree" in c for c in agreeing.decision.caveats)
+
+
+def test_a_run_recorded_for_a_gpu_that_trained_on_the_cpu_is_said() -> None:
+    on_cpu = with_info(renamed(reference_gpu(), "gpu-asked"), device_used="CPU", gpu_names=[])
+    report = report_of(reference_cpu(), on_cpu)
+    said = (
+        "gpu-asked was recorded for a GPU (run.json device 'gpu', training.json device_requested 'gpu') but "
+        "trained on the CPU (training.json device_used): sized as a CPU run, not as a GPU option."
+    )
+    assert said in report.decision.caveats and report.decision.options == ()
+    assert report.decision.lines_without_option == (
+        "No GPU run to compare with the baseline: 1 run(s) recorded for a GPU trained on the CPU (see the "
+        "caveats).",
+    )
+    control = report_of(reference_cpu(), reference_gpu()).decision.caveats
+    assert not any("trained on the CPU" in c for c in control)

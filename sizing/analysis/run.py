@@ -90,6 +90,16 @@ def listed_gpus(meta: dict) -> list[dict]:
     return [g for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else []
 
 
+def unmatched_uuids(training_info: dict, listed: list[dict]) -> list[str]:
+    """training.json's gpu_uuids where run.json's GPUs carry UUIDs and none of them is named (MIG slices'
+    UUIDs, which name no board, left to gpu_state); [] otherwise."""
+    uuids = training_info.get("gpu_uuids")
+    if not isinstance(uuids, list) or not uuids or any(str(u).startswith("MIG-") for u in uuids):
+        return []
+    recorded = {g.get("uuid") for g in listed if isinstance(g.get("uuid"), str)}
+    return [] if not recorded or recorded & set(map(str, uuids)) else [str(u) for u in uuids]
+
+
 def charged_gpu_columns(run: RunData, kind: str) -> tuple[list[int], str, bool]:
     """The gpu<i> column indices whose energy is the run's (the GPUs the training used), how that was
     decided, and whether the run says so (False: every GPU is charged because it does not)."""
@@ -109,7 +119,8 @@ def charged_gpu_columns(run: RunData, kind: str) -> tuple[list[int], str, bool]:
     used, how = signature.used_gpus(run.meta, run.training_info)
     uuids = run.training_info.get("gpu_uuids")
     named = isinstance(uuids, list) and any(g.get("uuid") in uuids for g in listed)
-    return [i for i, g in enumerate(listed) if g in used], how, len(listed) <= 1 or named
+    known = named or (len(listed) <= 1 and not unmatched_uuids(run.training_info, listed))
+    return [i for i, g in enumerate(listed) if g in used], how, known
 
 
 def working_gpus(samples: pd.DataFrame, gpus: list[int], attribution_known: bool) -> list[int]:
@@ -230,12 +241,23 @@ def analyse_run(
     measured = spans.verdict_samples(measured, span)
     training_window = spans.training_window(telemetry, meta, kind, gpus, run.phases, training_window)
     offsets = spans.time_caveats(run.run_id, meta)
+    unsure: list[str] = []
     said, short = spans.span_warnings(run.run_id, span)
     warnings += offsets + said
     if not attribution_known:
-        warnings.append(
-            f"{run.run_id}: energy charged for {attribution}; record gpu_uuids to charge only the used GPU"
-        )
+        uuids = unmatched_uuids(info, listed_gpus(meta))
+        if uuids:
+            unmatched = (
+                f"{run.run_id}: training.json gpu_uuids ({', '.join(uuids)}) name no GPU the "
+                f"collector recorded: the GPU measured ({attribution}) may not be the one that trained"
+            )
+            warnings.append(unmatched)
+            unsure.append(unmatched)
+        else:
+            warnings.append(
+                f"{run.run_id}: energy charged for {attribution}; record gpu_uuids to charge only the used "
+                "GPU"
+            )
     state = gpu_state.read_gpu_state(
         run, kind, gpus, samples_in(telemetry, training_window), training_window, thresholds
     )
@@ -290,7 +312,7 @@ def analyse_run(
         incomplete=incomplete,
         steady_rate_mismatch=runchecks.rate_mismatch(rate, info),
         gpu_state=state,
-        caveats=tuple(offsets + short),
+        caveats=tuple(offsets + short + unsure),
         device_mismatch=mismatch,
         measurement_span=span,
     )

@@ -140,3 +140,23 @@ def test_cpu_cores_one_gpu_replaces_is_marked_when_not_like_for_like(tmp_path: P
     serving = json.loads(out.read_text(encoding="utf-8"))["sections"]["serving"]
     assert serving["cpu_cores_replaced"] == pytest.approx(40.0)
     assert serving["cpu_cores_note"].startswith("NOT like-for-like (batch_size 8 vs 2)")
+
+
+@pytest.mark.parametrize(
+    ("uuids", "warned"),
+    [(["GPU-elsewhere"], True), (["GPU-0"], False), (["MIG-0c3f"], False), ([], False)],
+)
+def test_uuids_that_name_no_recorded_gpu_say_the_gpu_measured_may_not_be_the_one_that_trained(
+    uuids: list[str], warned: bool
+) -> None:
+    """reference_gpu's one GPU is GPU-0: a training that names another trained on a GPU the collector did
+    not see (another node, another container's view), so the one measured may not be its own. A MIG
+    slice's UUID names no board (gpu_state says so), and no UUID at all is a single GPU host's own."""
+    report = build_report([reference_cpu(), with_info(reference_gpu(), gpu_uuids=uuids)], ReportSettings())
+    said = (
+        "ref-gpu: training.json gpu_uuids (GPU-elsewhere) name no GPU the collector recorded: the GPU "
+        "measured (the host's only GPU) may not be the one that trained"
+    )
+    assert (said in report.warnings) is warned
+    assert any(c.startswith(said) for c in report.decision.caveats) is warned
+    assert to_json(report)["runs"][1]["gpu_attribution_known"] is not warned

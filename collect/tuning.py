@@ -268,8 +268,10 @@ def read_trial(run_dir: Path | None, exit_code: int) -> TrialFacts:
     elif not ends:
         failed = "no training step ran"
     steady = training.steady_examples_per_s if training else None
+    steady = steady if steady is not None and math.isfinite(steady) and steady > 0 else None
     excluded = (training.warmup_steps_excluded or 0) if training else 0
     steady_s = ends[-1] - ends[excluded - 1] if 0 < excluded < len(ends) else None
+    steady_s = steady_s if steady_s is not None and steady_s > 0 else None  # a log whose clock ran back
     warmup_s = ends[excluded - 1] if 0 < excluded <= len(ends) else None
     threads = _threads(training.raw) if training else None
     return TrialFacts(failed, steady, steady_s, warmup_s, loss, non_finite, threads)
@@ -340,6 +342,9 @@ def matched_loss(trial: LossCurve, reference: LossCurve) -> tuple[float, float] 
     return means[0], means[1]
 
 
+NO_RATE = "no steady rate recorded (training.json steady_examples_per_s)"
+
+
 def judge(
     run_id: str | None, setting: Setting, facts: TrialFacts, reference: TrialFacts | None
 ) -> TrialOutcome:
@@ -349,6 +354,8 @@ def judge(
     if facts.non_finite_step is not None:
         return TrialOutcome(run_id, setting, FAILED, f"non-finite loss at step {facts.non_finite_step}")
     rate, steady_s = facts.examples_per_s, facts.steady_s
+    if rate is None and _long_enough(steady_s):
+        return TrialOutcome(run_id, setting, FAILED, NO_RATE, None, steady_s)
     short = None
     if rate is None or not _long_enough(steady_s):
         measured = f"{steady_s:.1f} s" if steady_s is not None else "no steady span"

@@ -376,3 +376,27 @@ def test_the_reference_trials_threads_are_read_for_either_framework(tmp_path: Pa
     machine = t.Machine("cpu", "tf", logical_cpus=16, physical_cpus=8)
     tried = t.candidates("threads", Setting(batch=2), machine, threads_default=tf_run.threads)
     assert [s.threads for s in tried] == [8]
+
+
+@pytest.mark.parametrize("rate", ["fast", float("nan"), -4.0, None])
+def test_a_trial_that_records_no_usable_rate_fails_saying_so(tmp_path: Path, rate: object) -> None:
+    """24 s steady, but training.json's steady examples/s is no rate (text, NaN, negative or absent): a
+    failed trial saying so, never 'too short' over a span that was long enough, nor an ok negative rate."""
+    run = write_trial(tmp_path / "r", batch=4, steps=100, step_s=0.3)
+    info = json.loads((run / "training.json").read_text())
+    info["steady_examples_per_s"] = rate
+    (run / "training.json").write_text(json.dumps(info))
+    judged = t.judge("r", Setting(batch=4), t.read_trial(run, 0), None)
+    assert (judged.outcome, judged.reason, judged.examples_per_s) == (FAILED, t.NO_RATE, None)
+    assert judged.steady_s == pytest.approx(24.0)
+
+
+def test_a_step_log_whose_clock_runs_back_has_no_steady_span(tmp_path: Path) -> None:
+    run = write_trial(tmp_path / "r", batch=4, steps=100, step_s=0.3)
+    lines = (run / "training.csv").read_text().splitlines(keepends=True)
+    moved = []
+    for line in lines[60:]:
+        elapsed = line.split(",")[1]
+        moved.append(line.replace(f",{elapsed},", f",{float(elapsed) - 100},", 1))
+    (run / "training.csv").write_text("".join(lines[:60] + moved))
+    assert t.read_trial(run, 0).steady_s is None

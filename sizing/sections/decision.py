@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sizing.analysis import headroom as hr
-from sizing.analysis import peaks
+from sizing.analysis import peaks, signature
 from sizing.analysis import speedup as sp
 from sizing.analysis import tuning as tn
 from sizing.analysis.compare import Comparison, Group
@@ -171,6 +171,41 @@ def _same_work(c: Comparison, ctx: ReportContext) -> bool:
     return c.like_for_like or bool(pair and pair.same_task)
 
 
+def _trains_the_same(option: Group, cpu: Group, ctx: ReportContext) -> bool:
+    """The CPU group trains the option's workload: like for like, or both tuned final runs whose
+    workloads differ only in what a sweep may change (batch, precision)."""
+    mine, theirs = option.first.workload, cpu.first.workload
+    if signature.like_for_like(mine, theirs):
+        return True
+    runs = {r.run_id: r for r in ctx.runs}
+    ids = [*option.run_ids, *cpu.run_ids]
+    tuned = all(i in runs and tn.final_tag(runs[i]) is not None for i in ids)
+    differ = signature.differences(mine, theirs)
+    known = not signature.unknown_fields(mine, theirs)
+    return tuned and known and all(d.split(" ", 1)[0] in tn.SETTING_FIELDS for d in differ)
+
+
+def _like_for_like_elsewhere(ctx: ReportContext, options: Sequence[Comparison]) -> list[str]:
+    """For GPU options not like for like with the baseline: another CPU group of the report that trains
+    their workload, and the --baseline that compares them (one line per such CPU group)."""
+    others = [g for g in ctx.groups if g.kind == "cpu" and g is not ctx.baseline]
+    found: dict[str, list[str]] = {}
+    for c in options:
+        if _same_work(c, ctx):
+            continue
+        match = next((g for g in others if _trains_the_same(c.group, g, ctx)), None)
+        if match is not None:
+            found.setdefault(match.first.run_id, []).append(match.first.workload_name)
+    lines = []
+    for run_id, names in found.items():
+        options_text = f"{len(names)} GPU options" if len(names) > 1 else "a GPU option"
+        lines.append(
+            f"{run_id} ({names[0]}) trains the workload of {options_text} here: --baseline {run_id} "
+            "compares them like for like."
+        )
+    return lines
+
+
 def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int, str]]:
     """Every caveat with its weight, in order of weight (stable), without repeats."""
     found: list[tuple[int, str]] = []
@@ -186,6 +221,7 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
         found.append(
             (INVALIDATES, "No GPU run trains the baseline's workload: no speedup compares the same work.")
         )
+    found += [(INVALIDATES, text) for text in _like_for_like_elsewhere(ctx, options)]
     for c in options:
         own = sp.repeats_disagree(c.group.analyses)
         found += [(INVALIDATES, f"{c.group.name}: {own}.")] if own else []

@@ -212,3 +212,24 @@ def test_only_failed_gpu_runs_say_so_instead_of_asking_for_one() -> None:
     (line,) = report.decision.lines_without_option
     assert line.startswith("No complete GPU run: every GPU run was left out")
     assert report.decision.caveats[0] == "Left out as incomplete: ref-gpu (training failed)."
+
+
+def test_a_cpu_run_of_an_options_workload_elsewhere_in_the_report_is_named_as_its_baseline() -> None:
+    """A whole data directory: the baseline is the small CPU run, and a standard GPU run is measured
+    against it, not like for like, while a standard CPU run is in the report too: the Decision names it
+    and the --baseline that compares them. With that baseline the small pair is named the same way."""
+    from sizingfixtures import with_info
+
+    standard = {"preset": "standard", "backbone": "resnet50", "image_size": 640}
+    cpu_std = with_info(renamed(reference_cpu(), "cpu-std"), **standard)
+    gpu_std = with_info(renamed(reference_gpu(), "gpu-std"), **standard)
+    runs = [reference_cpu(), reference_gpu(), cpu_std, gpu_std]
+    said = (
+        "cpu-std (tensorflow/standard/resnet50/640px/batch 2/float32) trains the workload of a GPU option "
+        "here: --baseline cpu-std compares them like for like."
+    )
+    assert said in build_report(runs, ReportSettings()).decision.caveats
+    other = build_report(runs, ReportSettings(baseline="cpu-std")).decision.caveats
+    assert any(c.startswith("ref-cpu (tensorflow/small/") for c in other)
+    alone = build_report([reference_cpu(), reference_gpu(), gpu_std], ReportSettings()).decision.caveats
+    assert not any("compares them like for like" in c for c in alone)

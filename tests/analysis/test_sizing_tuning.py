@@ -407,3 +407,15 @@ def test_a_final_run_without_trials_is_not_called_searched_or_unsearched() -> No
     warnings = report_of(cpu_final(), bad).warnings
     said = "ref-gpu: run.json field tuning.trials[1] is not a trial (a setting and an outcome): left out"
     assert said in warnings
+
+
+def test_a_tuned_cpu_run_of_the_same_task_is_named_as_the_tuned_gpus_baseline() -> None:
+    """A CPU run of another task named as the baseline; the tuned CPU run trains the tuned GPU's task at
+    another batch: the Decision names it as the baseline that compares them."""
+    other_task = with_info(reference_cpu(), preset="standard", backbone="resnet50", image_size=640)
+    runs = [renamed(other_task, "cpu-std"), renamed(cpu_final(), "cpu-tuned"), gpu_final()]
+    caveats = build_report(runs, ReportSettings(baseline="cpu-std")).decision.caveats
+    said = "cpu-tuned (tensorflow/small/resnet18/256px/batch 4/float32) trains the workload of a GPU option"
+    assert any(c.startswith(said) for c in caveats), caveats
+    plain = build_report([runs[0], runs[2]], ReportSettings(baseline="cpu-std")).decision.caveats
+    assert not any("compares them like for like" in c for c in plain)

@@ -186,8 +186,11 @@ def labels(c: Comparison, base: Group) -> tuple[str, str]:
 
 
 def same_task(c: Comparison) -> bool:
-    """Every workload field known on both sides, and only batch and precision differ."""
-    return not c.unknown_fields and all(d.split(" ", 1)[0] in SETTING_FIELDS for d in c.differences)
+    """Every workload field but batch and precision known on both sides, and only those two differ: a
+    sweep may change them, so one unknown on a side leaves the task the same."""
+    return all(f in SETTING_FIELDS for f in c.unknown_fields) and all(
+        d.split(" ", 1)[0] in SETTING_FIELDS for d in c.differences
+    )
 
 
 def _differ(side: Side, base: Side) -> str | None:

@@ -141,7 +141,7 @@ def option(c: Comparison, ctx: ReportContext) -> Option:
     even = _break_even(c, ctx)
     parts = [f"{speed}{_interval(c.interval, g)}",
              f"{_energy(g)} and {usd_text} per 1,000 examples", even, room,
-             tuned_text.clause(pair) if pair else ""]  # fmt: skip
+             tuned_text.clause(pair) if pair and pair.same_task else ""]  # fmt: skip
     line = f"{name}: " + "; ".join(p for p in parts if p) + "."
     return Option(
         name=name,

@@ -143,8 +143,12 @@ def _pair_row(c: Comparison, p: tn.TunedPair) -> tuple[str, ...]:
     best = f"{p.side.label}: {p.side.best_text}; {p.base.label}: {p.base.best_text}"
     if p.not_tuned:
         best += f" ({p.not_tuned})"
+    name = c.group.name
+    if not p.same_task:
+        differ = "; ".join([*c.differences, *(f"{f} unknown" for f in c.unknown_fields)])
+        name += f" (NOT the same task: {differ})"
     return (
-        c.group.name, _at_user_cell(p), f"{_times(p.at_best)} per example", best, _batches(p), _time_to(p),
+        name, _at_user_cell(p), f"{_times(p.at_best)} per example", best, _batches(p), _time_to(p),
         tn.listed(p.not_counted) or "none",
     )  # fmt: skip
 

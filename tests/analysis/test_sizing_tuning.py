@@ -223,6 +223,7 @@ def test_a_pair_that_differs_in_the_task_stays_not_like_for_like() -> None:
     assert any(c.startswith("No GPU run trains the baseline's workload") for c in report.decision.caveats)
     assert not pair_of(report)["same_task"]
     assert "tuned" not in option.line  # no per-example speedup 'at each side's best' across two tasks
+    assert " (NOT the same task: preset standard vs small; batch_size 8 vs 4" in render_markdown(report)
 
 
 def test_a_tuned_baseline_is_still_judged_weak() -> None:

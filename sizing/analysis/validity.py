@@ -27,6 +27,9 @@ def _logical_cpus(a: RunAnalysis) -> float | None:
     return float(stated) if stated else a.verdict.numbers.get("logical_cpus")
 
 
+OTHERS_SHARE = 0.25  # CPUs busy outside the training, as a share of the host's, that make it a contended one
+
+
 def weak_baseline_reasons(a: RunAnalysis, t: Thresholds) -> list[str]:
     """Why this CPU run under-represents its hardware (empty: no sign of that)."""
     if a.kind != "cpu":
@@ -35,7 +38,13 @@ def weak_baseline_reasons(a: RunAnalysis, t: Thresholds) -> list[str]:
     found = []
     proc, util = n.get("proc_cpu_pct"), n.get("cpu_util_pct")
     if logical and proc is not None and proc / 100 < t.weak_baseline_cpu_fraction * logical:
-        found.append(f"its training used {proc / 100:.1f} of {logical:.0f} logical CPUs")
+        others = util / 100 * logical - proc / 100 if util is not None else None
+        held = (
+            f" while other processes kept about {others:.1f} more busy (the host {util:.0f} % busy)"
+            if others is not None and others >= max(1.0, OTHERS_SHARE * logical)
+            else ""
+        )
+        found.append(f"its training used {proc / 100:.1f} of {logical:.0f} logical CPUs{held}")
     elif logical and proc is None and util is not None and util < 100 * t.weak_baseline_cpu_fraction:
         found.append(f"the host was {util:.0f} % busy: under half of its {logical:.0f} logical CPUs")
     elif proc is None and util is None:

@@ -8,6 +8,7 @@ from sizing.analysis import gpu_state as gs
 from sizing.analysis import headroom as hr
 from sizing.analysis import sessions as ss
 from sizing.analysis import speedup as sp
+from sizing.analysis import validity
 from sizing.analysis.coverage import COMPLETE_COVERAGE, MAX_GAP_INTERVALS
 from sizing.analysis.energy import CROSS_CHECK_TOLERANCE, ESTIMATE_SPACING_S, MIN_VALID_W
 from sizing.analysis.gpu_verdicts import (
@@ -163,7 +164,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "a CPU baseline that under-represents its hardware, named in the headline's baseline line "
             "and in every line compared with it: its training's processes averaged under "
             f"{t.weak_baseline_cpu_fraction:.0%} of its logical CPUs (`proc_cpu_pct`; without it, the "
-            f"host under {t.weak_baseline_cpu_fraction:.0%} busy), or its CPU use not measured; "
+            f"host under {t.weak_baseline_cpu_fraction:.0%} busy), saying so where other processes kept "
+            f"≥ 1 CPU and ≥ {validity.OTHERS_SHARE:.0%} of them busy besides (a contended host), or its "
+            "CPU use not measured; "
             f"hypervisor steal above {t.steal_pct:g} %; a cgroup CPU quota below its logical CPUs "
             f"(run.json `cgroup_cpu_limit_cpus`); a small host or VM (≤ {t.small_host_logical_cpus} "
             "logical CPUs); float16 emulated on a CPU; or a host-bound verdict. A GPU run whose "

@@ -26,6 +26,8 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - Thresholds.temp_threshold_c = 80: time at or above it; thermal evidence ≥. Pinned: here
 - Thresholds.weak_baseline_cpu_fraction = 0.5: weak baseline, CPUs used (or host busy) <. Pinned: here
 - Thresholds.steal_pct = 5: weak baseline, steal >. Pinned: here
+- validity.OTHERS_SHARE = 0.25: a weak baseline's contended host, CPUs busy outside the training ≥ it
+  of the host's (and ≥ 1). Pinned: here
 - Thresholds.small_host_logical_cpus = 4: weak baseline, logical CPUs ≤. Pinned: here
 - bottleneck.HOST_THREAD_SAMPLE_FRACTION = 0.5: one thread saturated in ≥ this share of samples.
   Pinned: verdicts::thread_saturated_in_half_the_samples; headroom::waiting_on_the_host_at
@@ -127,7 +129,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 53
+    assert len(found) == 54
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 
@@ -309,6 +311,13 @@ def test_a_weak_baseline_at_each_of_its_boundaries(cpu_analysis) -> None:
     assert (
         "its training used 4.0 of 8 logical CPUs" in _weak(cpu_analysis, proc_cpu_pct=half - BELOW, **base)[0]
     )
+    contended = 100 * (3 + validity.OTHERS_SHARE * 8) / 8  # 3 CPUs training, 2 more busy besides
+    assert _weak(cpu_analysis, proc_cpu_pct=300.0, cpu_util_pct=contended, **base)[0] == (
+        "its training used 3.0 of 8 logical CPUs while other processes kept about 2.0 more busy (the host "
+        "62 % busy)"
+    )
+    calm = _weak(cpu_analysis, proc_cpu_pct=300.0, cpu_util_pct=contended - BELOW, **base)[0]
+    assert calm == "its training used 3.0 of 8 logical CPUs"
     util = 100 * T.weak_baseline_cpu_fraction
     assert not _weak(cpu_analysis, proc_cpu_pct=None, cpu_util_pct=util, **base)
     assert "under half" in _weak(cpu_analysis, proc_cpu_pct=None, cpu_util_pct=util - BELOW, **base)[0]

@@ -93,9 +93,13 @@ def not_counted(tags: Sequence[TuningTag]) -> list[TrialOutcome]:
 
 def listed(trials: Sequence[TrialOutcome], shown: int = SHOWN_TRIALS) -> str:
     """At most `shown` trials, then 'and N more'."""
-    texts = [trial_text(t) for t in trials[:shown]]
-    more = len(trials) - shown
-    return "; ".join(texts) + (f"; and {more} more" if more > 0 else "")
+    return listed_texts([trial_text(t) for t in trials], shown)
+
+
+def listed_texts(texts: Sequence[str], shown: int = SHOWN_TRIALS) -> str:
+    """At most `shown` of the texts joined by '; ', then 'and N more'."""
+    more = len(texts) - shown
+    return "; ".join(texts[:shown]) + (f"; and {more} more" if more > 0 else "")
 
 
 @dataclass(frozen=True)

@@ -59,9 +59,7 @@ def caveat(found: Sequence[tn.TunedPair]) -> str | None:
     failed = list(dict.fromkeys((label, t) for p in found for label, t in p.failed))
     if not failed:
         return None
-    texts = [f"{label} {tn.trial_text(t)}" for label, t in failed[: tn.SHOWN_TRIALS]]
-    more = len(failed) - tn.SHOWN_TRIALS
-    listed = "; ".join(texts) + (f"; and {more} more" if more > 0 else "")
+    listed = tn.listed_texts([f"{label} {tn.trial_text(t)}" for label, t in failed])
     return f"Each side's best is the best of the trials that ran, not the device's limit: {listed}."
 
 

@@ -172,14 +172,16 @@ def tuning_problems(run_json: object) -> list[str]:
     """What of a run.json `tuning` tag that is there could not be read: the tag itself (the run then reads as
     untuned), and each trial or trial figure left out; [] when it reads whole or there is none."""
     data = run_json.get("tuning") if isinstance(run_json, dict) else None
-    tag, why = _read_tag(run_json)
     if data is None:
         return []
+    tag, why = _read_tag(run_json)
     if tag is None:
         return [f"run.json field tuning {why}: read as an untuned run"]
+    if tag.role != FINAL:
+        return []
     listed = data.get("trials")
-    if tag.role != FINAL or listed is None:
-        return [] if tag.role != FINAL else ["run.json field tuning.trials is missing: no trial read"]
+    if listed is None:
+        return ["run.json field tuning.trials is missing: no trial read"]
     if not isinstance(listed, list) or not listed:
         return [f"run.json field tuning.trials is {'empty' if listed == [] else 'not a list'}: no trial read"]
     problems = []

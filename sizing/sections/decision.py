@@ -117,8 +117,10 @@ def _headroom(g: Group) -> tuple[str, float | None, str | None]:
         return f"MFU not known; {why}" if why else "MFU not known", None, label
     dtype = peaks.DTYPE_NAMES.get(runs[0].math_dtype or "", runs[0].math_dtype or "")
     text = f"MFU {mfu * 100:.2g} % ({dtype})" + (f": {why}" if why else "")
-    waited = label in HOST_LIMITS or any(a.verdict.primary in WAITED_VERDICTS for a in g.analyses)
-    if mfu < FAR_BELOW_PEAK_MFU and waited:
+    verdicts = [a.verdict.primary for a in g.analyses if a.verdict.primary in WAITED_VERDICTS]
+    if mfu < FAR_BELOW_PEAK_MFU and (label in HOST_LIMITS or verdicts):
+        if label not in HOST_LIMITS and verdicts[0] not in why:  # the verdict, not the label, says so
+            text += f"; {verdicts[0]}"
         text += ", so the code feeding the GPU, not the GPU, sets this speedup"
     return text, mfu, label
 

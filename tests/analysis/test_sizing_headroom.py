@@ -372,6 +372,21 @@ def test_a_shared_board_or_a_mig_slice_gets_no_why_from_the_boards_counters_and_
     assert h.limit == hr.NOT_ATTRIBUTABLE
 
 
+def test_a_shared_board_whose_run_was_host_bound_says_which_of_the_two_feeds_the_conclusion() -> None:
+    """A shared board's counters give no why; the verdict (the board at most 30 % busy, the training's
+    thread saturated) is host-bound, and the Decision line says so before its conclusion."""
+    run = launch_bound_gpu()
+    before = (run.telemetry["time_unix"] < first_train_start(run.phases)).to_numpy()
+    telemetry = run.telemetry.assign(
+        gpu0_util_pct=np.where(before, 60.0, 30.0), proc_busiest_thread_pct=99.0, proc_cpu_pct=110.0,
+        cpu_util_pct=20.0,
+    )  # fmt: skip
+    report = build_report([reference_cpu(), replace(run, telemetry=telemetry)], ReportSettings())
+    (option,) = report.decision.options
+    said = "not attributable: the board was not the run's alone; host-bound, so the code feeding the GPU"
+    assert said in option.line
+
+
 def test_an_undetermined_utilization_verdict_says_the_why_is_not_known() -> None:
     h = analyse_run(on_gpu(reference_gpu()), Prices(), Thresholds()).headroom
     assert h is not None

@@ -28,7 +28,8 @@ start   copy this checkout to WORKDIR/repo and run the plan there in the backgro
                    trial and the final run of each sweep packed as tune-gpu.tgz and tune-cpu.tgz
           literal  ./scripts/collect_gpu.sh $LITERAL_BUDGET --tune --framework torch, as a user types it
                    (issue 34's done-when: 10m, the default preset and tuning budget, inference included):
-                   the sweep's trials and final run packed as literal.tgz (about 11 minutes)
+                   the sweep's trials and final run packed as literal.tgz (about 11 minutes), and its
+                   report against the shipped CPU run LITERAL_BASELINE as literal-report.md
           tunebench bench/train_throughput.py --device gpu at the GPU sweep's chosen setting
                    (tunebench.txt; TUNEBENCH_CLI_STEPS=20 TUNEBENCH_CHUNKS=5 TUNEBENCH_DEVICE=gpu)
           lateness collect_gpu.sh $LATENESS_BUDGET --interval 10ms: the tick's lateness with GPM read
@@ -43,6 +44,7 @@ SWEEP_BUDGET=45s SWEEP_BATCHES="8 32" SWEEP_PRECISION=float32|mixed; GPU_INTERVA
 TUNE_BUDGET=6m TUNE_ARGS="--tune-budget 3m" TUNE_CPU_BUDGET=3m TUNE_CPU_ARGS="--tune-budget 90s" (with env and
 tunebench, 11 minutes of one lent machine)
 TUNE_PRESET=standard; LATENESS_BUDGET=30s; LITERAL_BUDGET=10m;
+LITERAL_BASELINE=20261124T111406Z-cpu-vm (the same kind of machine's 16 CPUs: small, batch 2, float32);
 PROFILE_SETTINGS="--batch 2;--batch 4 --no-tf32;--batch 4;--batch 8 --precision bfloat16;--batch 16 --precision bfloat16";
 CALIBRATE_SECONDS=15 (per load, 4 loads); GPU_ARGS="" (more options for the gpu run, e.g. --no-export);
 STEPS="env calibrate gpu" (about 5 minutes; the whole plan: STEPS="env calibrate gpu cpu bench sweep
@@ -130,7 +132,7 @@ step_profile() {
 }
 
 step_literal() {
-  local marker="$WORK/.mark-literal"
+  local marker="$WORK/.mark-literal" final
   touch "$marker"
   sleep 1
   log "literal: ./scripts/collect_gpu.sh $LITERAL_BUDGET --tune --framework torch"
@@ -139,6 +141,11 @@ step_literal() {
   grep -E '^Tuning' "$WORK/logs/literal.log" | sed 's/^/  literal| /' >>"$WORK/out/plan.log" || true
   tail -n 3 "$WORK/logs/literal.log" | sed 's/^/  literal| /' >>"$WORK/out/plan.log"
   pack_all literal "$marker"
+  final="$(newest_run "$marker")"
+  [[ -n "$final" ]] || return 0
+  log "literal: python3 -m sizing against $LITERAL_BASELINE"
+  (cd "$WORK/repo" && PYTHONPATH="$WORK/repo" python3 -m sizing "data/examples/$LITERAL_BASELINE" "$final" \
+    --out "$WORK/out/literal-report.md") >>"$WORK/logs/literal.log" 2>&1 || log "literal: sizing exit $?"
 }
 
 step_tunebench() {
@@ -291,8 +298,9 @@ main() {
   : "${SWEEP_BATCHES:=8 32}" "${SWEEP_PRECISION:=float32}" "${STEPS:=env calibrate gpu}" "${CALIBRATE_SECONDS:=15}"
   : "${TUNE_BUDGET:=6m}" "${TUNE_ARGS:=--tune-budget 3m}" "${TUNE_CPU_BUDGET:=3m}" "${TUNE_CPU_ARGS:=--tune-budget 90s}"
   : "${TUNE_PRESET:=standard}" "${LATENESS_BUDGET:=30s}" "${LITERAL_BUDGET:=10m}"
+  : "${LITERAL_BASELINE:=20261124T111406Z-cpu-vm}"
   : "${PROFILE_SETTINGS:=--batch 2;--batch 4 --no-tf32;--batch 4;--batch 8 --precision bfloat16;--batch 16 --precision bfloat16}"
-  export LATENESS_BUDGET LITERAL_BUDGET PROFILE_SETTINGS GPU_BUDGET GPU_INTERVAL CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES SWEEP_PRECISION STEPS
+  export LATENESS_BUDGET LITERAL_BUDGET LITERAL_BASELINE PROFILE_SETTINGS GPU_BUDGET GPU_INTERVAL CPU_BUDGET STANDARD_BUDGET SWEEP_BUDGET SWEEP_BATCHES SWEEP_PRECISION STEPS
   export TUNE_BUDGET TUNE_ARGS TUNE_CPU_BUDGET TUNE_CPU_ARGS TUNE_PRESET
   export CALIBRATE_SECONDS
   case "$1" in

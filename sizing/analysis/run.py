@@ -188,6 +188,25 @@ def run_windows(
     return training_window, steady
 
 
+def steps_outside(rate: Throughput, training_window: tuple[float, float] | None) -> str | None:
+    """Where the step log's steady steps fall wholly outside the training the collector recorded (a clock
+    of its own, or another run's log): how far, and what that leaves unknown; None otherwise."""
+    start, end = rate.steady_start_unix, rate.steady_end_unix
+    if start is None or end is None or training_window is None:
+        return None
+    if start > training_window[1]:
+        gap, side = start - training_window[1], "after"
+    elif end < training_window[0]:
+        gap, side = training_window[0] - end, "before"
+    else:
+        return None
+    return (
+        f"training.csv's steady steps fall {gap:,.0f} s {side} the training the collector recorded: their "
+        "clocks disagree (or the log is another run's), so the steps' energy is not known and the verdict "
+        "reads the whole training window"
+    )
+
+
 def cost_figures(
     energy: en.Energy | None, rate: Throughput, price: money.HardwarePrice, prices: Prices
 ) -> dict:
@@ -229,6 +248,9 @@ def analyse_run(
         )
     warnings += jobcheck.job_warnings(run.run_id, info, bool(rate.examples_per_s), bool(rate.steps_per_s))
     training_window, steady = run_windows(run, rate)
+    apart = steps_outside(rate, training_window)
+    if apart:
+        warnings.append(f"{run.run_id}: {apart}")
     gpus, attribution, attribution_known = charged_gpu_columns(run, kind)
     measured, window = samples_in(telemetry, steady), steady
     if measured.empty:
@@ -312,7 +334,7 @@ def analyse_run(
         incomplete=incomplete,
         steady_rate_mismatch=runchecks.rate_mismatch(rate, info),
         gpu_state=state,
-        caveats=tuple(offsets + short + unsure),
+        caveats=tuple(offsets + short + unsure + ([f"{run.run_id}: {apart}"] if apart else [])),
         device_mismatch=mismatch,
         measurement_span=span,
     )

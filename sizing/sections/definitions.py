@@ -42,7 +42,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "board not the run's alone, a run given that could not be sized, one recorded for a GPU that "
             "trained on the CPU; and where an option is not like for like, a CPU run of the report that "
             "trains its workload, with the --baseline that compares them), then what makes it unsure "
-            "(runs left out as incomplete, an assumed UTC offset, run-to-run spread not measured, the host "
+            "(runs left out as incomplete, an assumed UTC offset, a step log on a clock of its own, "
+            "run-to-run spread not measured, the host "
             "not recorded, a drifting rate or one on too few steps for an interval), then what leaves it "
             "partial (energy of the GPU board only, no prices); how many more there are is said. The "
             "summary and the sections below keep every figure.",

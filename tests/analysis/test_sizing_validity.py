@@ -322,3 +322,17 @@ def test_a_run_recorded_for_a_gpu_that_trained_on_the_cpu_is_said() -> None:
     )
     control = report_of(reference_cpu(), reference_gpu()).decision.caveats
     assert not any("trained on the CPU" in c for c in control)
+
+
+def test_a_step_log_on_a_clock_of_its_own_is_said_and_its_energy_not_guessed() -> None:
+    """training.csv an hour after the collector's recording (another clock, or another run's log): the
+    verdict reads the whole training window, the energy per example is unknown, and both are said."""
+    gpu = reference_gpu()
+    later = replace(gpu, training=gpu.training.assign(time_unix=gpu.training["time_unix"] + 3600))
+    report = report_of(reference_cpu(), later)
+    (warning,) = [w for w in report.warnings if "clocks disagree" in w]
+    assert warning.startswith("ref-gpu: training.csv's steady steps fall ")
+    assert " s after the training the collector recorded" in warning
+    assert any("clocks disagree" in c for c in report.decision.caveats)
+    assert to_json(report)["runs"][1]["energy_j_per_1k_examples"] is None
+    assert not any("clocks disagree" in w for w in report_of(reference_cpu(), gpu).warnings)

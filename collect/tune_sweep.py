@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +37,7 @@ from runformat import format_duration, parse_duration
 from runformat.tuning import FINAL, TRIAL, Setting, TuningTag
 
 DEFAULT_BATCH = 2  # `python -m training train`'s batch per device when --batch is not given
+DATASET_TIMEOUT_S = 600.0  # the default dataset takes seconds to draw
 # What `--precision mixed` asks the training for: each device's native mixed precision.
 MIXED_DTYPE = {"gpu": "float16", "cpu": "bfloat16"}
 
@@ -60,6 +63,9 @@ class TunePlan:
     user: Setting
     space: tuple[str, ...]
     machine: Machine
+    # run before the tuning clock starts: the default dataset generated where missing, so that the first
+    # trial (your setting) does not spend its budget drawing it
+    dataset_command: tuple[str, ...] = ()
 
 
 def tune_budget(budget_s: float, asked_s: float | None, framework: str = "torch") -> tuple[float, str | None]:
@@ -97,10 +103,25 @@ def run_tuning(
     """The trials while the tuning budget lasts, then the final run; its exit code (130 if interrupted)."""
     tuning_id = new_tuning_id(plan.machine.device)
     try:
+        if plan.dataset_command:
+            prepare_dataset(plan.dataset_command, out)
         return _sweep(tuning_id, plan, run_one, out, clock)
     except KeyboardInterrupt:  # between two runs, where no recording's own handler is installed
         _say(out, f"Tuning {tuning_id}: interrupted between runs; every run so far is kept")
         return INTERRUPTED
+
+
+def prepare_dataset(command: tuple[str, ...], out: TextIO) -> None:
+    """The dataset command's own line ('... is there', or what it generated); a failure is said and the
+    sweep goes on (its first trial generates the dataset, or fails saying why)."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=DATASET_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _say(out, f"Tuning: the dataset was not prepared before the trials ({type(exc).__name__})")
+        return
+    lines = (done.stdout.strip() or done.stderr.strip() or "no output").splitlines()
+    status = "" if done.returncode == 0 else f" (exit code {done.returncode})"
+    _say(out, f"Tuning: before the trials, {lines[-1]}{status}")
 
 
 def warmups_to_allow(search: Search, facts: list[TrialFacts]) -> list[float]:
@@ -199,7 +220,12 @@ def tuning_plan(args, budget_s: float, counts: list[int]) -> tuple[TunePlan | No
         return None, problem
     precision = {"mixed": MIXED_DTYPE[args.device], None: "float32"}.get(args.precision, args.precision)
     user = Setting(batch=args.batch or DEFAULT_BATCH, precision=precision)
-    return TunePlan(budget_s, tune_s, user, space, _this_machine(args.device, args.framework)), None
+    dataset: tuple[str, ...] = ()
+    if args.dataset is None:
+        dataset = (sys.executable, "-m", "training", "dataset", "--data-dir", str(args.data_dir))
+        dataset += ("--if-missing",)
+    machine = _this_machine(args.device, args.framework)
+    return TunePlan(budget_s, tune_s, user, space, machine, dataset), None
 
 
 def _this_machine(device: str, framework: str) -> Machine:

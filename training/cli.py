@@ -144,10 +144,14 @@ def _existing_run_dir(args: argparse.Namespace) -> Path:
 
 
 def _cmd_dataset(args: argparse.Namespace, _start: float) -> int:
-    from training.dataset import generate_dataset
+    from training.dataset import generate_dataset, is_current_synthetic, is_dataset
 
     out = args.out or args.data_dir / "datasets" / "waldo"
-    _refuse_overwrite(out, args.force)
+    if args.if_missing and is_dataset(out) and is_current_synthetic(out):
+        print(f"dataset: {out} is there")
+        return EXIT_OK
+    if not args.if_missing:
+        _refuse_overwrite(out, args.force)
     info = generate_dataset(
         out, size=args.size, train=args.train, val=args.val, seed=args.seed, difficulty=args.difficulty
     )

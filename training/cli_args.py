@@ -29,6 +29,10 @@ def add_dataset(commands, handler: Handler) -> None:
     command.add_argument("--seed", type=non_negative_int, default=0)
     command.add_argument("--difficulty", choices=sorted(DIFFICULTIES), default="hard")
     command.add_argument("--force", action="store_true", help="replace an existing dataset at --out")
+    command.add_argument(
+        "--if-missing", action="store_true",
+        help="generate only where no current dataset is (none, or one drawn by an older generator)",
+    )  # fmt: skip
     command.set_defaults(handler=handler)
 
 

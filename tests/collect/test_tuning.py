@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -400,3 +401,31 @@ def test_a_step_log_whose_clock_runs_back_has_no_steady_span(tmp_path: Path) -> 
         moved.append(line.replace(f",{elapsed},", f",{float(elapsed) - 100},", 1))
     (run / "training.csv").write_text("".join(lines[:60] + moved))
     assert t.read_trial(run, 0).steady_s is None
+
+
+def test_the_default_dataset_is_drawn_before_the_tuning_clock_starts(tmp_path: Path) -> None:
+    """The first trial (your setting) does not spend its budget generating the dataset: `python -m training
+    dataset --if-missing` runs before the sweep's clock, and says so; the second sweep finds it there. A
+    command that fails is said, and the sweep goes on."""
+    data = tmp_path / "data"
+    command = (sys.executable, "-m", "training", "dataset", "--data-dir", str(data), "--if-missing")
+    lines, drawn_at_first_tick = [], []
+    for _ in range(2):
+        runs, out = FakeRuns(tmp_path / f"runs{len(lines)}", {2: 10.0, 4: 9.0}), io.StringIO()
+
+        def clock(runs: FakeRuns = runs) -> float:
+            if len(drawn_at_first_tick) == len(lines):
+                drawn_at_first_tick.append((data / "datasets" / "waldo" / "dataset.json").is_file())
+            return runs.clock()
+
+        tuned = TunePlan(600.0, 120.0, Setting(batch=2), ("batch",), GPU_TORCH, command)
+        assert run_tuning(tuned, runs, out, clock) == 0
+        lines.append(out.getvalue().splitlines())
+    assert drawn_at_first_tick == [True, True]  # drawn before the tuning clock's first reading
+    assert lines[0][0].startswith("Tuning: before the trials, dataset: 256 train + 32 held-out 256px images")
+    assert lines[1][0] == f"Tuning: before the trials, dataset: {data / 'datasets' / 'waldo'} is there"
+    assert (data / "datasets" / "waldo" / "dataset.json").is_file()
+    runs, out = FakeRuns(tmp_path / "failing", {2: 10.0}), io.StringIO()
+    failing = TunePlan(600.0, 120.0, Setting(batch=2), ("batch",), GPU_TORCH, ("false",))
+    assert run_tuning(failing, runs, out, runs.clock) == 0 and len(runs.requests) >= 2
+    assert out.getvalue().splitlines()[0] == "Tuning: before the trials, no output (exit code 1)"

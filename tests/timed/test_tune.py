@@ -161,6 +161,9 @@ def test_tuning_at_one_device_count_passes_it_to_every_trial_and_tf_searches_its
     assert tf_cpu is not None and tf_cpu.space == ("threads", "precision", "batch")
     assert tf_gpu is not None and tf_gpu.space == ("batch", "precision", "compile")
     assert tf_gpu.user == Setting(batch=2, precision="float16")  # --precision mixed on a GPU
+    assert tf_cpu.dataset_command[-5:] == ("training", "dataset", "--data-dir", "data", "--if-missing")
+    given, _ = tuning_plan(_args("--tune", "--dataset", "/srv/coco-waldo"), 900.0, [])
+    assert given is not None and given.dataset_command == ()  # the user's own: nothing to generate
 
 
 def test_a_labs_own_job_is_not_tuned_and_says_why_in_one_line(tmp_path: Path) -> None:

@@ -268,7 +268,7 @@ def read_trial(run_dir: Path | None, exit_code: int) -> TrialFacts:
     elif not ends:
         failed = "no training step ran"
     steady = training.steady_examples_per_s if training else None
-    steady = steady if steady is not None and math.isfinite(steady) and steady > 0 else None
+    steady = steady if steady is not None and steady > 0 else None  # the record keeps finite numbers only
     excluded = (training.warmup_steps_excluded or 0) if training else 0
     steady_s = ends[-1] - ends[excluded - 1] if 0 < excluded < len(ends) else None
     steady_s = steady_s if steady_s is not None and steady_s > 0 else None  # a log whose clock ran back

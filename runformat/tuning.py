@@ -7,9 +7,10 @@ also carries the trials' outcomes and why its setting won (docs/tuning.md). Stan
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
+
+from runformat.records import is_number
 
 TRIAL, FINAL = "trial", "final"
 OK, FAILED, HARMED, TOO_SHORT = "ok", "failed", "harmed", "too short"
@@ -110,9 +111,7 @@ class TrialOutcome:
 
 def _finite(value: object) -> bool:
     """A trial's figure as it can be: a finite number ≥ 0."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return math.isfinite(value) and value >= 0
+    return is_number(value) and value >= 0  # type: ignore[operator]
 
 
 def trial_of(data: object) -> TrialOutcome | None:

@@ -144,10 +144,10 @@ def _existing_run_dir(args: argparse.Namespace) -> Path:
 
 
 def _cmd_dataset(args: argparse.Namespace, _start: float) -> int:
-    from training.dataset import generate_dataset, is_current_synthetic, is_dataset
+    from training.dataset import generate_dataset, why_draw
 
     out = args.out or args.data_dir / "datasets" / "waldo"
-    if args.if_missing and is_dataset(out) and is_current_synthetic(out):
+    if args.if_missing and why_draw(out) is None:
         print(f"dataset: {out} is there")
         return EXIT_OK
     if not args.if_missing:

@@ -81,5 +81,15 @@ def dataset_info(path: Path) -> dict:
         return {}
 
 
+def why_draw(path: Path) -> str | None:
+    """Why the dataset at `path` must be drawn: none is there, or one drawn by an older generator; None when
+    the one there is current."""
+    if not is_dataset(path):
+        return f"no dataset at {path}"
+    if not is_current_synthetic(path):
+        return f"{path} was drawn by an older generator"
+    return None
+
+
 def is_dataset(path: Path) -> bool:
     return (Path(path) / DATASET_JSON).is_file() or any(Path(path).glob("train*.tfrecord"))

@@ -271,16 +271,12 @@ def _is_local_checkpoint(path: str) -> bool:
 
 
 def _default_dataset(data_dir: Path) -> Path:
-    from training.dataset import generate_dataset, is_current_synthetic, is_dataset
+    from training.dataset import generate_dataset, why_draw
 
     path = data_dir / "datasets" / "waldo"
-    if not is_dataset(path):
-        print(
-            f"no dataset at {path}: generating the default one (256 train + 32 held-out images)", flush=True
-        )
-        generate_dataset(path)
-    elif not is_current_synthetic(path):
-        print(f"{path} was drawn by an older generator: generating it again", flush=True)
+    why = why_draw(path)
+    if why is not None:
+        print(f"{why}: generating the default one (256 train + 32 held-out images)", flush=True)
         generate_dataset(path)
     return path
 

@@ -249,8 +249,7 @@ def analyse_run(
     warnings += jobcheck.job_warnings(run.run_id, info, bool(rate.examples_per_s), bool(rate.steps_per_s))
     training_window, steady = run_windows(run, rate)
     apart = steps_outside(rate, training_window)
-    if apart:
-        warnings.append(f"{run.run_id}: {apart}")
+    unsure = [f"{run.run_id}: {apart}"] if apart else []  # said among the warnings and the caveats
     gpus, attribution, attribution_known = charged_gpu_columns(run, kind)
     measured, window = samples_in(telemetry, steady), steady
     if measured.empty:
@@ -263,23 +262,21 @@ def analyse_run(
     measured = spans.verdict_samples(measured, span)
     training_window = spans.training_window(telemetry, meta, kind, gpus, run.phases, training_window)
     offsets = spans.time_caveats(run.run_id, meta)
-    unsure: list[str] = []
     said, short = spans.span_warnings(run.run_id, span)
     warnings += offsets + said
     if not attribution_known:
         uuids = unmatched_uuids(info, listed_gpus(meta))
         if uuids:
-            unmatched = (
+            unsure.append(
                 f"{run.run_id}: training.json gpu_uuids ({', '.join(uuids)}) name no GPU the "
                 f"collector recorded: the GPU measured ({attribution}) may not be the one that trained"
             )
-            warnings.append(unmatched)
-            unsure.append(unmatched)
         else:
             warnings.append(
                 f"{run.run_id}: energy charged for {attribution}; record gpu_uuids to charge only the used "
                 "GPU"
             )
+    warnings += unsure
     state = gpu_state.read_gpu_state(
         run, kind, gpus, samples_in(telemetry, training_window), training_window, thresholds
     )
@@ -334,7 +331,7 @@ def analyse_run(
         incomplete=incomplete,
         steady_rate_mismatch=runchecks.rate_mismatch(rate, info),
         gpu_state=state,
-        caveats=tuple(offsets + short + unsure + ([f"{run.run_id}: {apart}"] if apart else [])),
+        caveats=tuple(offsets + short + unsure),
         device_mismatch=mismatch,
         measurement_span=span,
     )

@@ -50,23 +50,14 @@ def device_kind(meta: dict, training_info: dict, telemetry: pd.DataFrame | None 
 
 
 def asked_for_a_gpu_ran_on_cpu(meta: dict, training_info: dict) -> str | None:
-    """Why a run recorded for a GPU is a CPU run (training.json device_used says CPU); None otherwise."""
-    used = training_info.get("device_used")
-    if not (isinstance(used, str) and used.strip().upper() == "CPU"):
-        return None
-    asked = [
-        f"{file} {key} {value!r}"
-        for file, key, value in (
-            ("run.json", "device", meta.get("device")),
-            ("training.json", "device_requested", training_info.get("device_requested")),
-        )
-        if isinstance(value, str) and value.lower().startswith(("gpu", "cuda"))
-    ]
-    if not asked:
+    """Why a run recorded for a GPU (run.json device, training.json device_requested) is a CPU run
+    (training.json device_used), by device_kind's own reading of each; None otherwise."""
+    asked = device_kind(meta, {**training_info, "device_used": None})
+    if asked != "gpu" or device_kind(meta, training_info) != "cpu":
         return None
     return (
-        f"recorded for a GPU ({', '.join(asked)}) but trained on the CPU (training.json device_used): sized "
-        "as a CPU run, not as a GPU option"
+        "recorded for a GPU (run.json device or training.json device_requested) but trained on the CPU "
+        "(training.json device_used): sized as a CPU run, not as a GPU option"
     )
 
 

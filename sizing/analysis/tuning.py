@@ -24,6 +24,7 @@ from runformat.tuning import (
     setting_of,
     tuning_of,
 )
+from sizing.analysis import signature
 from sizing.analysis import throughput as tp
 from sizing.analysis.compare import Comparison, Group
 from sizing.model import RunData
@@ -190,10 +191,21 @@ def labels(c: Comparison, base: Group) -> tuple[str, str]:
 
 
 def same_task(c: Comparison) -> bool:
+    """The comparison's workloads are one task (only_settings_differ)."""
+    return only_settings_differ(c.unknown_fields, c.differences)
+
+
+def same_task_of(workload: dict, other: dict) -> bool:
+    """Two workloads are one task (only_settings_differ)."""
+    unknown = signature.unknown_fields(workload, other)
+    return only_settings_differ(unknown, signature.differences(workload, other))
+
+
+def only_settings_differ(unknown_fields: Sequence[str], differences: Sequence[str]) -> bool:
     """Every workload field but batch and precision known on both sides, and only those two differ: a
     sweep may change them, so one unknown on a side leaves the task the same."""
-    return all(f in SETTING_FIELDS for f in c.unknown_fields) and all(
-        d.split(" ", 1)[0] in SETTING_FIELDS for d in c.differences
+    return all(f in SETTING_FIELDS for f in unknown_fields) and all(
+        d.split(" ", 1)[0] in SETTING_FIELDS for d in differences
     )
 
 

@@ -173,39 +173,29 @@ def _same_work(c: Comparison, ctx: ReportContext) -> bool:
     return c.like_for_like or bool(pair and pair.same_task)
 
 
-def _trains_the_same(option: Group, cpu: Group, ctx: ReportContext) -> bool:
-    """The CPU group trains the option's workload: like for like, or both tuned final runs whose
-    workloads differ only in what a sweep may change (batch, precision)."""
-    mine, theirs = option.first.workload, cpu.first.workload
-    if signature.like_for_like(mine, theirs):
-        return True
-    runs = {r.run_id: r for r in ctx.runs}
-    ids = [*option.run_ids, *cpu.run_ids]
-    tuned = all(i in runs and tn.final_tag(runs[i]) is not None for i in ids)
-    differ = signature.differences(mine, theirs)
-    known = not signature.unknown_fields(mine, theirs)
-    return tuned and known and all(d.split(" ", 1)[0] in tn.SETTING_FIELDS for d in differ)
-
-
 def _like_for_like_elsewhere(ctx: ReportContext, options: Sequence[Comparison]) -> list[str]:
     """For GPU options not like for like with the baseline: another CPU group of the report that trains
-    their workload, and the --baseline that compares them (one line per such CPU group)."""
+    their workload, and the --baseline that compares them; one line per such CPU group."""
+    tuned = {r.run_id for r in ctx.runs if tn.final_tag(r) is not None}
     others = [g for g in ctx.groups if g.kind == "cpu" and g is not ctx.baseline]
-    found: dict[str, list[str]] = {}
+    found: dict[str, tuple[str, int]] = {}  # the CPU run named -> (its workload, how many options)
     for c in options:
-        if _same_work(c, ctx):
-            continue
-        match = next((g for g in others if _trains_the_same(c.group, g, ctx)), None)
+        match = None if _same_work(c, ctx) else next((g for g in others if _trains(c.group, g, tuned)), None)
         if match is not None:
-            found.setdefault(match.first.run_id, []).append(match.first.workload_name)
-    lines = []
-    for run_id, names in found.items():
-        options_text = f"{len(names)} GPU options" if len(names) > 1 else "a GPU option"
-        lines.append(
-            f"{run_id} ({names[0]}) trains the workload of {options_text} here: --baseline {run_id} "
-            "compares them like for like."
-        )
-    return lines
+            name, count = found.get(match.first.run_id, (match.first.workload_name, 0))
+            found[match.first.run_id] = (name, count + 1)
+    return [
+        f"{run_id} ({name}) trains the workload of {f'{count} GPU options' if count > 1 else 'a GPU option'} "
+        f"here: --baseline {run_id} compares them like for like."
+        for run_id, (name, count) in found.items()
+    ]
+
+
+def _trains(option: Group, cpu: Group, tuned: set[str]) -> bool:
+    """The CPU group trains the option's workload: like for like, or (both tuned final runs) one task."""
+    mine, theirs = option.first.workload, cpu.first.workload
+    both_tuned = tuned.issuperset(option.run_ids) and tuned.issuperset(cpu.run_ids)
+    return signature.like_for_like(mine, theirs) or (both_tuned and tn.same_task_of(mine, theirs))
 
 
 def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int, str]]:

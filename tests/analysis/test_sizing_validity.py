@@ -312,8 +312,8 @@ def test_a_run_recorded_for_a_gpu_that_trained_on_the_cpu_is_said() -> None:
     on_cpu = with_info(renamed(reference_gpu(), "gpu-asked"), device_used="CPU", gpu_names=[])
     report = report_of(reference_cpu(), on_cpu)
     said = (
-        "gpu-asked was recorded for a GPU (run.json device 'gpu', training.json device_requested 'gpu') but "
-        "trained on the CPU (training.json device_used): sized as a CPU run, not as a GPU option."
+        "gpu-asked was recorded for a GPU (run.json device or training.json device_requested) but trained on "
+        "the CPU (training.json device_used): sized as a CPU run, not as a GPU option."
     )
     assert said in report.decision.caveats and report.decision.options == ()
     assert report.decision.lines_without_option == (

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import csv
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from trainfixtures import cli_in, run_training_cli
+from trainfixtures import REPO, cli_in, run_training_cli, training_env
 
 from runformat import read_json
 from runformat.tuning import Setting, setting_of
@@ -285,15 +287,17 @@ def test_tensorflow_takes_threads_and_tf32_and_says_out_of_memory(
 
     import tensorflow as tf
 
-    from training.settings import apply_tf_settings, tf_intra_op_threads
+    from training.settings import apply_tf_settings
 
-    if tf.config.threading.get_intra_op_parallelism_threads() == 0:  # TensorFlow's default: it picks
-        assert tf_intra_op_threads(tf) == len(os.sched_getaffinity(0))
-        os.environ["TF_NUM_INTRAOP_THREADS"] = "3"
-        try:
-            assert tf_intra_op_threads(tf) == 3
-        finally:
-            del os.environ["TF_NUM_INTRAOP_THREADS"]
+    # TensorFlow's own default (0, "the system picks") as the CPUs this process may run on, and the
+    # environment's count where it gives one: each in a fresh process, where nothing has set the count
+    code = "import tensorflow as tf; from training.settings import tf_intra_op_threads as n; print(n(tf))"
+    for given, expected in ((None, len(os.sched_getaffinity(0))), ("3", 3)):
+        env = {k: v for k, v in training_env().items() if k != "TF_NUM_INTRAOP_THREADS"}
+        env.update({"TF_NUM_INTRAOP_THREADS": given} if given else {})
+        done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,
+                              text=True, timeout=300, check=False)  # fmt: skip
+        assert done.returncode == 0 and done.stdout.split()[-1] == str(expected), done.stderr[-2000:]
 
     before = tf.config.experimental.tensor_float_32_execution_enabled()
     try:

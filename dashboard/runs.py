@@ -31,7 +31,6 @@ from runformat import (
     TRAINING_CSV,
     TRAINING_JSON,
     RunFiles,
-    TrainingProgress,
     is_valid_run_id,
     read_run,
     resolve_run_dir,
@@ -235,7 +234,9 @@ def _load_run(path: Path, run_id: str, kind: str) -> RunInfo:
     warnings = list(files.warnings)
     if files.run is None and RUN_JSON not in files.problems:
         warnings.append(f"{RUN_JSON} is missing")
-    training, note = _with_progress(raw_of(files.training), files.progress)
+    training, note = (
+        files.progress.applied_to(raw_of(files.training)) if files.progress else (raw_of(files.training), "")
+    )
     if note:
         warnings.append(note)
     if not (path / TELEMETRY_CSV).is_file():
@@ -261,26 +262,6 @@ def run_files(path: Path) -> RunFiles:
     files = read_run(path)
     _FILES_CACHE[path] = (key, files)
     return files
-
-
-def _with_progress(training: dict[str, Any], progress: TrainingProgress | None) -> tuple[dict[str, Any], str]:
-    """training.json with steps, global_step and status from training.csv when training.json is stale
-    (or lags behind it), and the note saying so."""
-    if not training or progress is None:
-        return training, ""
-    if (progress.steps, progress.global_step, progress.status) == (
-        training.get("steps"),
-        training.get("global_step"),
-        training.get("status"),
-    ):
-        return training, ""
-    corrected = {
-        **training,
-        "steps": progress.steps,
-        "global_step": progress.global_step,
-        "status": progress.status,
-    }
-    return corrected, progress.note
 
 
 def _stamp(path: Path) -> tuple[int, int]:

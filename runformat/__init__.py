@@ -31,7 +31,12 @@ from runformat.layout import (
     new_run_id,
     resolve_run_dir,
 )
-from runformat.progress import ENDED_UNRECORDED, TrainingProgress, training_progress
+from runformat.progress import (
+    ENDED_UNRECORDED,
+    LOSS_NOT_FINITE_FROM_STEP,
+    TrainingProgress,
+    training_progress,
+)
 from runformat.reader import RunFiles, read_run
 
 __all__ = [
@@ -45,6 +50,7 @@ __all__ = [
     "FORMAT_VERSION",
     "INFERENCE_CSV",
     "INFERENCE_JSON",
+    "LOSS_NOT_FINITE_FROM_STEP",
     "MODEL_DIR",
     "PHASES_CSV",
     "RUNS_SUBDIR",

@@ -9,6 +9,7 @@ trusting training.json alone. Standard library only.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from runformat.layout import RUN_JSON, TRAINING_CSV, TRAINING_JSON
 from runformat.records import RunRecord, TrainingRecord, raw_of, read_record
 
 ENDED_UNRECORDED = "ended unrecorded"
+LOSS_NOT_FINITE_FROM_STEP = "loss_not_finite_from_step"
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,23 @@ class TrainingProgress:
     status: str  # training.json's status, or ENDED_UNRECORDED when it is stale
     stale: bool  # training.json says running, but the training process is gone
     note: str  # why the figures differ from training.json; "" when they do not
+    # the first step of the last stretch of non-finite losses (NaN, ±inf) that lasts to the end of this
+    # session's training.csv: the training diverged there; None when its last loss read is finite
+    loss_not_finite_from_step: int | None = None
+
+    def applied_to(self, training: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """training.json's object with steps, global_step and status from training.csv where they differ,
+        and `loss_not_finite_from_step` where the loss diverged; the note saying why ("" when none)."""
+        if not training:
+            return training, ""
+        corrected = dict(training)
+        if (self.steps, self.global_step) != (training.get("steps"), training.get("global_step")):
+            corrected.update(steps=self.steps, global_step=self.global_step)
+        if self.stale:
+            corrected["status"] = self.status
+        if self.loss_not_finite_from_step is not None:
+            corrected[LOSS_NOT_FINITE_FROM_STEP] = self.loss_not_finite_from_step
+        return corrected, self.note
 
 
 def training_progress(run_dir: Path) -> TrainingProgress:
@@ -46,7 +65,7 @@ def progress_of(
     json_steps = training.steps if training else None
     json_global = training.global_step if training else None
     start = training.start_unix if training else None
-    csv_steps, csv_global = _csv_progress(Path(run_dir) / TRAINING_CSV, start)
+    csv_steps, csv_global, diverged = _csv_progress(Path(run_dir) / TRAINING_CSV, start)
     if status == "running" and training is not None and _process_gone(training, run):
         return TrainingProgress(
             steps=csv_steps if csv_steps is not None else json_steps,
@@ -55,6 +74,7 @@ def progress_of(
             stale=True,
             note=f"{TRAINING_JSON} still says running but the training process is gone; "
             f"steps from {TRAINING_CSV}",
+            loss_not_finite_from_step=diverged,
         )
     if csv_steps is not None and csv_steps > (json_steps or 0):
         note = (
@@ -63,8 +83,8 @@ def progress_of(
             else f"{TRAINING_JSON} records {json_steps or 0} steps, {TRAINING_CSV} {csv_steps}; "
             f"steps from {TRAINING_CSV}"
         )
-        return TrainingProgress(csv_steps, csv_global, status, stale=False, note=note)
-    return TrainingProgress(json_steps, json_global, status, stale=False, note="")
+        return TrainingProgress(csv_steps, csv_global, status, False, note, diverged)
+    return TrainingProgress(json_steps, json_global, status, False, "", diverged)
 
 
 def _process_gone(training: TrainingRecord, run: RunRecord | Callable[[], RunRecord | None] | None) -> bool:
@@ -85,29 +105,34 @@ def _process_gone(training: TrainingRecord, run: RunRecord | Callable[[], RunRec
     return False
 
 
-def _csv_progress(path: Path, start_unix: float | None) -> tuple[int | None, int | None]:
-    """(rows of this session, last step) of training.csv: rows at or after start_unix, so a resumed
-    run's earlier sessions are not counted. (None, None) without the file or its step column."""
+def _csv_progress(path: Path, start_unix: float | None) -> tuple[int | None, int | None, int | None]:
+    """(rows of this session, last step, the step from which every loss read to the end is not finite) of
+    training.csv: rows at or after start_unix, so a resumed run's earlier sessions are not counted.
+    (None, None, None) without the file or its step column. An empty loss cell is a loss not read."""
     try:
         with path.open("r", encoding="utf-8", errors="replace") as handle:
             header = handle.readline().strip().split(",")
             if "step" not in header or "time_unix" not in header:
-                return None, None
+                return None, None, None
             time_at, step_at = header.index("time_unix"), header.index("step")
-            rows, last_step = 0, None
+            loss_at = header.index("loss_total") if "loss_total" in header else None
+            rows, last_step, diverged = 0, None, None
             for line in handle:
                 if not line.endswith("\n"):
                     break  # a row still being written
-                cells = line.split(",")
+                cells = line.rstrip("\r\n").split(",")
                 if len(cells) != len(header):
                     continue
                 when, step = _float(cells[time_at]), _int(cells[step_at])
                 if when is None or step is None or (start_unix is not None and when < start_unix - 1e-6):
                     continue
                 rows, last_step = rows + 1, step
+                loss = _float(cells[loss_at].strip()) if loss_at is not None else None
+                if loss is not None:
+                    diverged = None if math.isfinite(loss) else (diverged if diverged is not None else step)
     except OSError:
-        return None, None
-    return rows, last_step
+        return None, None, None
+    return rows, last_step, diverged
 
 
 def _int(value: Any) -> int | None:

@@ -155,6 +155,7 @@ class TrainingRecord:
     world_size: Count = None
     flops: Annotated[FlopsRecord | None, OBJECT] = None
     failure: Object = None
+    loss_not_finite_from_step: Count = None  # not in the file: runformat.progress reads it from training.csv
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 

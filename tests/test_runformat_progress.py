@@ -81,3 +81,37 @@ def test_an_honest_training_json_is_taken_as_is(tmp_path: Path) -> None:
 def test_no_training_files(tmp_path: Path) -> None:
     progress = training_progress(tmp_path)
     assert (progress.steps, progress.status, progress.stale) == (None, "not started", False)
+
+
+def _with_losses(run_dir: Path, losses: list[str]) -> Path:
+    """training.csv's rows of this session given these loss cells, in order."""
+    lines = (run_dir / "training.csv").read_text().splitlines(keepends=True)
+    body = [line for line in lines[2:] if line.endswith("\n")]
+    rows = [line.rsplit(",", 1)[0] + f",{loss}\n" for line, loss in zip(body, losses, strict=True)]
+    (run_dir / "training.csv").write_text("".join([lines[0], lines[1], *rows]))
+    return run_dir
+
+
+def test_a_loss_not_finite_to_the_end_is_where_the_training_diverged(tmp_path: Path) -> None:
+    run_dir = _run_dir(tmp_path, status="deadline", steps=6, csv_steps=6, end_reason="deadline")
+    _with_losses(run_dir, ["1.5", "1.2", "nan", "", "inf", "NaN"])  # an empty cell: a loss not read
+    progress = training_progress(run_dir)
+    assert progress.loss_not_finite_from_step == 4  # the row of elapsed 3.0 is step 4
+    corrected, note = progress.applied_to({"status": "deadline", "steps": 6, "global_step": 7})
+    assert corrected["loss_not_finite_from_step"] == 4 and note == ""
+
+
+def test_a_step_that_loss_scaling_skipped_is_not_a_divergence(tmp_path: Path) -> None:
+    run_dir = _run_dir(tmp_path, status="deadline", steps=6, csv_steps=6, end_reason="deadline")
+    _with_losses(run_dir, ["1.5", "inf", "nan", "1.1", "", "1.0"])
+    progress = training_progress(run_dir)
+    assert progress.loss_not_finite_from_step is None
+    assert "loss_not_finite_from_step" not in progress.applied_to({"status": "deadline", "steps": 6})[0]
+
+
+def test_an_earlier_sessions_divergence_is_not_this_ones(tmp_path: Path) -> None:
+    run_dir = _run_dir(tmp_path, status="deadline", steps=2, csv_steps=2, end_reason="deadline")
+    text = (run_dir / "training.csv").read_text().replace("990.0,0.5,1,2.0", "990.0,0.5,1,nan")
+    (run_dir / "training.csv").write_text(text)
+    _with_losses(run_dir, ["", ""])  # no loss read in this session: nothing after the earlier NaN resets it
+    assert training_progress(run_dir).loss_not_finite_from_step is None

@@ -134,7 +134,17 @@ def utilization_numbers(samples: pd.DataFrame, gpus: Sequence[int], thresholds: 
         "saturated_cores": saturated,
         "idle_cores": idle,
         "logical_cpus": float(cores) if cores else None,
+        "swap_growth_bytes": growth_of(samples, "swap_used_bytes"),
     }
+
+
+def growth_of(samples: pd.DataFrame, column: str) -> float | None:
+    """How much a level column rose over the samples: its highest reading less its first."""
+    if column not in samples:
+        return None
+    values = pd.to_numeric(samples[column], errors="coerce").to_numpy(dtype=float)
+    values = values[np.isfinite(values)]
+    return float(values.max() - values[0]) if values.size >= 2 else None
 
 
 def _io_bound(n: dict, t: Thresholds) -> str | None:

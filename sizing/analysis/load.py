@@ -20,7 +20,6 @@ from runformat import (
     RUN_JSON,
     TELEMETRY_CSV,
     TRAINING_CSV,
-    TrainingProgress,
     is_valid_run_id,
     resolve_run_dir,
 )
@@ -58,7 +57,7 @@ def load_run_dir(path: Path) -> RunData:
     run_id = path.resolve().name
     files = read_run(path)
     meta = files.meta
-    info, progress_note = _with_progress(raw_of(files.training), files.progress)
+    info, progress_note = files.progress.applied_to(raw_of(files.training)) if files.progress else ({}, "")
     notes = [*files.warnings, progress_note]
     telemetry, note = read_csv_file(path / TELEMETRY_CSV)
     notes.append(note)
@@ -80,14 +79,6 @@ def load_run_dir(path: Path) -> RunData:
     inference = raw_of(files.inference) if files.inference is not None else None
     run = RunData(run_id, meta, info, evaluation, telemetry, training, phases, tuple(warnings), inference)
     return validated_run(run)
-
-
-def _with_progress(info: dict, progress: TrainingProgress | None) -> tuple[dict, str | None]:
-    """training.json with steps, global_step and status from training.csv where it is stale, and why."""
-    if not info or progress is None or not progress.note:
-        return info, None
-    corrected = {**info, "steps": progress.steps, "global_step": progress.global_step}
-    return {**corrected, "status": progress.status}, progress.note
 
 
 def resolve_run(data_dir: Path, spec: str) -> Path:

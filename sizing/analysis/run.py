@@ -249,7 +249,8 @@ def analyse_run(
     warnings += jobcheck.job_warnings(run.run_id, info, bool(rate.examples_per_s), bool(rate.steps_per_s))
     training_window, steady = run_windows(run, rate)
     apart = steps_outside(rate, training_window)
-    unsure = [f"{run.run_id}: {apart}"] if apart else []  # said among the warnings and the caveats
+    rose = runchecks.loss_rose(run.training)
+    unsure = [f"{run.run_id}: {note}" for note in (apart, rose) if note]  # in the warnings and the caveats
     gpus, attribution, attribution_known = charged_gpu_columns(run, kind)
     measured, window = samples_in(telemetry, steady), steady
     if measured.empty:

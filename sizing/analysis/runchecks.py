@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+import pandas as pd
+
 from runformat.diskfull import DISK_FULL
+from runformat.progress import LOSS_NOT_FINITE_FROM_STEP
 from sizing.analysis.sessions import DRIFT_WARN_FRACTION
 from sizing.analysis.stats import ratio_ci95, spread
-from sizing.analysis.throughput import FROM_STEP_LOG, Throughput
+from sizing.analysis.throughput import FROM_STEP_LOG, LOSS_WINDOW_STEPS, Throughput
 from sizing.model import number
 
 INCOMPLETE_TRAINING = {
@@ -23,6 +27,7 @@ INCOMPLETE_RUN = {
     "running": "the collector did not finish",
 }
 RATE_MISMATCH_FRACTION = 0.05
+LOSS_ROSE_FACTOR = 1.25  # the last loss reads' mean above this × the first's: the training may have diverged
 
 
 def incomplete_reason(meta: dict, training_info: dict) -> str | None:
@@ -37,11 +42,35 @@ def incomplete_reason(meta: dict, training_info: dict) -> str | None:
     if isinstance(status, str) and status in INCOMPLETE_TRAINING:
         error = training_info.get("error")
         return INCOMPLETE_TRAINING[status] + (f": {error}" if isinstance(error, str) and error else "")
+    diverged = number(training_info.get(LOSS_NOT_FINITE_FROM_STEP))
+    if diverged is not None:
+        return f"training diverged: its loss was not finite (nan or inf) from step {diverged:.0f} to the end"
     end = meta.get("end_reason")
     if isinstance(end, str) and end in INCOMPLETE_RUN and status not in ("completed", "deadline"):
         code = number(meta.get("exit_code"))
         return INCOMPLETE_RUN[end] + (f" (exit code {code:g})" if code is not None else "")
     return None
+
+
+def loss_rose(training: pd.DataFrame) -> str | None:
+    """'its loss rose: …' when the mean of the last loss reads is more than LOSS_ROSE_FACTOR × the mean of
+    the first (each the larger of LOSS_WINDOW_STEPS and a tenth of the reads); None otherwise, and for a
+    loss that is ever ≤ 0 (no ratio compares it) or too few reads."""
+    if "loss_total" not in training:
+        return None
+    losses = pd.to_numeric(training["loss_total"], errors="coerce").to_numpy(dtype=float)
+    losses = losses[np.isfinite(losses)]
+    window = max(LOSS_WINDOW_STEPS, losses.size // 10)
+    if losses.size < 2 * window or (losses <= 0).any():
+        return None
+    first, last = float(losses[:window].mean()), float(losses[-window:].mean())
+    if last <= LOSS_ROSE_FACTOR * first:
+        return None
+    return (
+        f"its loss rose: the last {window:,} loss reads average {last:.3g}, more than {LOSS_ROSE_FACTOR:g}× "
+        f"the first {window:,}'s {first:.3g}: the training may have diverged, so its rate may not be one of "
+        "learning"
+    )
 
 
 def rate_problems(run_id: str, rate: Throughput, training_info: dict) -> list[str]:

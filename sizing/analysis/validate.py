@@ -16,12 +16,15 @@ import numpy as np
 import pandas as pd
 
 from runformat import INFERENCE_JSON, PHASES_CSV, RUN_JSON, TELEMETRY_CSV, TRAINING_CSV, TRAINING_JSON
+from runformat.columns import split_gpu_column
 from runformat.records import InferenceRecord, RunRecord, TrainingRecord, checked, one_warning
 from runformat.tuning import tuning_problems
 from sizing.model import RunData
 
 TEXT_COLUMNS = {PHASES_CSV: ("phase", "status")}
 LAST_UNIX_S = 253_402_300_799  # 9999-12-31 23:59:59 UTC: the last second a timestamp can name
+NOT_NEGATIVE_SUFFIXES = ("_pct", "_bytes", "_bps", "_bytes_per_s", "_w", "_j", "_mhz")
+GPU_PCT_MAX = 101.0  # a GPU's own percentages (NVML, GPM, DCGM) are 0-100: above it, a sentinel or a misread
 
 
 def checked_object(data: object, file: str, record: type) -> tuple[dict, str | None]:
@@ -66,6 +69,50 @@ def checked_frame(frame: pd.DataFrame, file: str) -> tuple[pd.DataFrame, list[st
     return numeric.reset_index(drop=True), problems
 
 
+def impossible_cells(
+    frame: pd.DataFrame, gpu_memory_bytes: dict[int, float]
+) -> tuple[pd.DataFrame, str | None]:
+    """telemetry.csv with the cells no reading can hold read as empty (a counter's "not available"
+    sentinel, a column misread): below 0 in a column of percent, bytes, watts, joules or MHz; above
+    GPU_PCT_MAX in a GPU's percentage; a GPU's used memory above its total (run.json). And the warning."""
+    found: list[str] = []
+    cleaned = frame
+    for column in frame.columns:
+        name = str(column)
+        if not name.endswith(NOT_NEGATIVE_SUFFIXES):
+            continue
+        values = frame[column].to_numpy(dtype=float)
+        gpu = split_gpu_column(name)
+        total = gpu_memory_bytes.get(gpu[0]) if gpu is not None and gpu[1] == "mem_used_bytes" else None
+        ceiling, above = (
+            (GPU_PCT_MAX, f"above {GPU_PCT_MAX:g} %") if gpu is not None and name.endswith("_pct")
+            else (total, f"above the GPU's {total / 2**30:.0f} GiB") if total
+            else (np.inf, "")
+        )  # fmt: skip
+        with np.errstate(invalid="ignore"):
+            below_zero, over = values < 0, values > ceiling
+        if not (below_zero.any() or over.any()):
+            continue
+        counts = [f"{int(m.sum())} {what}" for m, what in ((below_zero, "below 0"), (over, above)) if m.any()]
+        found.append(f"{name}: {', '.join(counts)}")
+        cleaned = cleaned if cleaned is not frame else frame.copy()
+        cleaned[column] = np.where(below_zero | over, np.nan, values)
+    if not found:
+        return frame, None
+    return cleaned, f"{TELEMETRY_CSV}: cells no reading can hold read as empty ({'; '.join(found)})"
+
+
+def _gpu_memory_bytes(meta: dict) -> dict[int, float]:
+    system = meta.get("system") if isinstance(meta.get("system"), dict) else {}
+    gpus = system.get("gpus") if isinstance(system.get("gpus"), list) else []
+    found = {}
+    for position, gpu in enumerate(g for g in gpus if isinstance(g, dict)):
+        index, total = gpu.get("index", position), gpu.get("mem_total_bytes")
+        if isinstance(index, int) and isinstance(total, int | float) and total > 0:
+            found[index] = float(total)
+    return found
+
+
 def validated_run(run: RunData) -> RunData:
     """The run with every field sizing reads of its documented type, and a warning per repaired file."""
     meta, run_problem = checked_object(run.meta, RUN_JSON, RunRecord)
@@ -81,6 +128,8 @@ def validated_run(run: RunData) -> RunData:
     for name, file in (("telemetry", TELEMETRY_CSV), ("training", TRAINING_CSV), ("phases", PHASES_CSV)):
         frames[name], more = checked_frame(getattr(run, name), file)
         problems += more
+    frames["telemetry"], impossible = impossible_cells(frames["telemetry"], _gpu_memory_bytes(meta))
+    problems += [impossible] if impossible else []
     evaluation = run.evaluation if isinstance(run.evaluation, dict) else {}
     notes = [f"{run.run_id}: {p}" for p in problems]
     warnings = tuple(dict.fromkeys([*run.warnings, *notes]))

@@ -1,7 +1,8 @@
 """Can the headline's figures be trusted? What the headline says, in the same line, when they cannot.
 
 Comparisons that are not (known to be) like-for-like, a weak CPU baseline (the training used few of its
-CPUs, hypervisor steal, a cgroup quota, a small host, float16 emulated on a CPU, host-bound), a GPU run
+CPUs, hypervisor steal, a host that swapped, a clock held down, a cgroup quota, a small host, float16
+emulated on a CPU, host-bound), a GPU run
 that waited on its host, runs left out as incomplete, and steady rates that do not hold up.
 """
 
@@ -28,6 +29,8 @@ def _logical_cpus(a: RunAnalysis) -> float | None:
 
 
 OTHERS_SHARE = 0.25  # CPUs busy outside the training, as a share of the host's, that make it a contended one
+SWAP_GROWTH_BYTES = 2**30  # swap in use grew by at least this in the measurement window: the host swapped
+CLOCK_HELD_DOWN = (bottleneck.THERMALLY_THROTTLED, bottleneck.HW_SLOWDOWN, bottleneck.CPU_CLOCK_BELOW_PEAK)
 
 
 def weak_baseline_reasons(a: RunAnalysis, t: Thresholds) -> list[str]:
@@ -58,6 +61,12 @@ def weak_baseline_reasons(a: RunAnalysis, t: Thresholds) -> list[str]:
     if logical and logical <= t.small_host_logical_cpus:
         host = "VM" if a.hardware.get("virtual_machine") else "host"
         found.append(f"a small {host} ({logical:.0f} logical CPUs)")
+    swapped = n.get("swap_growth_bytes")
+    if swapped is not None and swapped >= SWAP_GROWTH_BYTES:
+        found.append(f"it swapped: swap in use grew by {swapped / 2**30:.1f} GiB while it trained")
+    held = [label for label in CLOCK_HELD_DOWN if label in a.verdict.labels]
+    if held:
+        found.append(f"its CPU clock was held down ({', '.join(held)})")
     if signature.EMULATED_ON_CPU in str(a.workload.get("precision") or ""):
         found.append(f"its float16 is {signature.EMULATED_ON_CPU}")
     if a.verdict.primary == bottleneck.HOST_BOUND:

@@ -19,9 +19,10 @@ from sizing.analysis.gpu_verdicts import (
 )
 from sizing.analysis.jobs import NODE_STRAGGLER_GAP_PCT
 from sizing.analysis.peaks import FLOPS_PER_FMA, FMA_UNITS
-from sizing.analysis.runchecks import RATE_MISMATCH_FRACTION
+from sizing.analysis.runchecks import LOSS_ROSE_FACTOR, RATE_MISMATCH_FRACTION
 from sizing.analysis.spans import SHORT_SPAN_FRACTION
 from sizing.analysis.thermal import CONSTANT_FREQUENCY, CPU_BELOW_PEAK
+from sizing.analysis.throughput import LOSS_WINDOW_STEPS
 from sizing.model import Thresholds
 from sizing.sections import decision as dc
 
@@ -148,7 +149,12 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "or (without a final training status) whose run.json `end_reason` is failed, interrupted "
             "or running, is incomplete: shown in the tables, named in the headline and the warnings, "
             "and left out of every average and comparison unless `--include-incomplete` is given. A "
-            "run that records neither is taken as complete.",
+            "run that records neither is taken as complete. A run whose training.csv `loss_total` is "
+            "not finite (nan or inf) from some step to its last loss read diverged: it is incomplete too (a "
+            "non-finite step followed by finite ones, as loss scaling skips a step, is not). A run whose "
+            f"last loss reads (the larger of {LOSS_WINDOW_STEPS} and a tenth of its finite ones) average "
+            f"more than {LOSS_ROSE_FACTOR:g}× its first as many may have diverged: a caveat, in the "
+            "warnings and the Decision (a loss ever ≤ 0 is not compared by a ratio).",
         ),
         (
             "Stability",
@@ -168,7 +174,10 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"host under {t.weak_baseline_cpu_fraction:.0%} busy), saying so where other processes kept "
             f"≥ 1 CPU and ≥ {validity.OTHERS_SHARE:.0%} of them busy besides (a contended host), or its "
             "CPU use not measured; "
-            f"hypervisor steal above {t.steal_pct:g} %; a cgroup CPU quota below its logical CPUs "
+            f"hypervisor steal above {t.steal_pct:g} %; swap in use grown by ≥ "
+            f"{validity.SWAP_GROWTH_BYTES / 2**30:g} GiB over the measured samples (`swap_used_bytes`: the "
+            "host swapped); a CPU clock held down (its verdict thermally throttled, HW slowdown or CPU "
+            "clock below peak); a cgroup CPU quota below its logical CPUs "
             f"(run.json `cgroup_cpu_limit_cpus`); a small host or VM (≤ {t.small_host_logical_cpus} "
             "logical CPUs); float16 emulated on a CPU; or a host-bound verdict. A GPU run whose "
             "verdict is host-bound, I/O-bound or GPU underused says so in its headline line.",

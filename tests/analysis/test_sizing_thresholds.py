@@ -29,6 +29,7 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - validity.OTHERS_SHARE = 0.25: a weak baseline's contended host, CPUs busy outside the training ≥ it
   of the host's (and ≥ 1). Pinned: here
 - Thresholds.small_host_logical_cpus = 4: weak baseline, logical CPUs ≤. Pinned: here
+- validity.SWAP_GROWTH_BYTES = 1073741824: weak baseline, swap in use grew by ≥. Pinned: here
 - bottleneck.HOST_THREAD_SAMPLE_FRACTION = 0.5: one thread saturated in ≥ this share of samples.
   Pinned: verdicts::thread_saturated_in_half_the_samples; headroom::waiting_on_the_host_at
 - bottleneck.HOST_THREAD_TREE_CORES = 0.8: per-CPU evidence needs the training to use ≥ this many cores
@@ -69,6 +70,9 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - headroom.GPU_IDLE_UTIL_BELOW_PCT = 50: idle, waiting outside the GPU, util <.
   Pinned: headroom::busy_thread_or_an_idle_gpu_at
 - runchecks.RATE_MISMATCH_FRACTION = 0.05: the steady rate vs training.json's warned >. Pinned: here
+- runchecks.LOSS_ROSE_FACTOR = 1.25: the loss rose (a caveat), the last reads' mean > it × the first's.
+  Pinned: here
+- validate.GPU_PCT_MAX = 101: a GPU's percentage above it reads as empty. Pinned: here
 - sessions.GAP_MIN_S = 30: a new session, a pause > max(it, …). Pinned: here
 - sessions.GAP_FACTOR = 20: … and > this many typical row intervals. Pinned: here
 - sessions.STEP_JUMP_FACTOR = 10: a new session, the step jumps > it × its stride. Pinned: here
@@ -129,7 +133,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 54
+    assert len(found) == 57
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 
@@ -330,6 +334,23 @@ def test_a_weak_baseline_at_each_of_its_boundaries(cpu_analysis) -> None:
     ]
     larger = {"cpu_cores_logical": T.small_host_logical_cpus + 1}
     assert not _weak(cpu_analysis, larger, cpu_steal_pct=None, proc_cpu_pct=500.0)
+    swapped = _weak(cpu_analysis, swap_growth_bytes=float(validity.SWAP_GROWTH_BYTES), **busy)
+    assert swapped == ["it swapped: swap in use grew by 1.0 GiB while it trained"]
+    assert not _weak(cpu_analysis, swap_growth_bytes=validity.SWAP_GROWTH_BYTES - 1.0, **busy)
+
+
+@pytest.mark.parametrize("label", validity.CLOCK_HELD_DOWN)
+def test_a_baseline_whose_cpu_clock_was_held_down_is_weak(cpu_analysis, label: str) -> None:
+    held = replace(cpu_analysis, verdict=replace(cpu_analysis.verdict, labels=(label,)))
+    assert f"its CPU clock was held down ({label})" in validity.weak_baseline_reasons(held, T)
+    assert not any("clock" in r for r in validity.weak_baseline_reasons(cpu_analysis, T))
+
+
+def test_the_swap_growth_is_the_highest_reading_less_the_first() -> None:
+    samples = pd.DataFrame({"swap_used_bytes": [2e9, np.nan, 1e9, 3.5e9, 3e9]})
+    assert b.growth_of(samples, "swap_used_bytes") == 1.5e9
+    assert b.growth_of(samples.head(1), "swap_used_bytes") is None
+    assert b.growth_of(pd.DataFrame({"x": [1.0]}), "swap_used_bytes") is None
 
 
 # GPU verdicts that read power and clocks (sizing.analysis.gpu_verdicts)

@@ -8,9 +8,9 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from sizingfixtures import reference_gpu
+from sizingfixtures import reference_gpu, training_frame
 
-from sizing.analysis import coverage, energy, money, runchecks
+from sizing.analysis import coverage, energy, money, runchecks, validate
 from sizing.analysis import sessions as ss
 from sizing.analysis import speedup as sp
 from sizing.analysis.run import analyse_run
@@ -219,3 +219,53 @@ def test_without_a_value_of_time_a_faster_step_is_never_called_never() -> None:
         step = series["rows"][1]
         assert step["payback_verdict"] == verdict and step["never_pays_back"] is (verdict == money.NEVER)
         assert series["largest_count_paying_back"] == (None if value is None else 1)
+
+
+# A loss that rose (sizing.analysis.runchecks) and cells no reading can hold (sizing.analysis.validate)
+
+
+@pytest.mark.parametrize(("last", "rose"), [(1.25, False), (np.nextafter(1.25, np.inf), True)])
+def test_a_loss_that_rose_past_the_factor_is_a_caveat(last: float, rose: bool) -> None:
+    assert runchecks.LOSS_ROSE_FACTOR == 1.25  # the first 20 reads at 1.0, the last 20 at 1.25 or just above
+    frame = training_frame(0.0, [0.1] * 40, [1.0] * 20 + [last] * 20)
+    found = runchecks.loss_rose(frame)
+    assert (found is not None) is rose
+    if rose:
+        assert found.startswith("its loss rose: the last 20 loss reads average 1.25, more than 1.25×")
+
+
+def test_a_loss_rose_compares_tenths_and_never_a_loss_that_can_be_negative() -> None:
+    falling = np.linspace(2.0, 0.5, 400)
+    assert runchecks.loss_rose(training_frame(0.0, [0.1] * 400, list(falling))) is None
+    rising = training_frame(0.0, [0.1] * 400, list(falling[::-1]))
+    assert "the last 40 loss reads" in runchecks.loss_rose(rising)  # a tenth of 400
+    negative = [-1.0] * 20 + [5.0] * 20  # a log-likelihood: no ratio compares it
+    assert runchecks.loss_rose(training_frame(0.0, [0.1] * 40, negative)) is None
+    assert runchecks.loss_rose(training_frame(0.0, [0.1] * 39, [1.0] * 19 + [9.0] * 20)) is None  # too few
+
+
+def test_cells_no_reading_can_hold_read_as_empty_at_their_bounds() -> None:
+    assert validate.GPU_PCT_MAX == 101.0
+    total = 80 * 2**30
+    frame = pd.DataFrame({
+        "time_unix": [1.0, 2.0, 3.0],
+        "gpu0_util_pct": [101.0, np.nextafter(101.0, np.inf), -1.0],
+        "gpu0_mem_used_bytes": [float(total), total + 1.0, 2.0**64 - 1],
+        "proc_cpu_pct": [1599.0, 250.0, -0.5],  # a process's share of every core may pass 100
+        "gpu0_temp_c": [-5.0, 40.0, 40.0],  # not a unit that cannot go below 0
+    })  # fmt: skip
+    cleaned, warning = validate.impossible_cells(frame, {0: float(total)})
+    assert cleaned["gpu0_util_pct"].tolist()[0] == 101.0 and cleaned["gpu0_util_pct"].isna().tolist()[1:] == [
+        True, True
+    ]  # fmt: skip
+    assert cleaned["gpu0_mem_used_bytes"].isna().tolist() == [False, True, True]
+    assert cleaned["proc_cpu_pct"].isna().tolist() == [False, False, True]
+    assert cleaned["gpu0_temp_c"].tolist() == [-5.0, 40.0, 40.0]
+    assert warning == (
+        "telemetry.csv: cells no reading can hold read as empty (gpu0_util_pct: 1 below 0, 1 above 101 %; "
+        "gpu0_mem_used_bytes: 2 above the GPU's 80 GiB; proc_cpu_pct: 1 below 0)"
+    )
+    same, none = validate.impossible_cells(cleaned, {0: float(total)})
+    assert none is None and same is cleaned
+    unknown_total, _ = validate.impossible_cells(frame[["time_unix", "gpu0_mem_used_bytes"]], {})
+    assert unknown_total["gpu0_mem_used_bytes"].isna().tolist() == [False, False, False]

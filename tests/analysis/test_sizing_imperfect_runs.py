@@ -1,0 +1,127 @@
+"""Realistic faults in real runs (copies of data/examples) that once left the Decision confidently wrong:
+a training that diverged, a counter's "not available" sentinel, a baseline that swapped. Each test fails on
+the code before its rule, and its control shows the assertion can go the other way."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_sizing_view import DEFAULTS, all_text
+
+from dashboard import sizing_view
+from sizing.cli import main as sizing_main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
+GPU_RUN, CPU_RUN = "20261127T031121Z-gpu-vm", "20261124T111406Z-cpu-vm"
+pytestmark = pytest.mark.skipif(
+    not (EXAMPLES / GPU_RUN).is_dir() or not (EXAMPLES / CPU_RUN).is_dir(), reason="no example runs"
+)
+
+
+def decision_of(
+    tmp_path: Path, gpu_change: Callable[[Path], None] | None = None,
+    cpu_change: Callable[[Path], None] | None = None,
+) -> tuple[dict, list[str]]:  # fmt: skip
+    """The report's Decision and warnings for copies of the H100 run and its 16-CPU baseline."""
+    runs = tmp_path / "runs"
+    for name, change in ((GPU_RUN, gpu_change), (CPU_RUN, cpu_change)):
+        shutil.copytree(EXAMPLES / name, runs / name, ignore=shutil.ignore_patterns("detections"))
+        if change is not None:
+            change(runs / name)
+    out = tmp_path / "report.json"
+    assert sizing_main([str(runs / CPU_RUN), str(runs / GPU_RUN), "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    return report["decision"], report["warnings"]
+
+
+def losses(cells: Callable[[pd.Series], pd.Series]) -> Callable[[Path], None]:
+    """training.csv with its loss_total cells (as text) rewritten."""
+
+    def change(run_dir: Path) -> None:
+        path = run_dir / "training.csv"
+        frame = pd.read_csv(path, dtype={"loss_total": str})
+        frame["loss_total"] = cells(frame["loss_total"])
+        frame.to_csv(path, index=False)
+
+    return change
+
+
+def telemetry(change_frame: Callable[[pd.DataFrame], None]) -> Callable[[Path], None]:
+    def change(run_dir: Path) -> None:
+        path = run_dir / "telemetry.csv"
+        frame = pd.read_csv(path)
+        change_frame(frame)
+        frame.to_csv(path, index=False)
+
+    return change
+
+
+def nan_from_half(cells: pd.Series) -> pd.Series:
+    return cells.where(cells.index < len(cells) // 2, "nan")
+
+
+def test_a_training_whose_loss_went_nan_is_left_out_not_sped_up(tmp_path: Path) -> None:
+    """The GPU run trained on NaN for half its steps: 6.9× faster at producing NaN is not a speedup."""
+    decision, _ = decision_of(tmp_path, gpu_change=losses(nan_from_half))
+    assert decision["options"] == []
+    left_out = next(c for c in decision["caveats"] if c.startswith("Left out as incomplete"))
+    assert f"{GPU_RUN} (training diverged: its loss was not finite (nan or inf) from step " in left_out
+    assert "to the end)" in left_out
+    text = all_text(sizing_view.sizing_content(tmp_path, [CPU_RUN, GPU_RUN], DEFAULTS))
+    assert "training diverged" in text  # the dashboard reads training.csv through the same reader
+
+
+def test_one_step_that_loss_scaling_skipped_does_not_leave_a_run_out(tmp_path: Path) -> None:
+    one_inf = losses(lambda cells: cells.where(cells.index != len(cells) // 2, "inf"))
+    decision, _ = decision_of(tmp_path, gpu_change=one_inf)
+    assert [o["group"] for o in decision["options"]] == [[GPU_RUN]]
+    assert not any("diverged" in c for c in decision["caveats"])
+
+
+def test_a_loss_that_rose_says_the_training_may_have_diverged(tmp_path: Path) -> None:
+    def rising(cells: pd.Series) -> pd.Series:
+        values = cells.astype(float)
+        return values.where(values.index < len(values) // 2, values * 1e4).map("{:.6g}".format)
+
+    decision, warnings = decision_of(tmp_path, gpu_change=losses(rising))
+    assert [o["group"] for o in decision["options"]] == [[GPU_RUN]]
+    said = [c for c in decision["caveats"] if "its loss rose" in c]
+    assert said and said[0].startswith(f"{GPU_RUN}: its loss rose: the last ")
+    assert "the training may have diverged" in said[0] and any("its loss rose" in w for w in warnings)
+    control, _ = decision_of(tmp_path / "control")
+    assert not any("loss rose" in c for c in control["caveats"])
+
+
+def test_a_memory_sentinel_does_not_make_the_board_shared(tmp_path: Path) -> None:
+    """NVML's "not available" (2^64 − 1 bytes) in used memory read as 16 EiB held before the training."""
+
+    def sentinel(frame: pd.DataFrame) -> None:
+        frame["gpu0_mem_used_bytes"] = float(2**64 - 1)
+
+    decision, warnings = decision_of(tmp_path, gpu_change=telemetry(sentinel))
+    (option,) = decision["options"]
+    assert "shared" not in option["name"] and "not attributable" not in option["line"]
+    assert any("gpu0_mem_used_bytes: " in w and "above the GPU's 80 GiB" in w for w in warnings)
+
+    def held(frame: pd.DataFrame) -> None:  # control: 3 GiB really in use on the board
+        frame["gpu0_mem_used_bytes"] = 3.0 * 2**30
+
+    (shared,) = decision_of(tmp_path / "control", gpu_change=telemetry(held))[0]["options"]
+    assert "(shared)" in shared["name"]
+
+
+def test_a_baseline_that_swapped_is_weak(tmp_path: Path) -> None:
+    def swapping(frame: pd.DataFrame) -> None:
+        frame["swap_used_bytes"] = np.linspace(0.0, 6.0 * 2**30, len(frame))
+
+    decision, _ = decision_of(tmp_path, cpu_change=telemetry(swapping))
+    weak = [c for c in decision["caveats"] if c.startswith("The baseline is weak")]
+    assert weak and "it swapped: swap in use grew by " in weak[0]
+    control, _ = decision_of(tmp_path / "control")
+    assert not any("swapped" in c for c in control["caveats"])

@@ -162,6 +162,15 @@ def option(c: Comparison, ctx: ReportContext) -> Option:
     )
 
 
+NO_CPU_RUN = "No CPU run to compare the GPU with"
+
+
+def _no_cpu_group(ctx: ReportContext) -> bool:
+    """The baseline is a GPU group and the report holds no (complete) CPU group to be one."""
+    base = ctx.baseline
+    return base is not None and base.kind == "gpu" and not any(g.kind == "cpu" for g in ctx.groups)
+
+
 def _gpu_options(ctx: ReportContext) -> list[Comparison]:
     found = [c for c in ctx.comparisons if not c.is_baseline and c.group.kind == "gpu"]
     return sorted(found, key=lambda c: not _same_work(c, ctx))  # like-for-like first, else as grouped
@@ -209,6 +218,8 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
         base_disagrees = sp.repeats_disagree(base.analyses)
         if base_disagrees:
             found.append((INVALIDATES, f"The baseline's {base_disagrees}."))
+        if options and _no_cpu_group(ctx):
+            found.append((UNSURE, f"{NO_CPU_RUN}: the lines compare GPUs with a GPU, not with CPUs."))
     if options and not any(_same_work(c, ctx) for c in options):
         found.append(
             (INVALIDATES, "No GPU run trains the baseline's workload: no speedup compares the same work.")
@@ -271,6 +282,13 @@ def decision(ctx: ReportContext) -> Decision:
     elif not chosen and any(a.kind == "gpu" for a in ctx.left_out):
         without = ("No complete GPU run: every GPU run was left out as incomplete (see the caveats; "
                    "--include-incomplete averages them in).",)  # fmt: skip
+    elif not chosen and _no_cpu_group(ctx):
+        left_out = any(a.kind == "cpu" for a in ctx.left_out)
+        without = (
+            f"{NO_CPU_RUN}: every CPU run was left out as incomplete (see the caveats; --include-incomplete "
+            "averages them in)." if left_out
+            else f"{NO_CPU_RUN}: add one of the same workload (./scripts/collect_cpu.sh).",
+        )  # fmt: skip
     elif not chosen and (on_cpu := [a for a in ctx.analyses if a.device_mismatch]):
         without = (f"No GPU run to compare with the baseline: {len(on_cpu)} run(s) recorded for a GPU "
                    "trained on the CPU (see the caveats).",)  # fmt: skip

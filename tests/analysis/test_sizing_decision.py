@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sizingfixtures import GPU_TRAIN_START, reference_cpu, reference_gpu, renamed, training_frame
+from sizingfixtures import GPU_TRAIN_START, reference_cpu, reference_gpu, renamed, training_frame, with_info
 
 from sizing import Prices, ReportSettings, build_report, to_json
 from sizing.analysis import speedup as sp
@@ -131,6 +131,26 @@ def test_no_gpu_run_says_what_to_add() -> None:
     assert report.decision.lines_without_option == (
         "No GPU run to compare with the baseline: add one of the same workload.",
     )
+
+
+def test_no_cpu_run_says_so_and_never_asks_for_a_gpu_run() -> None:
+    """Only GPU runs: the baseline is a GPU, and 'add a GPU run' would be wrong."""
+    alone = build_report([reference_gpu()], ReportSettings()).decision
+    assert alone.options == () and alone.lines_without_option == (
+        "No CPU run to compare the GPU with: add one of the same workload (./scripts/collect_cpu.sh).",
+    )
+    failed_cpu = replace(reference_cpu(), training_info={**reference_cpu().training_info, "status": "failed"})
+    left_out = build_report([failed_cpu, reference_gpu()], ReportSettings()).decision
+    assert left_out.lines_without_option[0].startswith(
+        "No CPU run to compare the GPU with: every CPU run was left out as incomplete"
+    )
+    bf16 = with_info(gpu_at("bf16-gpu", 0.05), precision="bfloat16")
+    two_gpus = build_report([reference_gpu(), bf16], ReportSettings()).decision
+    assert len(two_gpus.options) == 1
+    said = "No CPU run to compare the GPU with: the lines compare GPUs with a GPU, not with CPUs."
+    assert said in two_gpus.caveats
+    with_cpu = build_report([reference_cpu(), reference_gpu()], ReportSettings()).decision
+    assert not any("No CPU run" in c for c in (*with_cpu.caveats, *with_cpu.lines_without_option))
 
 
 def test_caveats_are_at_most_three_the_weightiest_first() -> None:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from sizing.analysis import compare as cmp
+from sizing.analysis import concurrency, validity
 from sizing.analysis import tuning as tn
-from sizing.analysis import validity
 from sizing.analysis.headroom import group_phrase
 from sizing.analysis.jobs import Job, analyse_job, gather_jobs
 from sizing.analysis.run import RunAnalysis, analyse_run
@@ -154,6 +154,7 @@ def validity_warnings(ctx: ReportContext) -> list[str]:
     for c in ctx.comparisons:
         if not c.is_baseline and not c.like_for_like and ctx.baseline is not None:
             found.append(f"{c.group.name} vs the baseline is {validity.like_for_like_text(c)}")
+    found += [overlap.text() for overlap in concurrency.overlaps(ctx.analyses)]
     weak = validity.group_weak_reasons(ctx.baseline, ctx.settings.thresholds) if ctx.baseline else []
     if ctx.baseline is not None and weak:
         found.append(f"the baseline {ctx.baseline.name} is weak: {'; '.join(weak)}")

@@ -15,7 +15,6 @@ step's outputs and side effects depend on). A count that fails is recorded with 
 from __future__ import annotations
 
 import copy
-import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -35,13 +34,6 @@ TF_CONTROL_FLOW = frozenset(
      "StatefulPartitionedCall"}
 )  # fmt: skip
 TF_PLUMBING = frozenset({"Identity", "IdentityN", "Const", "NoOp", "Placeholder", "_Arg", "_Retval"})
-AMPERE_OR_NEWER = re.compile(
-    r"\b(A100|A800|A30|A40|A10G?|A16|A2|RTX A\d{4}|RTX [345]0\d0( Ti)?|L4|L40S?|L20|H100|H200|H800|H20|"
-    r"GH200|B100|B200|GB200|RTX \d{4} Ada)\b"
-)
-OLDER_THAN_AMPERE = re.compile(r"\b(V100|T4|P100|P40|P4|K80|M60|RTX 20\d0|TITAN V|TITAN RTX|Quadro)\b")
-
-
 def not_counted(reason: str, method: str = "", math_dtype: str | None = None) -> dict[str, Any]:
     return {
         "per_example": None,
@@ -231,25 +223,15 @@ def count_tf_step(concrete_function, global_batch: int, math_dtype: str, where: 
 
 
 def recorded_math_dtype(training: dict[str, Any]) -> tuple[str | None, str]:
-    """(math dtype, why) from a training.json's precision and device: float32 on a GPU of compute
-    capability >= 8.0 ran its convolutions in TF32 (both frameworks' default there)."""
+    """(math dtype, why) of a recorded run counted afterwards: its mixed precision where it trained in one;
+    float32's is not known here (TF32 or not was the GPU's and the framework's at run time), so the report
+    derives it from the precision and its table of GPUs (sizing/analysis/headroom.py `math_dtype`)."""
     precision = training.get("precision") or "float32"
     if precision in ("float16", "bfloat16"):
         return precision, f"{precision} from the recorded precision (mixed)"
-    names = list(training.get("gpu_names") or [])
-    if training.get("device_used") in (None, "CPU") or not names:
+    if training.get("device_used") in (None, "CPU") or not training.get("gpu_names"):
         return "float32", "float32 on the CPU"
-    name = names[0]
-    if (training.get("settings") or {}).get("tf32") is False:
-        return "float32", f"float32 on an {name} with TF32 switched off (training.json settings)"
-    if AMPERE_OR_NEWER.search(name):
-        return "tf32", (
-            f"float32 on an {name}: TF32, the default of both frameworks for float32 convolutions on "
-            "compute capability >= 8.0"
-        )
-    if OLDER_THAN_AMPERE.search(name):
-        return "float32", f"float32 on an {name} (compute capability < 8.0: no TF32)"
-    return None, f"float32 on an {name}, whose TF32 support is not known here"
+    return None, "float32 on a GPU, TF32 not recorded at run time: the report derives it from the GPU"
 
 
 def synthetic_torch_batch(batch: int, image_size: int):

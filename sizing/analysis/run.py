@@ -11,6 +11,7 @@ from sizing.analysis import gpu_state, jobcheck, money, runchecks, signature, sp
 from sizing.analysis.bottleneck import Verdict, verdict
 from sizing.analysis.gpu_verdicts import gpu_findings
 from sizing.analysis.headroom import Headroom, headroom
+from sizing.analysis.signature import listed_gpus
 from sizing.analysis.thermal import ThermalSummary, ThrottleSummary
 from sizing.analysis.throughput import FROM_TOTALS, Throughput, min_smoothed_loss, throughput
 from sizing.model import (
@@ -61,6 +62,7 @@ class RunAnalysis:
     caveats: tuple[str, ...] = ()
     device_mismatch: str | None = None  # recorded for a GPU, trained on the CPU (signature)
     measurement_span: spans.MeasurementSpan | None = None  # the span the verdict's CPU and GPU columns share
+    measured_window: tuple[float, float] | None = None  # the window the verdict read: steady, else training
 
     @property
     def energy_is_estimate(self) -> bool:
@@ -83,23 +85,6 @@ class RunAnalysis:
         return self.energy_usd_per_1k_examples + self.hardware_usd_per_1k_examples
 
 
-def listed_gpus(meta: dict) -> list[dict]:
-    """run.json's system GPUs that are objects (anything else reads as not listed)."""
-    system = meta.get("system")
-    gpus = system.get("gpus") if isinstance(system, dict) else None
-    return [g for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else []
-
-
-def unmatched_uuids(training_info: dict, listed: list[dict]) -> list[str]:
-    """training.json's gpu_uuids where run.json's GPUs carry UUIDs and none of them is named (MIG slices'
-    UUIDs, which name no board, left to gpu_state); [] otherwise."""
-    uuids = training_info.get("gpu_uuids")
-    if not isinstance(uuids, list) or not uuids or any(str(u).startswith("MIG-") for u in uuids):
-        return []
-    recorded = {g.get("uuid") for g in listed if isinstance(g.get("uuid"), str)}
-    return [] if not recorded or recorded & set(map(str, uuids)) else [str(u) for u in uuids]
-
-
 def charged_gpu_columns(run: RunData, kind: str) -> tuple[list[int], str, bool]:
     """The gpu<i> column indices whose energy is the run's (the GPUs the training used), how that was
     decided, and whether the run says so (False: every GPU is charged because it does not)."""
@@ -117,9 +102,8 @@ def charged_gpu_columns(run: RunData, kind: str) -> tuple[list[int], str, bool]:
         how = f"all {len(listed)} GPUs: which trained is not recorded (imported log)"
         return list(range(len(listed))), how, False
     used, how = signature.used_gpus(run.meta, run.training_info)
-    uuids = run.training_info.get("gpu_uuids")
-    named = isinstance(uuids, list) and any(g.get("uuid") in uuids for g in listed)
-    known = named or (len(listed) <= 1 and not unmatched_uuids(run.training_info, listed))
+    match = signature.match_uuids(run.training_info, listed)
+    known = bool(match.named) or (len(listed) <= 1 and not match.unmatched)
     return [i for i, g in enumerate(listed) if g in used], how, known
 
 
@@ -266,7 +250,7 @@ def analyse_run(
     said, short = spans.span_warnings(run.run_id, span)
     warnings += offsets + said
     if not attribution_known:
-        uuids = unmatched_uuids(info, listed_gpus(meta))
+        uuids = signature.match_uuids(info, listed_gpus(meta)).unmatched
         if uuids:
             unsure.append(
                 f"{run.run_id}: training.json gpu_uuids ({', '.join(uuids)}) name no GPU the "
@@ -335,6 +319,7 @@ def analyse_run(
         caveats=tuple(offsets + short + unsure),
         device_mismatch=mismatch,
         measurement_span=span,
+        measured_window=window,
     )
     system = meta.get("system") if isinstance(meta.get("system"), dict) else {}
     gpu_names = analysis.hardware.get("gpus") or []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -126,18 +127,42 @@ def _fields(*sides: dict) -> tuple[str, ...]:
     return ("job", *(name for name in JOB_FIELDS[1:] if any(side.get(name) is not None for side in sides)))
 
 
+def listed_gpus(meta: dict) -> list[dict]:
+    """run.json's system GPUs that are objects (anything else reads as not listed)."""
+    system = meta.get("system")
+    gpus = system.get("gpus") if isinstance(system, dict) else None
+    return [g for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else []
+
+
+@dataclass(frozen=True)
+class UuidMatch:
+    """training.json's `gpu_uuids` against run.json's GPUs."""
+
+    named: tuple[dict, ...]  # the listed GPUs the training names
+    unmatched: tuple[str, ...]  # its UUIDs where the listed GPUs carry UUIDs and it names none of them
+
+
+def match_uuids(training_info: dict, listed: list[dict]) -> UuidMatch:
+    """The one reading of `gpu_uuids`. A MIG slice's UUID names no board: it is left to gpu_state, never
+    unmatched."""
+    uuids = training_info.get("gpu_uuids")
+    uuids = [str(u) for u in uuids] if isinstance(uuids, list) else []
+    named = tuple(g for g in listed if g.get("uuid") in uuids)
+    recorded = any(isinstance(g.get("uuid"), str) for g in listed)
+    mig = any(u.startswith("MIG-") for u in uuids)
+    return UuidMatch(named, () if named or not recorded or mig else tuple(uuids))
+
+
 def used_gpus(meta: dict, training_info: dict) -> tuple[list[dict], str]:
     """The run.json GPU entries the training used, and how that was decided.
 
     training.json's `gpu_uuids` name them; without it a single-GPU host's GPU is the one; with several
     GPUs and no UUIDs every GPU is taken (and the report says so).
     """
-    gpus = [g for g in (meta.get("system") or {}).get("gpus") or [] if isinstance(g, dict)]
-    uuids = training_info.get("gpu_uuids")
-    if isinstance(uuids, list) and uuids:
-        chosen = [g for g in gpus if g.get("uuid") in uuids]
-        if chosen:
-            return chosen, "gpu_uuids in training.json"
+    gpus = listed_gpus(meta)
+    named = match_uuids(training_info, gpus).named
+    if named:
+        return list(named), "gpu_uuids in training.json"
     if len(gpus) <= 1:
         return gpus, "the host's only GPU" if gpus else "no GPU"
     return gpus, f"all {len(gpus)} GPUs (training.json names none)"

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sizing.analysis import concurrency, peaks, signature
 from sizing.analysis import headroom as hr
-from sizing.analysis import peaks, signature
 from sizing.analysis import speedup as sp
 from sizing.analysis import tuning as tn
 from sizing.analysis.compare import Comparison, Group
@@ -218,6 +218,8 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
         base_disagrees = sp.repeats_disagree(base.analyses)
         if base_disagrees:
             found.append((INVALIDATES, f"The baseline's {base_disagrees}."))
+        for overlap in concurrency.overlaps(ctx.analyses):
+            found.append((INVALIDATES if overlap.same_boot else UNSURE, f"{overlap.text()}."))
         if options and _no_cpu_group(ctx):
             found.append((UNSURE, f"{NO_CPU_RUN}: the lines compare GPUs with a GPU, not with CPUs."))
     if options and not any(_same_work(c, ctx) for c in options):

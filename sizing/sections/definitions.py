@@ -39,7 +39,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"{dc.FAR_BELOW_PEAK_MFU:.0%} MFU with the GPU waiting on the host, launch-bound or idle (or a "
             "host-bound, GPU underused or I/O-bound verdict), it says the code feeding the GPU, not the "
             f"GPU, sets the speedup. Then at most {dc.MAX_CAVEATS} caveats, the weightiest first: what "
-            "makes a figure wrong (a weak baseline, no like-for-like GPU run, repeats that disagree, a "
+            "makes a figure wrong (a weak baseline, no like-for-like GPU run, repeats that disagree, runs "
+            "measured at the same time on one machine, a "
             "board not the run's alone, a run given that could not be sized, one recorded for a GPU that "
             "trained on the CPU; and where an option is not like for like, a CPU run of the report that "
             "trains its workload, with the --baseline that compares them), then what makes it unsure "
@@ -155,7 +156,10 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "non-finite step followed by finite ones, as loss scaling skips a step, is not). A run whose "
             f"last loss reads (the larger of {LOSS_WINDOW_STEPS} and a tenth of its finite ones) average "
             f"more than {LOSS_ROSE_FACTOR:g}× its first as many may have diverged: a caveat, in the "
-            "warnings and the Decision (a loss ever ≤ 0 is not compared by a ratio).",
+            "warnings and the Decision (a loss ever ≤ 0 is not compared by a ratio). Two runs whose "
+            "measured windows overlap on one machine (the same run.json `system.boot_id_hash`) ran beside "
+            "each other's load: a caveat that makes the figures wrong; without a boot on either, the same "
+            "host name makes it unsure (machines may share a name).",
         ),
         (
             "Stability",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sizing.analysis import peaks
+from sizing.analysis import pcie, peaks
 from sizing.analysis.gpu_verdicts import SW_POWER_CAP, max_sm_clock_mhz
 from sizing.model import RunData, Thresholds, number, samples_in, times_of, train_windows, values_of
 
@@ -51,6 +51,7 @@ class GpuStateFinding:
     clocks_held: tuple[str, ...] = ()
     settings_evidence: tuple[str, ...] = ()
     held_low: str = ""  # why clocks or power were held low by a setting ('' when not)
+    pcie_link: str | None = None  # 'PCIe x4 of x16': a link narrower than the board's (sizing.analysis.pcie)
 
     @property
     def phrases(self) -> list[str]:
@@ -62,6 +63,8 @@ class GpuStateFinding:
             found.append(CLOCKS_HELD)
         if self.shared:
             found.append(SHARED_SETTING)
+        if self.pcie_link:
+            found.append(self.pcie_link)
         return found
 
 
@@ -95,8 +98,8 @@ class GpuState:
 
     @property
     def signature(self) -> str | None:
-        """'power cap 200 W', 'MIG', 'clocks held by a setting', 'shared' (joined by '; '); a GPU whose
-        phrases differ from the others' is named ('gpu1 power cap 200 W'); None: default settings."""
+        """'power cap 200 W', 'MIG', 'clocks held by a setting', 'shared', 'PCIe x4 of x16' (joined by '; ');
+        a GPU whose phrases differ from the others' is named ('gpu1 power cap 200 W'); None: defaults."""
         per_gpu = [(g.index, g.phrases) for g in self.gpus if g.phrases]
         if not per_gpu:
             return None
@@ -346,6 +349,8 @@ def read_gpu_state(
     for index in charged:
         gpu = listed[index] if index < len(listed) else {}
         cap, clocks, evidence, held = settings_of(state, in_training, gpu, index, t)
+        link = pcie.narrow_link(state, index)
+        evidence += [f"{link} at start and end ({pcie.WHERE})"] if link else []
         found.append(
             GpuStateFinding(
                 index=index,
@@ -355,6 +360,7 @@ def read_gpu_state(
                 clocks_held=tuple(clocks),
                 settings_evidence=tuple(evidence),
                 held_low=held,
+                pcie_link=link,
             )
         )
     unchecked = None

@@ -381,8 +381,11 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"{gs.UNEXPLAINED_CLOCK_FRACTION:.0%} of its max (NVML names no reason only at the highest "
             "clocks it can run). Held low: those clocks below the SM clock's max (or unknown), applications "
             "clocks below default, or a power cap with the SW power cap bit in ≥ "
-            f"{t.throttled_sample_fraction:.0%} of busy samples. MIG, power cap N W, clocks held by a "
-            "setting and shared join the hardware signature, so such runs are never repeats of others.",
+            f"{t.throttled_sample_fraction:.0%} of busy samples. A narrow PCIe link: `gpu_state` "
+            "`pcie_link_width` below `pcie_link_width_max` at both start and end (NVML lowers an idle "
+            "link's generation, not its width, so only the width is judged; one narrow reading is no "
+            "claim). MIG, power cap N W, clocks held by a setting, shared and PCIe xN of xM join the "
+            "hardware signature, so such runs are never repeats of others.",
         ),
         (
             "MFU",

@@ -360,3 +360,31 @@ def test_unchecked_tenants_are_said_not_assumed_absent() -> None:
     assert f"not checked ({reason})" in line and "as if it had the GPU alone" in line
     assert gs.state_json(found)["tenants_unchecked"] == reason
     assert state_of(run(telemetry(), {"processes_checked": True})).tenants_unchecked is None
+
+
+def _links(start: tuple[int, int] | None, end: tuple[int, int] | None) -> dict:
+    def reading(link: tuple[int, int] | None) -> list[dict]:
+        width = {"pcie_link_width": link[0], "pcie_link_width_max": link[1]} if link else None
+        return [{"index": 0, **width}] if width else []
+
+    return {"start": reading(start), "end": reading(end)}
+
+
+def test_a_pcie_link_narrower_at_start_and_end_joins_the_signature() -> None:
+    state = state_of(run(telemetry(), _links((4, 16), (4, 16))))
+    assert state.signature == "PCIe x4 of x16"
+    assert state.evidence == (
+        "gpu0 PCIe x4 of x16 at start and end (gpu_state pcie_link_width and pcie_link_width_max)",
+    )
+    hardware = signature.hardware({"device": "gpu", "system": {"gpus": [H100]}}, {}, "gpu", state.signature)
+    assert signature.hardware_name(hardware, "gpu").endswith("(PCIe x4 of x16)")
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [((16, 16), (16, 16)), ((4, 16), (16, 16)), ((16, 16), (8, 16)), ((4, 16), None), (None, None),
+     ((0, 16), (0, 16))],
+)  # fmt: skip
+def test_a_link_narrow_at_one_reading_or_none_is_no_claim(start, end) -> None:
+    """NVML may narrow an idle link on some boards: one narrow reading is not a slot wired narrow."""
+    assert state_of(run(telemetry(), _links(start, end))).signature is None

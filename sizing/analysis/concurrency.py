@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
+from sizing.analysis import signature
 from sizing.analysis.run import RunAnalysis
 
 
@@ -36,10 +37,13 @@ def window(a: RunAnalysis) -> tuple[float, float] | None:
 
 
 def one_machine(a: dict, b: dict) -> bool | None:
-    """True: one boot; None: one host name and no boot to tell; False: different machines or unknown."""
+    """True: one boot; None: one host name and no boot to tell; False: two machines (a boot or an identity
+    differs, or two host names) or nothing to tell."""
     boot_a, boot_b = a.get("boot_id_hash"), b.get("boot_id_hash")
     if boot_a and boot_b:
         return boot_a == boot_b
+    if signature.same_machine(a, b) is False:
+        return False
     host = a.get("host")
     return None if host and host == b.get("host") else False
 

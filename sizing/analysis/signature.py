@@ -25,6 +25,7 @@ from sizing.model import gpu_indices, number, values_of
 DEFAULT_FRAMEWORK = "tensorflow"
 POLICY_DTYPES = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 CPU_EMULATED_DTYPES = {"float16"}
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of a CPU with native bfloat16 math
 EMULATED_ON_CPU = "emulated on a CPU"
 WORKLOAD_FIELDS = ("framework", "preset", "backbone", "image_size", "batch_size", "precision", "dataset")
 JOB_FIELDS = ("job", "framework", "batch_size", "precision")  # a job's (collect timed ... -- COMMAND)
@@ -189,8 +190,13 @@ def hardware(meta: dict, training_info: dict, kind: str, gpu_settings: str | Non
         "gpu_settings": gpu_settings if kind == "gpu" else None,
         "virtual_machine": system.get("virtual_machine"),
         "cgroup_cpu_limit_cpus": number(system.get("cgroup_cpu_limit_cpus")),
+        "cpu_simd": _texts(system.get("cpu_simd")),
         **{name: _text(system.get(name)) for name in (*IDENTITY_FIELDS, "boot_id_hash")},
     }
+
+
+def _texts(value: object) -> list[str] | None:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else None
 
 
 def _text(value: object) -> str | None:

@@ -184,7 +184,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "host swapped); a CPU clock held down (its verdict thermally throttled, HW slowdown or CPU "
             "clock below peak); a cgroup CPU quota below its logical CPUs "
             f"(run.json `cgroup_cpu_limit_cpus`); a small host or VM (≤ {t.small_host_logical_cpus} "
-            "logical CPUs); float16 emulated on a CPU; or a host-bound verdict. A GPU run whose "
+            "logical CPUs); float16 emulated on a CPU; bfloat16 on a CPU whose run.json `cpu_simd` "
+            "has neither avx512_bf16 nor amx_bf16; or a host-bound verdict. A GPU run whose "
             "verdict is host-bound, I/O-bound or GPU underused says so in its headline line.",
         ),
         (

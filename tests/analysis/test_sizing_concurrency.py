@@ -48,6 +48,9 @@ def test_two_machines_or_two_times_are_not_flagged() -> None:
     other_host = replace(other, meta={**other.meta, "host": "otherbox"})
     elsewhere = decision_of(reference_cpu(), reference_gpu(), other_host)[0]
     assert not any("same time" in c for c in elsewhere.caveats)
+    two_instances = decision_of(reference_cpu(), with_system(reference_gpu(), instance_id_hash="i1"),
+                                twin("clone", instance_id_hash="i2"))[0]  # fmt: skip
+    assert not any("same time" in c for c in two_instances.caveats)  # one image, two VMs: no boot to tell
     one_boot_in_turn = decision_of(
         with_system(reference_cpu(), boot_id_hash="b1"), with_system(reference_gpu(), boot_id_hash="b1")
     )[0]  # the CPU run trained 10,000 s before the GPU run

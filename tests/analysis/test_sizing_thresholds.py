@@ -346,6 +346,24 @@ def test_a_baseline_whose_cpu_clock_was_held_down_is_weak(cpu_analysis, label: s
     assert not any("clock" in r for r in validity.weak_baseline_reasons(cpu_analysis, T))
 
 
+@pytest.mark.parametrize(
+    ("precision", "simd", "weak"),
+    [("bfloat16", ["avx2", "fma"], True), ("bfloat16", ["avx512f", "avx512_bf16"], False),
+     ("bfloat16", ["amx_bf16"], False), ("bfloat16", None, False), ("float32", ["avx2"], False)],
+)  # fmt: skip
+def test_bfloat16_without_the_cpus_own_support_is_weak(cpu_analysis, precision, simd, weak) -> None:
+    """No avx512_bf16 or amx_bf16 (an unknown CPU: no claim): oneDNN converts to float32 and back."""
+    run = replace(cpu_analysis, workload={**cpu_analysis.workload, "precision": precision},
+                  hardware={**cpu_analysis.hardware, "cpu_simd": simd})  # fmt: skip
+    found = [r for r in validity.weak_baseline_reasons(run, T) if "bfloat16" in r]
+    assert bool(found) is weak
+    if weak:
+        assert found == [
+            "its bfloat16 has no native support on this CPU (none of avx512_bf16, amx_bf16 in run.json "
+            "cpu_simd): converted to float32 and back"
+        ]
+
+
 def test_the_swap_growth_is_the_highest_reading_less_the_first() -> None:
     samples = pd.DataFrame({"swap_used_bytes": [2e9, np.nan, 1e9, 3.5e9, 3e9]})
     assert b.growth_of(samples, "swap_used_bytes") == 1.5e9

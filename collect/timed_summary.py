@@ -31,6 +31,12 @@ def summary_lines(
         )
         if progress.note:
             lines.append(f"  note: {progress.note}")
+        diverged = progress.loss_not_finite_from_step
+        if diverged is not None:
+            lines.append(
+                f"  warning: the loss was not finite (nan or inf) from step {diverged} to the end: the "
+                "training diverged, and the report leaves this run out"
+            )
     evaluation = files.evaluation
     if evaluation:
         lines.append(

@@ -107,6 +107,30 @@ def gpu_waited(g: Group) -> str:
     return f"the GPU run was {a.verdict.primary} ({why}): the speedup is not the GPU's limit"
 
 
+GPU_HELD_DOWN = (bottleneck.THERMALLY_THROTTLED, bottleneck.HW_SLOWDOWN)
+
+
+def gpu_held_down(g: Group, t: Thresholds) -> str:
+    """How heat or a hardware slowdown pulled a GPU group's clocks down (its runs' verdicts say thermally
+    throttled or HW slowdown), or ''."""
+    if g.kind != "gpu":
+        return ""
+    found = []
+    for a in g.analyses:
+        if not set(GPU_HELD_DOWN) & set(a.verdict.labels):
+            continue
+        charged = {f"gpu{i}" for i in a.charged_gpus}
+        found += [
+            f"{a.run_id} {s.source} {s.category} in {s.fraction:.0%} of samples"
+            for s in a.throttling
+            if s.is_fault and s.source in charged and (s.fraction or 0.0) >= t.throttled_sample_fraction
+        ]
+    if not found:
+        return ""
+    return (f"the GPU's clocks were pulled down ({'; '.join(found)}): the speedup is below what the board "
+            "gives cooled and healthy")  # fmt: skip
+
+
 def rate_doubts(analyses: Sequence[RunAnalysis]) -> list[str]:
     found = []
     for a in analyses:
@@ -135,6 +159,7 @@ def comparison_suffix(c: Comparison, ctx: ReportContext) -> str:
     if weak:
         parts.append(f"against a WEAK baseline ({'; '.join(weak)})")
     parts.append(gpu_waited(c.group))
+    parts.append(gpu_held_down(c.group, ctx.settings.thresholds))
     parts.extend(c.repeats_disagree)
     doubts = rate_doubts([*c.group.analyses, *base.analyses])
     if doubts:

@@ -12,7 +12,7 @@ from sizing.analysis import headroom as hr
 from sizing.analysis import speedup as sp
 from sizing.analysis import tuning as tn
 from sizing.analysis.compare import Comparison, Group
-from sizing.analysis.validity import group_weak_reasons, like_for_like_text, rate_doubts
+from sizing.analysis.validity import gpu_held_down, group_weak_reasons, like_for_like_text, rate_doubts
 from sizing.context import ReportContext
 from sizing.sections import tuning as tuned_text
 from sizing.sections.money_text import energy_unknown_reason, life_text
@@ -230,6 +230,8 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
     for c in options:
         own = sp.repeats_disagree(c.group.analyses)
         found += [(INVALIDATES, f"{c.group.name}: {own}.")] if own else []
+        held = gpu_held_down(c.group, ctx.settings.thresholds)
+        found += [(UNSURE, f"{c.group.name}: {held}.")] if held else []
         found += [(INVALIDATES, f"{a.run_id}: {note}.") for a in c.group.analyses
                   if (note := a.gpu_state.utilization_note)]  # fmt: skip
     found += [(INVALIDATES, f"Not in this decision: {why}.") for why in ctx.unsized]

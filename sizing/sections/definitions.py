@@ -44,8 +44,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "board not the run's alone, a run given that could not be sized, one recorded for a GPU that "
             "trained on the CPU; and where an option is not like for like, a CPU run of the report that "
             "trains its workload, with the --baseline that compares them), then what makes it unsure "
-            "(runs left out as incomplete, a loss that rose, no CPU run so that GPUs are compared with a "
-            "GPU, an assumed UTC offset, a step log on a clock of its own, "
+            "(runs left out as incomplete, a loss that rose, a GPU whose clocks heat or a HW slowdown "
+            "pulled down, no CPU run so that GPUs are compared with a GPU, an assumed UTC offset, a step "
+            "log on a clock of its own, "
             "run-to-run spread not measured, the host "
             "not recorded, a drifting rate or one on too few steps for an interval), then what leaves it "
             "partial (energy of the GPU board only, no prices); how many more there are is said. The "
@@ -186,7 +187,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"(run.json `cgroup_cpu_limit_cpus`); a small host or VM (≤ {t.small_host_logical_cpus} "
             "logical CPUs); float16 emulated on a CPU; bfloat16 on a CPU whose run.json `cpu_simd` "
             "has neither avx512_bf16 nor amx_bf16; or a host-bound verdict. A GPU run whose "
-            "verdict is host-bound, I/O-bound or GPU underused says so in its headline line.",
+            "verdict is host-bound, I/O-bound or GPU underused says so in its headline line, and one "
+            "labelled thermally throttled or HW slowdown says its clocks were pulled down (the charged "
+            "GPUs' fault reasons and their share of the training's samples).",
         ),
         (
             "Windows",

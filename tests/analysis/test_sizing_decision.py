@@ -161,10 +161,25 @@ def test_caveats_are_at_most_three_the_weightiest_first() -> None:
     report = build_report(runs, ReportSettings())
     weighted = dc.caveats(report.context, [c for c in report.context.comparisons if not c.is_baseline])
     weights = [w for w, _ in weighted]
-    assert weights == sorted(weights) and len(weights) == 3
+    assert weights == sorted(weights) and len(weights) == 4
     assert report.decision.caveats[0] == "shared-gpu: GPU utilization not attributable: the GPU was shared."
-    assert len(report.decision.caveats) <= dc.MAX_CAVEATS
-    assert report.decision.caveats_not_shown == max(0, len(weighted) - dc.MAX_CAVEATS)
+    assert len(report.decision.caveats) == dc.MAX_CAVEATS
+    assert report.decision.caveats_not_shown == len(weighted) - dc.MAX_CAVEATS == 1
+
+
+def test_a_gpu_whose_clocks_heat_pulled_down_says_so() -> None:
+    """reference_gpu: SW thermal in 5 of its 41 training samples (12 % ≥ 5 %); without them, nothing."""
+    said = build_report([reference_cpu(), reference_gpu()], ReportSettings()).decision.caveats
+    assert (
+        "GPU Crafted H100 · tensorflow/small/resnet18/256px/batch 2/float32: the GPU's clocks were pulled "
+        "down (ref-gpu gpu0 thermal (SW) in 12% of samples): the speedup is below what the board gives "
+        "cooled and healthy."
+    ) in said
+    cool = reference_gpu()
+    idle_only = np.where(np.arange(len(cool.telemetry)) < 5, 1, 0)
+    telemetry = cool.telemetry.assign(gpu0_throttle_reasons=idle_only)
+    calm = build_report([reference_cpu(), replace(cool, telemetry=telemetry)], ReportSettings()).decision
+    assert not any("pulled down" in c for c in calm.caveats)
 
 
 @pytest.mark.parametrize(("mfu", "says"), [(0.0999, True), (0.10, False)])

@@ -4,27 +4,19 @@ into docs/sizing.md (a test checks they agree). Numbers come from the Thresholds
 from __future__ import annotations
 
 from sizing.analysis import bottleneck as b
-from sizing.analysis import gpu_state as gs
-from sizing.analysis import headroom as hr
 from sizing.analysis import sessions as ss
 from sizing.analysis import speedup as sp
 from sizing.analysis import validity
 from sizing.analysis.coverage import COMPLETE_COVERAGE, MAX_GAP_INTERVALS
 from sizing.analysis.energy import CROSS_CHECK_TOLERANCE, ESTIMATE_SPACING_S, MIN_VALID_W
-from sizing.analysis.gpu_verdicts import (
-    BUSY_UTIL_PCT,
-    NOT_COMPUTING_POWER_FRACTION,
-    POWER_LIMIT_MARGIN,
-    STRAGGLER_GAP_PCT,
-)
 from sizing.analysis.jobs import NODE_STRAGGLER_GAP_PCT
-from sizing.analysis.peaks import FLOPS_PER_FMA, FMA_UNITS
 from sizing.analysis.runchecks import LOSS_ROSE_FACTOR, RATE_MISMATCH_FRACTION
 from sizing.analysis.spans import SHORT_SPAN_FRACTION
 from sizing.analysis.thermal import CONSTANT_FREQUENCY, CPU_BELOW_PEAK
 from sizing.analysis.throughput import LOSS_WINDOW_STEPS
 from sizing.model import Thresholds
 from sizing.sections import decision as dc
+from sizing.sections.definitions_gpu import gpu_definitions
 
 
 def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
@@ -343,103 +335,7 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "CPU frequency drops with thermal evidence), HW slowdown (0x8, 0x80) and CPU clock below "
             f"peak (cause unknown) are added in ≥ {t.throttled_sample_fraction:.0%} of samples.",
         ),
-        (
-            "GPU verdicts",
-            "per used GPU over the measurement window, each with its numbers: at its power limit (a "
-            f"state, not a fault) in ≥ {t.throttled_sample_fraction:.0%} of samples, a sample counting "
-            f"when the SW power cap bit (0x4) is set or power is within {POWER_LIMIT_MARGIN:.0%} of the "
-            "limit in force with the SM clock below its max (thermal only from thermal bits); busy but "
-            f"not computing when mean util ≥ {BUSY_UTIL_PCT:g} % at a mean power ≤ "
-            f"{NOT_COMPUTING_POWER_FRACTION:.0%} of the limit; straggler when one GPU's mean util is ≥ "
-            f"{STRAGGLER_GAP_PCT:g} points below every other GPU while they are ≥ "
-            f"{t.gpu_underused_util_pct:g} %. A straggler, else busy but not computing, names the "
-            "bottleneck in place of GPU-bound or GPU underused. Busy but not computing never fires on a "
-            "GPU whose clocks or power a setting holds low (see GPU state): the finding says so instead.",
-        ),
-        (
-            "GPU state",
-            "for the GPUs charged to a GPU run, from run.json `gpu_state` where recorded and from "
-            "telemetry.csv, run.json `system.gpus` and training.json in any case. Shared: another process "
-            "on the GPU while the training ran (`gpu_state.other_processes`), or the board busy before the "
-            f"training: `gpu_state.before_training` with util ≥ {gs.SHARED_BEFORE_UTIL_PCT:g} %, a compute "
-            f"process, or ≥ {gs.SHARED_BEFORE_MEM_BYTES / 2**30:g} GiB of memory in use, or telemetry over "
-            f"the {gs.BEFORE_TRAINING_S:g} s before the first `train` phase with mean util ≥ "
-            f"{gs.SHARED_BEFORE_UTIL_PCT:g} % or median used memory ≥ {gs.SHARED_BEFORE_MEM_BYTES / 2**30:g} "
-            "GiB (an idle board holds under 1 GiB). While the training runs, and just after it, the "
-            "board's figures include its own work, so a tenant that came later shows only in "
-            "`gpu_state.other_processes`. A MIG slice: MIG mode enabled (`gpu_state`), a run.json GPU whose "
-            "name has the word MIG or whose UUID starts MIG-, or training.json `gpu_uuids` starting MIG- or "
-            f"`gpu_names` with MIG. Either makes the GPU board energy unknown with its reason ({gs.SHARED}; "
-            f"{gs.MIG_SLICE}): J and $ per 1,000 examples unknown, never the whole board's; and the board's "
-            "utilization is not the run's: no GPU-bound, GPU underused, busy but not computing or straggler "
-            "verdict from board figures. A power cap: the lowest limit recorded (telemetry's median over "
-            "the training, `gpu_state` at start and end, run.json `power_limit_w`) more than "
-            f"{gs.POWER_CAP_MARGIN_W:g} W below the board's default (`gpu_state`), else more than "
-            f"{gs.TABLE_POWER_MARGIN:.0%} below the GPU model's lowest default board power in "
-            "sizing/analysis/peaks.py (a datasheet figure, not this board's: some SKUs ship lower; a "
-            "configurable one has none); neither known: no claim. Clocks held by a setting: an "
-            "applications clock "
-            f"more than {gs.CLOCK_MARGIN_MHZ:g} MHz below its default (`gpu_state`), or in ≥ "
-            f"{t.throttled_sample_fraction:.0%} of busy samples (util > 0) the clocks-event bit 0x2 "
-            "(applications or locked clocks) or no clocks-event reason at all at an SM clock ≤ "
-            f"{gs.UNEXPLAINED_CLOCK_FRACTION:.0%} of its max (NVML names no reason only at the highest "
-            "clocks it can run). Held low: those clocks below the SM clock's max (or unknown), applications "
-            "clocks below default, or a power cap with the SW power cap bit in ≥ "
-            f"{t.throttled_sample_fraction:.0%} of busy samples. A narrow PCIe link: `gpu_state` "
-            "`pcie_link_width` below `pcie_link_width_max` at both start and end (NVML lowers an idle "
-            "link's generation, not its width, so only the width is judged; one narrow reading is no "
-            "claim). MIG, power cap N W, clocks held by a setting, shared and PCIe xN of xM join the "
-            "hardware signature, so such runs are never repeats of others.",
-        ),
-        (
-            "MFU",
-            "model FLOPs utilization = achieved FLOP/s / peak FLOP/s. Achieved: training.json "
-            "`flops.per_example` (forward + backward FLOPs of one training example, counted once: `python "
-            "-m training flops RUN_DIR`; ops counted as zero, `flops.uncounted`, make it an undercount) × "
-            "the steady examples/s. Peak: the dense peak of the dtype the math ran in × the devices trained "
-            "in parallel (training.json `world_size`, 1 when absent; a CPU run: its hosts), from a table "
-            "keyed by NVML's device name, each figure with its source (sizing/analysis/peaks.py). The dtype: "
-            "training.json `flops.math_dtype` when recorded, else `precision` (mixed_float16 and "
-            "mixed_bfloat16 read as float16 and bfloat16); float32 on a GPU with TF32 tensor cores counts as "
-            "TF32, since PyTorch's cuDNN convolutions and TensorFlow run float32 in TF32 by default on "
-            "Ampere and newer (PyTorch's float32 matmuls do not since 1.12; a detector's FLOPs are mostly "
-            "convolutions), and as FP32 on a GPU without them (V100, T4) or where `--no-tf32` switched TF32 "
-            "off (training.json `settings.tf32` false). A CPU's nominal FP32 peak: "
-            "physical cores (the cgroup quota when smaller) × max clock × FP32 lanes (16 with avx512f, 8 "
-            f"with avx2 and fma) × {FLOPS_PER_FMA} (a fused multiply-add) × {FMA_UNITS} FMA units per "
-            "core, an assumption: an x86 server core issues at most two vector FMAs a cycle and its "
-            "all-core vector clock is at most its max clock, so with cpufreq's max clock the peak is an "
-            "upper bound and the MFU a lower bound, shown as ≥; with the model name's base clock it is "
-            "neither. A GPU not in the table, a dtype it has no peak for (TF32 or BF16 on a V100 or T4), "
-            "a CPU without recorded vector flags or clock, an ARM CPU, or a run without a FLOP count: MFU "
-            "not known, with the reason; never a guess. Nor is a result above 100 % of the peak, which no "
-            "run reaches: the FLOP count or the peak does not fit the run, and the reason says so.",
-        ),
-        (
-            "Why the GPU is not at its limit",
-            "for a GPU run with profiling counters (NVML GPM: `gpu<N>_tensor_active_pct`, "
-            "`_sm_active_pct`, `_dram_active_pct`, `_fp32_active_pct`, `_fp16_active_pct`, "
-            "`_fp64_active_pct`), each counter's mean over the measurement window averaged over the "
-            "charged GPUs, first match: compute-bound (tensor active ≥ "
-            f"{hr.COMPUTE_BOUND_PIPE_PCT:g} %, or an FP32, FP16 or FP64 pipe ≥ "
-            f"{hr.COMPUTE_BOUND_PIPE_PCT:g} %); memory-bound (DRAM active ≥ {hr.MEMORY_BOUND_DRAM_PCT:g} % "
-            f"with tensor active < {hr.MEMORY_BOUND_TENSOR_BELOW_PCT:g} %); launch-bound (NVML util ≥ "
-            f"{hr.LAUNCH_BOUND_UTIL_PCT:g} % with SM active < {hr.LAUNCH_BOUND_SM_BELOW_PCT:g} %: busy, "
-            "but many small kernels: SMs idle); waiting on the host (NVML util, else graphics engine "
-            f"active, < {hr.HOST_WAIT_UTIL_BELOW_PCT:g} % while one host thread is ≥ "
-            f"{t.core_saturated_pct:g} % busy in ≥ {b.HOST_THREAD_SAMPLE_FRACTION:.0%} of the samples, "
-            f"or the training's busiest thread ≥ {b.HOST_THREAD_BUSY_MEAN_PCT:g} % busy on average: "
-            "the training's busiest thread where recorded, else a logical CPU with the training's "
-            f"processes using ≥ {b.HOST_THREAD_TREE_CORES:g} core where `proc_cpu_pct` is recorded; on "
-            "an H100 one Python thread launching tiny kernels back to back read NVML util 28 % and SM "
-            "active 0 %, docs/gpu-evidence.md); idle most of the time: waiting outside the GPU (NVML "
-            f"util < {hr.GPU_IDLE_UTIL_BELOW_PCT:g} % with no host thread saturated: input, I/O, "
-            "synchronisation or transfers; or the host not recorded); "
-            "else no single limit in the counters. Each with its numbers, in the bottleneck "
-            "section and, as a label beside the MFU, in every GPU comparison's headline line. A run "
-            "without the counters keeps its utilization verdict (Verdicts), said from utilization only; "
-            "one without utilization either says the GPU was not recorded.",
-        ),
+        *gpu_definitions(t),
     )
 
 

@@ -111,7 +111,8 @@ def group_runs(analyses: Sequence[RunAnalysis]) -> list[Group]:
 
 def pick_baseline(groups: Sequence[Group], baseline_run_id: str | None = None) -> Group | None:
     """The named run's group; else the CPU group sharing its workload with the most GPU groups (a
-    like-for-like pair), else the first CPU group, else the first group."""
+    like-for-like pair), the fastest of those tied (a speedup against a slower CPU would flatter the GPU),
+    else the first CPU group, else the first group."""
     if not groups:
         return None
     if baseline_run_id is not None:
@@ -120,7 +121,11 @@ def pick_baseline(groups: Sequence[Group], baseline_run_id: str | None = None) -
     if not cpu:
         return groups[0]
     gpu_workloads = [g.first.workload for g in groups if g.kind == "gpu"]
-    return max(cpu, key=lambda g: sum(signature.like_for_like(w, g.first.workload) for w in gpu_workloads))
+    def pairs_then_speed(g: Group) -> tuple[int, float]:
+        pairs = sum(signature.like_for_like(w, g.first.workload) for w in gpu_workloads)
+        return pairs, (g.examples_per_s.mean or 0.0) if pairs else 0.0
+
+    return max(cpu, key=pairs_then_speed)
 
 
 def steps_only(group: Group) -> bool:

@@ -115,7 +115,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
         (
             "Baseline",
             "the group of `--baseline` when given; else the CPU group like-for-like with the most GPU "
-            "groups, else the first CPU group, else the first group.",
+            "groups, the fastest (examples/s) of those tied, since a slower CPU would flatter the GPU; else "
+            "the first CPU group, else the first group.",
         ),
         (
             "Warm-up",

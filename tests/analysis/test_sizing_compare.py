@@ -96,3 +96,22 @@ def test_repeats_give_mean_sd_and_a_t_interval_for_the_speedup() -> None:
     assert [c["run_id"] for c in data["comparisons"]] == ["g1", "g2"]
     comparison_table = next(s for s in report.sections if s.key == "comparison").tables[0]
     assert "± " in comparison_table.rows[0][2] and "n=2" in comparison_table.rows[0][2]
+
+
+@pytest.mark.parametrize("slow_first", [True, False])
+def test_the_baseline_is_the_fastest_cpu_of_the_gpus_workload(slow_first: bool) -> None:
+    """Two CPUs train the GPU's workload: the speedup is against the faster, whatever the order given."""
+    from dataclasses import replace
+
+    from sizingfixtures import CPU_TRAIN_START, training_frame
+
+    slow = with_system(renamed(reference_cpu(), "slow-cpu"), cpu_model="Crafted laptop", cpu_cores_logical=4)
+    losses = [4 - 0.1 * k for k in range(1, 31)]
+    slow = replace(slow, training=training_frame(CPU_TRAIN_START, [10.0] + [4.0] * 29, losses))  # 0.5 ex/s
+    cpus = [slow, reference_cpu()] if slow_first else [reference_cpu(), slow]
+    report = build_report([*cpus, reference_gpu()], ReportSettings())
+    assert report.context.baseline.run_ids == ("ref-cpu",)
+    assert "20.00×" in next(line for line in report.headline if line.startswith("GPU "))
+    assert cmp.pick_baseline([g for g in report.context.groups if g.kind == "cpu"]).run_ids == (
+        ("ref-cpu",) if not slow_first else ("slow-cpu",)
+    )  # with no GPU group to pair with, the first CPU group, as before

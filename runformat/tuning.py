@@ -15,6 +15,7 @@ from runformat.records import is_number
 TRIAL, FINAL = "trial", "final"
 OK, FAILED, HARMED, TOO_SHORT = "ok", "failed", "harmed", "too short"
 OUTCOMES = (OK, FAILED, HARMED, TOO_SHORT)
+PRECISIONS = ("float32", "float16", "bfloat16")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,21 @@ class Setting:
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
+
+    def disagreements(self, training: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+        """training.json's `batch_size` and `precision` where they differ from this setting's: field ->
+        (the setting's, the training's)."""
+        found = {}
+        batch, precision = training.get("batch_size"), training.get("precision")
+        if isinstance(batch, int) and not isinstance(batch, bool) and batch >= 1 and batch != self.batch:
+            found["batch"] = (self.batch, batch)
+        if precision in PRECISIONS and precision != self.precision:
+            found["precision"] = (self.precision, precision)
+        return found
+
+    def with_recorded(self, training: dict[str, Any]) -> Setting:
+        """This setting with training.json's own batch and precision where they disagree."""
+        return replace(self, **{name: theirs for name, (_, theirs) in self.disagreements(training).items()})
 
     def text(self) -> str:
         """`batch 8, bfloat16, channels-last, compile`: what differs from plain float32 in one phrase."""
@@ -165,6 +181,19 @@ class TuningTag:
 def tuning_of(run_json: object) -> TuningTag | None:
     """run.json's `tuning` tag as read (from the whole run.json object), None when absent or malformed."""
     return _read_tag(run_json)[0]
+
+
+def tag_disagrees(run_json: object, training: object) -> list[str]:
+    """A `tuning` tag whose setting's batch or precision is not what training.json records: the training's
+    own record is taken."""
+    tag, _ = _read_tag(run_json)
+    if tag is None or not isinstance(training, dict):
+        return []
+    return [
+        f"run.json field tuning.setting.{name} {mine!r} is not training.json's {theirs!r}: the training's "
+        "is taken"
+        for name, (mine, theirs) in tag.setting.disagreements(training).items()
+    ]
 
 
 def tuning_problems(run_json: object) -> list[str]:

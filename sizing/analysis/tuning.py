@@ -41,10 +41,12 @@ def final_tag(run: RunData) -> TuningTag | None:
 
 
 def run_setting(run: RunData, workload: dict) -> Setting | None:
-    """What the run trained at: its tag's setting, else training.json `settings`, else batch and precision."""
+    """What the run trained at: its tag's setting (with training.json's own batch and precision where the
+    two disagree: sizing.analysis.validate warns), else training.json `settings`, else batch and
+    precision."""
     tag = tuning_of(run.meta)
     if tag is not None:
-        return tag.setting
+        return tag.setting.with_recorded(run.training_info)
     found = setting_of(run.training_info.get("settings"))
     if found is not None:
         return found

@@ -18,7 +18,7 @@ import pandas as pd
 from runformat import INFERENCE_JSON, PHASES_CSV, RUN_JSON, TELEMETRY_CSV, TRAINING_CSV, TRAINING_JSON
 from runformat.columns import split_gpu_column
 from runformat.records import InferenceRecord, RunRecord, TrainingRecord, checked, one_warning
-from runformat.tuning import tuning_problems
+from runformat.tuning import tag_disagrees, tuning_problems
 from sizing.model import RunData
 
 TEXT_COLUMNS = {PHASES_CSV: ("phase", "status")}
@@ -123,7 +123,7 @@ def validated_run(run: RunData) -> RunData:
         else (None, None)
     )
     problems = [p for p in (run_problem, training_problem, inference_problem) if p]
-    problems += tuning_problems(meta)
+    problems += tuning_problems(meta) + tag_disagrees(meta, info)
     frames = {}
     for name, file in (("telemetry", TELEMETRY_CSV), ("training", TRAINING_CSV), ("phases", PHASES_CSV)):
         frames[name], more = checked_frame(getattr(run, name), file)

@@ -421,3 +421,15 @@ def test_a_tuned_cpu_run_of_the_same_task_is_named_as_the_tuned_gpus_baseline() 
     assert any(c.startswith(said) for c in caveats), caveats
     plain = build_report([runs[0], runs[2]], ReportSettings(baseline="cpu-std")).decision.caveats
     assert not any("compares them like for like" in c for c in plain)
+
+
+def test_a_tag_whose_setting_is_not_what_the_training_recorded_is_said_and_the_training_wins() -> None:
+    """A tag naming batch 64 over a training.json that trained at batch 8 never says 'GPU batch 64'."""
+    gpu = gpu_final()
+    tag = {**gpu.meta["tuning"], "setting": {**gpu.meta["tuning"]["setting"], "batch": 64}}
+    report = report_of(cpu_final(), replace(gpu, meta={**gpu.meta, "tuning": tag}))
+    (option,) = report.decision.options
+    assert "GPU batch 8, bfloat16, compile;" in option.line and "batch 64" not in option.line
+    said = "ref-gpu: run.json field tuning.setting.batch 64 is not training.json's 8: the training's is taken"
+    assert said in report.warnings
+    assert not any("tuning.setting" in w for w in report_of(cpu_final(), gpu_final()).warnings)

@@ -126,6 +126,7 @@ def utilization_numbers(samples: pd.DataFrame, gpus: Sequence[int], thresholds: 
         "host_thread_saturated_fraction": thread.fraction,
         "host_thread_busy_mean_pct": thread.mean_pct,
         "gpu_util_pct": min(per_gpu) if per_gpu else None,
+        "gpu_util_max_pct": max(per_gpu) if per_gpu else None,  # the busiest used GPU
         "cpu_util_pct": mean_of(samples, "cpu_util_pct"),
         "cpu_iowait_pct": mean_of(samples, "cpu_iowait_pct"),
         "cpu_steal_pct": mean_of(samples, "cpu_steal_pct"),

@@ -108,6 +108,22 @@ def gpu_waited(g: Group) -> str:
 
 
 GPU_HELD_DOWN = (bottleneck.THERMALLY_THROTTLED, bottleneck.HW_SLOWDOWN)
+IDLE_GPU_UTIL_PCT = 1.0  # every used GPU's mean utilization below this while the run trained: it did no work
+
+
+def gpu_idle(g: Group) -> str:
+    """A GPU group's run whose GPUs did no work while it trained (a job whose code never moved to the GPU),
+    or ''. A board shared or sliced by MIG says nothing of the run's own use."""
+    if g.kind != "gpu":
+        return ""
+    for a in g.analyses:
+        busiest = a.verdict.numbers.get("gpu_util_max_pct")
+        if busiest is not None and busiest < IDLE_GPU_UTIL_PCT and not a.gpu_state.utilization_note:
+            return (
+                f"its GPU did no work ({a.run_id}: the busiest used GPU {busiest:.1f} % busy on average, "
+                f"< {IDLE_GPU_UTIL_PCT:g} %, while it trained): the rate is its host's, not a GPU's"
+            )
+    return ""
 
 
 def gpu_held_down(g: Group, t: Thresholds) -> str:
@@ -158,7 +174,7 @@ def comparison_suffix(c: Comparison, ctx: ReportContext) -> str:
     weak = group_weak_reasons(base, ctx.settings.thresholds)
     if weak:
         parts.append(f"against a WEAK baseline ({'; '.join(weak)})")
-    parts.append(gpu_waited(c.group))
+    parts.append(gpu_idle(c.group) or gpu_waited(c.group))
     parts.append(gpu_held_down(c.group, ctx.settings.thresholds))
     parts.extend(c.repeats_disagree)
     doubts = rate_doubts([*c.group.analyses, *base.analyses])

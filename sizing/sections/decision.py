@@ -12,7 +12,13 @@ from sizing.analysis import headroom as hr
 from sizing.analysis import speedup as sp
 from sizing.analysis import tuning as tn
 from sizing.analysis.compare import Comparison, Group
-from sizing.analysis.validity import gpu_held_down, group_weak_reasons, like_for_like_text, rate_doubts
+from sizing.analysis.validity import (
+    gpu_held_down,
+    gpu_idle,
+    group_weak_reasons,
+    like_for_like_text,
+    rate_doubts,
+)
 from sizing.context import ReportContext
 from sizing.sections import tuning as tuned_text
 from sizing.sections.money_text import energy_unknown_reason, life_text
@@ -131,6 +137,8 @@ def option(c: Comparison, ctx: ReportContext) -> Option:
     pair = ctx.tuned_pair(c)
     if not c.like_for_like and not (pair and pair.same_task):  # a tuned pair's clause names its settings
         name += f" ({like_for_like_text(c).replace(' (', ': ', 1).removesuffix(')')})"
+    if gpu_idle(g):
+        name += f" ({IDLE_MARK})"
     speed = (
         "speedup unknown"
         if c.speedup is None
@@ -163,6 +171,7 @@ def option(c: Comparison, ctx: ReportContext) -> Option:
 
 
 NO_CPU_RUN = "No CPU run to compare the GPU with"
+IDLE_MARK = "its GPU did no work"
 
 
 def _no_cpu_group(ctx: ReportContext) -> bool:
@@ -230,6 +239,8 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
     for c in options:
         own = sp.repeats_disagree(c.group.analyses)
         found += [(INVALIDATES, f"{c.group.name}: {own}.")] if own else []
+        idle = gpu_idle(c.group)
+        found += [(INVALIDATES, f"{c.group.name}: {idle}.")] if idle else []
         held = gpu_held_down(c.group, ctx.settings.thresholds)
         found += [(UNSURE, f"{c.group.name}: {held}.")] if held else []
         found += [(INVALIDATES, f"{a.run_id}: {note}.") for a in c.group.analyses

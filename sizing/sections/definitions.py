@@ -32,7 +32,7 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "host-bound, GPU underused or I/O-bound verdict), it says the code feeding the GPU, not the "
             f"GPU, sets the speedup. Then at most {dc.MAX_CAVEATS} caveats, the weightiest first: what "
             "makes a figure wrong (a weak baseline, no like-for-like GPU run, repeats that disagree, runs "
-            "measured at the same time on one machine, a "
+            "measured at the same time on one machine, a GPU that did no work, a "
             "board not the run's alone, a run given that could not be sized, one recorded for a GPU that "
             "trained on the CPU; and where an option is not like for like, a CPU run of the report that "
             "trains its workload, with the --baseline that compares them), then what makes it unsure "
@@ -182,7 +182,10 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "has neither avx512_bf16 nor amx_bf16; or a host-bound verdict. A GPU run whose "
             "verdict is host-bound, I/O-bound or GPU underused says so in its headline line, and one "
             "labelled thermally throttled or HW slowdown says its clocks were pulled down (the charged "
-            "GPUs' fault reasons and their share of the training's samples).",
+            "GPUs' fault reasons and their share of the training's samples). A GPU run whose busiest used "
+            f"GPU averaged under {validity.IDLE_GPU_UTIL_PCT:g} % busy over the measurement window did no "
+            "work (a job whose code never moved to the GPU; a shared or MIG board says nothing of it): its "
+            "option is marked so and its rate is called its host's.",
         ),
         (
             "Windows",

@@ -268,3 +268,21 @@ def test_a_cpu_run_of_an_options_workload_elsewhere_in_the_report_is_named_as_it
     assert any(c.startswith("ref-cpu (tensorflow/small/") for c in other)
     alone = build_report([reference_cpu(), reference_gpu(), gpu_std], ReportSettings()).decision.caveats
     assert not any("compares them like for like" in c for c in alone)
+
+
+@pytest.mark.parametrize(("util", "idle"), [(1.0, False), (np.nextafter(1.0, 0.0), True)])
+def test_a_gpu_that_did_no_work_marks_its_option_and_invalidates_it(util: float, idle: bool) -> None:
+    """A job whose code never moved to the GPU: its rate is the host's (validity.IDLE_GPU_UTIL_PCT)."""
+    from sizing.analysis import validity
+
+    assert validity.IDLE_GPU_UTIL_PCT == 1.0
+    gpu = reference_gpu()
+    before = np.arange(len(gpu.telemetry)) < 5
+    telemetry = gpu.telemetry.assign(gpu0_util_pct=np.where(before, 0.0, util))
+    decision = build_report([reference_cpu(), replace(gpu, telemetry=telemetry)], ReportSettings()).decision
+    (option,) = decision.options
+    assert ("(its GPU did no work)" in option.name) is idle
+    said = [c for c in decision.caveats if "its GPU did no work" in c]
+    assert bool(said) is idle
+    if idle:
+        assert said[0] == decision.caveats[0] and "the rate is its host's, not a GPU's" in said[0]

@@ -30,6 +30,8 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
   of the host's (and ≥ 1). Pinned: here
 - Thresholds.small_host_logical_cpus = 4: weak baseline, logical CPUs ≤. Pinned: here
 - validity.SWAP_GROWTH_BYTES = 1073741824: weak baseline, swap in use grew by ≥. Pinned: here
+- validity.IDLE_GPU_UTIL_PCT = 1: a GPU option whose busiest used GPU averaged < it did no work.
+  Pinned: decision::gpu_that_did_no_work
 - bottleneck.HOST_THREAD_SAMPLE_FRACTION = 0.5: one thread saturated in ≥ this share of samples.
   Pinned: verdicts::thread_saturated_in_half_the_samples; headroom::waiting_on_the_host_at
 - bottleneck.HOST_THREAD_TREE_CORES = 0.8: per-CPU evidence needs the training to use ≥ this many cores
@@ -133,7 +135,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 57
+    assert len(found) == 58
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 

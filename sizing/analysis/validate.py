@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from runformat import INFERENCE_JSON, PHASES_CSV, RUN_JSON, TELEMETRY_CSV, TRAINING_CSV, TRAINING_JSON
-from runformat.columns import split_gpu_column
+from runformat.columns import TIME_COLUMNS, split_gpu_column
 from runformat.records import InferenceRecord, RunRecord, TrainingRecord, checked, one_warning
 from runformat.tuning import tag_disagrees, tuning_problems
 from sizing.model import RunData
@@ -25,6 +25,7 @@ TEXT_COLUMNS = {PHASES_CSV: ("phase", "status")}
 LAST_UNIX_S = 253_402_300_799  # 9999-12-31 23:59:59 UTC: the last second a timestamp can name
 NOT_NEGATIVE_SUFFIXES = ("_pct", "_bytes", "_bps", "_bytes_per_s", "_w", "_j", "_mhz")
 GPU_PCT_MAX = 101.0  # a GPU's own percentages (NVML, GPM, DCGM) are 0-100: above it, a sentinel or a misread
+BLANK_MIN = 2.0**47  # DCGM's blank values (FP64 2^47, INT64 near 2^63) and above: no reading is this large
 
 
 def checked_object(data: object, file: str, record: type) -> tuple[dict, str | None]:
@@ -74,23 +75,25 @@ def impossible_cells(
 ) -> tuple[pd.DataFrame, str | None]:
     """telemetry.csv with the cells no reading can hold read as empty (a counter's "not available"
     sentinel, a column misread): below 0 in a column of percent, bytes, watts, joules or MHz; above
-    GPU_PCT_MAX in a GPU's percentage; a GPU's used memory above its total (run.json). And the warning."""
+    GPU_PCT_MAX in a GPU's percentage; a GPU's used memory above its total (run.json); anything else at
+    BLANK_MIN or above. And the warning."""
     found: list[str] = []
     cleaned = frame
     for column in frame.columns:
         name = str(column)
-        if not name.endswith(NOT_NEGATIVE_SUFFIXES):
+        if name in TIME_COLUMNS:
             continue
         values = frame[column].to_numpy(dtype=float)
         gpu = split_gpu_column(name)
         total = gpu_memory_bytes.get(gpu[0]) if gpu is not None and gpu[1] == "mem_used_bytes" else None
-        ceiling, above = (
-            (GPU_PCT_MAX, f"above {GPU_PCT_MAX:g} %") if gpu is not None and name.endswith("_pct")
-            else (total, f"above the GPU's {total / 2**30:.0f} GiB") if total
-            else (np.inf, "")
-        )  # fmt: skip
         with np.errstate(invalid="ignore"):
-            below_zero, over = values < 0, values > ceiling
+            if gpu is not None and name.endswith("_pct"):
+                over, above = values > GPU_PCT_MAX, f"above {GPU_PCT_MAX:g} %"
+            elif total:
+                over, above = values > total, f"above the GPU's {total / 2**30:.0f} GiB"
+            else:
+                over, above = values >= BLANK_MIN, "at a counter's blank value (≥ 2^47)"
+            below_zero = values < 0 if name.endswith(NOT_NEGATIVE_SUFFIXES) else np.zeros(values.shape, bool)
         if not (below_zero.any() or over.any()):
             continue
         counts = [f"{int(m.sum())} {what}" for m, what in ((below_zero, "below 0"), (over, above)) if m.any()]

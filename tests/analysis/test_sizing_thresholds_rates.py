@@ -268,4 +268,18 @@ def test_cells_no_reading_can_hold_read_as_empty_at_their_bounds() -> None:
     same, none = validate.impossible_cells(cleaned, {0: float(total)})
     assert none is None and same is cleaned
     unknown_total, _ = validate.impossible_cells(frame[["time_unix", "gpu0_mem_used_bytes"]], {})
-    assert unknown_total["gpu0_mem_used_bytes"].isna().tolist() == [False, False, False]
+    assert unknown_total["gpu0_mem_used_bytes"].isna().tolist() == [False, False, True]  # 2^64 − 1: a blank
+
+
+def test_a_counters_blank_value_reads_as_empty_at_two_to_the_47() -> None:
+    """DCGM's blank FP64 is 2^47 and its blank INT64 near 2^63; a reading just below 2^47 is kept."""
+    assert validate.BLANK_MIN == 2.0**47
+    frame = pd.DataFrame({
+        "time_unix": [1.0, 2.0, 3.0],
+        "gpu0_power_w": [np.nextafter(2.0**47, 0.0), 2.0**47, 9.223372036854775e18],
+        "load1": [2.0**47, 1.0, 1.0],
+    })  # fmt: skip
+    cleaned, warning = validate.impossible_cells(frame, {})
+    assert cleaned["gpu0_power_w"].isna().tolist() == [False, True, True]
+    assert cleaned["load1"].isna().tolist() == [True, False, False]
+    assert "gpu0_power_w: 2 at a counter's blank value (≥ 2^47)" in warning

@@ -2,8 +2,8 @@
 
 Comparisons that are not (known to be) like-for-like, a weak CPU baseline (the training used few of its
 CPUs, hypervisor steal, a host that swapped, a clock held down, a cgroup quota, a small host, float16
-emulated on a CPU, host-bound), a GPU run
-that waited on its host, runs left out as incomplete, and steady rates that do not hold up.
+emulated or bfloat16 without native support on a CPU, host-bound), a GPU run that waited on its host, did
+no work or had its clocks pulled down, runs left out as incomplete, and steady rates that do not hold up.
 """
 
 from __future__ import annotations

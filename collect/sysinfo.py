@@ -7,6 +7,7 @@ import importlib.metadata
 import os
 import platform
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,9 @@ def os_name(etc_root: Path = Path("/etc")) -> str:
     return f"{platform.system()} {platform.release()}"
 
 
+SCHED_GETAFFINITY = getattr(os, "sched_getaffinity", None)  # Linux; absent on macOS
+
+
 def system_info(
     proc_root: Path = Path("/proc"),
     sys_root: Path = Path("/sys"),
@@ -171,8 +175,10 @@ def system_info(
     psutil_module: Any = None,
     etc_root: Path = Path("/etc"),
     var_root: Path = Path("/var"),
+    affinity: Callable[[int], set[int]] | None = SCHED_GETAFFINITY,
 ) -> dict[str, Any]:
-    """The `system` object of run.json."""
+    """The `system` object of run.json. `affinity`: os.sched_getaffinity (the CPUs this process, and the
+    training it starts, may run on), None where the OS has none."""
     if psutil_module is None:
         import psutil as psutil_module
     model, sockets = cpu_model_and_sockets(proc_root)
@@ -182,6 +188,7 @@ def system_info(
         "cpu_model": model,
         "cpu_cores_physical": psutil_module.cpu_count(logical=False),
         "cpu_cores_logical": psutil_module.cpu_count(logical=True) or os.cpu_count(),
+        "cpu_affinity_cpus": len(affinity(0)) if affinity is not None else None,
         "cpu_sockets": sockets,
         "cpu_max_mhz": max_mhz,
         "cpu_max_mhz_source": max_mhz_source,

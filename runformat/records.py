@@ -71,6 +71,7 @@ class SystemRecord:
     cpu_model: Text = None
     cpu_cores_logical: Count = None
     cpu_cores_physical: Count = None
+    cpu_affinity_cpus: Count = None
     mem_total_bytes: Number = None
     gpu_driver_version: Text = None
     gpu_count: Count = None

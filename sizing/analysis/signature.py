@@ -190,6 +190,7 @@ def hardware(meta: dict, training_info: dict, kind: str, gpu_settings: str | Non
         "gpu_settings": gpu_settings if kind == "gpu" else None,
         "virtual_machine": system.get("virtual_machine"),
         "cgroup_cpu_limit_cpus": number(system.get("cgroup_cpu_limit_cpus")),
+        "cpu_affinity_cpus": number(system.get("cpu_affinity_cpus")),
         "cpu_simd": _texts(system.get("cpu_simd")),
         **{name: _text(system.get(name)) for name in (*IDENTITY_FIELDS, "boot_id_hash")},
     }

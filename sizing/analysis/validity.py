@@ -59,6 +59,10 @@ def weak_baseline_reasons(a: RunAnalysis, t: Thresholds) -> list[str]:
     limit = a.hardware.get("cgroup_cpu_limit_cpus")
     if limit is not None and (not logical or limit < logical):
         found.append(f"a cgroup CPU quota allowed {limit:g} CPUs" + (f" of {logical:.0f}" if logical else ""))
+    allowed = a.hardware.get("cpu_affinity_cpus")
+    if allowed is not None and logical and allowed < logical:
+        found.append(f"its CPU set allowed {allowed:.0f} of {logical:.0f} logical CPUs (taskset, Slurm or a "
+                     "container's cpuset)")  # fmt: skip
     if logical and logical <= t.small_host_logical_cpus:
         host = "VM" if a.hardware.get("virtual_machine") else "host"
         found.append(f"a small {host} ({logical:.0f} logical CPUs)")

@@ -343,6 +343,14 @@ def test_a_weak_baseline_at_each_of_its_boundaries(cpu_analysis) -> None:
     assert not _weak(cpu_analysis, swap_growth_bytes=validity.SWAP_GROWTH_BYTES - 1.0, **busy)
 
 
+@pytest.mark.parametrize(("allowed", "weak"), [(4, True), (8, False), (None, False)])
+def test_a_baseline_on_a_cpu_set_smaller_than_its_host_is_weak(cpu_analysis, allowed, weak) -> None:
+    found = _weak(cpu_analysis, {"cpu_affinity_cpus": allowed}, proc_cpu_pct=800.0, cpu_steal_pct=None)
+    assert found == (
+        ["its CPU set allowed 4 of 8 logical CPUs (taskset, Slurm or a container's cpuset)"] if weak else []
+    )
+
+
 @pytest.mark.parametrize("label", validity.CLOCK_HELD_DOWN)
 def test_a_baseline_whose_cpu_clock_was_held_down_is_weak(cpu_analysis, label: str) -> None:
     held = replace(cpu_analysis, verdict=replace(cpu_analysis.verdict, labels=(label,)))

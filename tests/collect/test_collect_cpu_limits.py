@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,17 @@ def test_system_info_records_the_quota_and_the_hypervisor_flag(tmp_path: Path) -
     assert virtual_machine(proc) is False
     (proc / "cpuinfo").write_text("Hardware\t: ARM board\n")
     assert virtual_machine(proc) is None
+
+
+def test_system_info_records_the_cpu_set_the_training_may_run_on(tmp_path: Path) -> None:
+    """taskset, Slurm or a container's cpuset: the CPUs the collector (and the training it starts) may use."""
+    proc = write_tree(tmp_path / "proc", {"self/cgroup": "0::/\n", "cpuinfo": "model name\t: Crafted\n"})
+    def info(**affinity: object) -> dict:
+        return system_info(proc, tmp_path / "sys", psutil_module=fake_psutil(), **affinity)
+
+    assert info(affinity=lambda pid: {0, 1, 2})["cpu_affinity_cpus"] == 3
+    assert info(affinity=None)["cpu_affinity_cpus"] is None
+    assert info()["cpu_affinity_cpus"] == len(os.sched_getaffinity(0))  # this machine, through the default
 
 
 def test_this_machine_has_a_quota_answer_without_crashing() -> None:

@@ -78,9 +78,9 @@ def rate_problems(run_id: str, rate: Throughput, training_info: dict) -> list[st
     found = []
     if rate.sessions > 1:
         found.append(
-            f"{run_id}: training.csv holds {rate.sessions} training sessions (a resumed run); the steady "
-            f"rate counts each session after its warm-up, leaving out {rate.session_gaps_s:,.0f} s "
-            "between them"
+            f"{run_id}: training.csv holds {rate.sessions} training sessions (a resumed run, or a pause: the "
+            "process stopped or the machine slept); the steady rate counts each session after its warm-up, "
+            f"leaving out {rate.session_gaps_s:,.0f} s between them"
         )
     own = number(training_info.get("steady_steps_per_s"))
     apart = rate_mismatch(rate, training_info)

@@ -163,7 +163,7 @@ def rate_doubts(analyses: Sequence[RunAnalysis]) -> list[str]:
         if few:
             found.append(f"{a.run_id}'s rate {few}")
         if a.throughput.sessions > 1:
-            found.append(f"{a.run_id} was resumed ({a.throughput.sessions} sessions)")
+            found.append(f"{a.run_id} was resumed or paused ({a.throughput.sessions} sessions)")
         if a.incomplete:
             found.append(f"{a.run_id} is incomplete ({a.incomplete})")
     return found

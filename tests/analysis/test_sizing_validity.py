@@ -194,7 +194,7 @@ def test_a_resumed_run_counts_whole_sessions_never_the_gap() -> None:
     reached = time_to_steps(run.training, run.training_info, 250, rate.steps_per_s)
     assert reached.seconds == pytest.approx(69.8)
     report = report_of(reference_cpu(), run)
-    assert "ref-gpu was resumed (2 sessions)" in gpu_line(report)
+    assert "ref-gpu was resumed or paused (2 sessions)" in gpu_line(report)
     assert "20.00×" in gpu_line(report)
 
 

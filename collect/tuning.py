@@ -267,11 +267,14 @@ def read_trial(run_dir: Path | None, exit_code: int) -> TrialFacts:
         failed = error_kind(error or f"the training exited with code {exit_code}")
     elif not ends:
         failed = "no training step ran"
-    steady = training.steady_examples_per_s if training else None
-    steady = steady if steady is not None and steady > 0 else None  # the record keeps finite numbers only
+    recorded = training.steady_examples_per_s if training else None
+    recorded = recorded if recorded is not None and recorded > 0 else None  # the record keeps finite numbers
     excluded = (training.warmup_steps_excluded or 0) if training else 0
     steady_s = ends[-1] - ends[excluded - 1] if 0 < excluded < len(ends) else None
     steady_s = steady_s if steady_s is not None and steady_s > 0 else None  # a log whose clock ran back
+    batch = training.batch_size if training else None
+    logged = (len(ends) - excluded) * batch / steady_s if steady_s is not None and batch else None
+    steady = logged if logged is not None else recorded  # the step log's own rate, as the report reads it
     warmup_s = ends[excluded - 1] if 0 < excluded <= len(ends) else None
     threads = _threads(training.raw) if training else None
     return TrialFacts(failed, steady, steady_s, warmup_s, loss, non_finite, threads)
@@ -304,10 +307,14 @@ def _loss_curve(path: Path) -> tuple[LossCurve, int | None, list[float]]:
         with open(path, newline="", encoding="utf-8") as handle:
             for row in csv.DictReader(handle):
                 try:
-                    loss, elapsed, step = float(row["loss_total"]), float(row["elapsed_s"]), int(row["step"])
+                    elapsed, step = float(row["elapsed_s"]), int(row["step"])
                 except (KeyError, TypeError, ValueError):
                     continue
                 ends.append(elapsed)
+                try:
+                    loss = float(row.get("loss_total") or "")
+                except ValueError:
+                    continue  # a loss not read at this step
                 if not math.isfinite(loss):
                     non_finite = non_finite if non_finite is not None else step
                     continue
@@ -342,7 +349,7 @@ def matched_loss(trial: LossCurve, reference: LossCurve) -> tuple[float, float] 
     return means[0], means[1]
 
 
-NO_RATE = "no steady rate recorded (training.json steady_examples_per_s)"
+NO_RATE = "no steady rate recorded (no batch size for the step log's, no training.json steady_examples_per_s)"
 
 
 def judge(

@@ -379,17 +379,41 @@ def test_the_reference_trials_threads_are_read_for_either_framework(tmp_path: Pa
     assert [s.threads for s in tried] == [8]
 
 
-@pytest.mark.parametrize("rate", ["fast", float("nan"), -4.0, None])
-def test_a_trial_that_records_no_usable_rate_fails_saying_so(tmp_path: Path, rate: object) -> None:
-    """24 s steady, but training.json's steady examples/s is no rate (text, NaN, negative or absent): a
-    failed trial saying so, never 'too short' over a span that was long enough, nor an ok negative rate."""
+@pytest.mark.parametrize("rate", ["fast", float("nan"), -4.0, None, 400.0])
+def test_a_trial_is_judged_on_its_step_logs_own_rate(tmp_path: Path, rate: object) -> None:
+    """training.json's steady examples/s is no rate (text, NaN, negative, absent: a trial killed before its
+    last word) or 30x off: the step log's 80 steps over 24 s at batch 4 are the rate, as the report reads."""
     run = write_trial(tmp_path / "r", batch=4, steps=100, step_s=0.3)
     info = json.loads((run / "training.json").read_text())
     info["steady_examples_per_s"] = rate
     (run / "training.json").write_text(json.dumps(info))
     judged = t.judge("r", Setting(batch=4), t.read_trial(run, 0), None)
+    assert judged.outcome == OK and judged.examples_per_s == pytest.approx(4 / 0.3)
+    assert judged.steady_s == pytest.approx(24.0)
+
+
+@pytest.mark.parametrize("rate", ["fast", None])
+def test_a_trial_with_no_rate_from_either_fails_saying_so(tmp_path: Path, rate: object) -> None:
+    """24 s steady, but neither a batch size for the step log's rate nor training.json's own: a failed trial
+    saying so, never 'too short' over a span that was long enough."""
+    run = write_trial(tmp_path / "r", batch=4, steps=100, step_s=0.3)
+    info = json.loads((run / "training.json").read_text())
+    info.update(steady_examples_per_s=rate, batch_size=None)
+    (run / "training.json").write_text(json.dumps(info))
+    judged = t.judge("r", Setting(batch=4), t.read_trial(run, 0), None)
     assert (judged.outcome, judged.reason, judged.examples_per_s) == (FAILED, t.NO_RATE, None)
     assert judged.steady_s == pytest.approx(24.0)
+
+
+def test_a_loss_not_read_at_a_step_still_counts_the_step(tmp_path: Path) -> None:
+    """An empty loss cell (a framework that reads the loss every N steps) is a step all the same."""
+    run = write_trial(tmp_path / "r", batch=4, steps=100, step_s=0.3)
+    lines = (run / "training.csv").read_text().splitlines(keepends=True)
+    blank = [line if i % 10 == 0 else ",".join([*line.split(",")[:3], "", *line.split(",")[4:]])
+             for i, line in enumerate(lines[1:], start=1)]  # fmt: skip
+    (run / "training.csv").write_text(lines[0] + "".join(blank))
+    facts = t.read_trial(run, 0)
+    assert facts.examples_per_s == pytest.approx(4 / 0.3) and len(facts.loss.steps) == 10
 
 
 def test_a_step_log_whose_clock_runs_back_has_no_steady_span(tmp_path: Path) -> None:

@@ -137,7 +137,8 @@ def option(c: Comparison, ctx: ReportContext) -> Option:
     pair = ctx.tuned_pair(c)
     if not c.like_for_like and not (pair and pair.same_task):  # a tuned pair's clause names its settings
         name += f" ({like_for_like_text(c).replace(' (', ': ', 1).removesuffix(')')})"
-    if gpu_idle(g):
+    idle = bool(gpu_idle(g))
+    if idle:
         name += f" ({IDLE_MARK})"
     speed = (
         "speedup unknown"
@@ -148,6 +149,8 @@ def option(c: Comparison, ctx: ReportContext) -> Option:
         speed += " in steps/s (examples per step not known)"
     usd_text, usd, energy_only = _usd(g)
     room, mfu, label = _headroom(g)
+    if idle:  # no utilization verdict of a GPU that did no work
+        room = (f"MFU {mfu * 100:.2g} %" if mfu is not None else "MFU not known") + f": {IDLE_MARK}"
     even = _break_even(c, ctx)
     parts = [f"{speed}{_interval(c.interval, g)}",
              f"{_energy(g)} and {usd_text} per 1,000 examples", even, room,

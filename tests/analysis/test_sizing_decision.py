@@ -282,6 +282,7 @@ def test_a_gpu_that_did_no_work_marks_its_option_and_invalidates_it(util: float,
     decision = build_report([reference_cpu(), replace(gpu, telemetry=telemetry)], ReportSettings()).decision
     (option,) = decision.options
     assert ("(its GPU did no work)" in option.name) is idle
+    assert option.line.endswith(": its GPU did no work.") is idle  # not its utilization verdict
     said = [c for c in decision.caveats if "its GPU did no work" in c]
     assert bool(said) is idle
     if idle:

@@ -26,6 +26,7 @@ LAST_UNIX_S = 253_402_300_799  # 9999-12-31 23:59:59 UTC: the last second a time
 NOT_NEGATIVE_SUFFIXES = ("_pct", "_bytes", "_bps", "_bytes_per_s", "_w", "_j", "_mhz")
 GPU_PCT_MAX = 101.0  # a GPU's own percentages (NVML, GPM, DCGM) are 0-100: above it, a sentinel or a misread
 BLANK_MIN = 2.0**47  # DCGM's blank values (FP64 2^47, INT64 near 2^63) and above: no reading is this large
+UNIT_CEILINGS = (("_mhz", 1e5), ("_c", 1e3))  # no clock reaches 100 GHz, no sensor 1,000 °C: INT32 blanks do
 
 
 def checked_object(data: object, file: str, record: type) -> tuple[dict, str | None]:
@@ -75,8 +76,8 @@ def impossible_cells(
 ) -> tuple[pd.DataFrame, str | None]:
     """telemetry.csv with the cells no reading can hold read as empty (a counter's "not available"
     sentinel, a column misread): below 0 in a column of percent, bytes, watts, joules or MHz; above
-    GPU_PCT_MAX in a GPU's percentage; a GPU's used memory above its total (run.json); anything else at
-    BLANK_MIN or above. And the warning."""
+    GPU_PCT_MAX in a GPU's percentage; a GPU's used memory above its total (run.json); a clock or a
+    temperature above UNIT_CEILINGS; anything else at BLANK_MIN or above. And the warning."""
     found: list[str] = []
     cleaned = frame
     for column in frame.columns:
@@ -91,6 +92,8 @@ def impossible_cells(
                 over, above = values > GPU_PCT_MAX, f"above {GPU_PCT_MAX:g} %"
             elif total:
                 over, above = values > total, f"above the GPU's {total / 2**30:.0f} GiB"
+            elif ceiling := next((c for suffix, c in UNIT_CEILINGS if name.endswith(suffix)), None):
+                over, above = values > ceiling, f"above {ceiling:,.0f}"
             else:
                 over, above = values >= BLANK_MIN, "at a counter's blank value (≥ 2^47)"
             below_zero = values < 0 if name.endswith(NOT_NEGATIVE_SUFFIXES) else np.zeros(values.shape, bool)

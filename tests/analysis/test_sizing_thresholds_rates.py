@@ -283,3 +283,17 @@ def test_a_counters_blank_value_reads_as_empty_at_two_to_the_47() -> None:
     assert cleaned["gpu0_power_w"].isna().tolist() == [False, True, True]
     assert cleaned["load1"].isna().tolist() == [True, False, False]
     assert "gpu0_power_w: 2 at a counter's blank value (≥ 2^47)" in warning
+
+
+def test_a_clock_or_temperature_past_what_any_can_read_is_an_int32_blank() -> None:
+    """DCGM's INT32 blank (2^31 − 16) in a clock or a temperature; 100 GHz and 1,000 °C are kept."""
+    assert validate.UNIT_CEILINGS == (("_mhz", 1e5), ("_c", 1e3))
+    frame = pd.DataFrame({
+        "time_unix": [1.0, 2.0],
+        "gpu0_sm_clock_mhz": [1e5, 2147483632.0],
+        "gpu0_temp_c": [1e3, np.nextafter(1e3, np.inf)],
+    })  # fmt: skip
+    cleaned, warning = validate.impossible_cells(frame, {})
+    assert cleaned["gpu0_sm_clock_mhz"].isna().tolist() == [False, True]
+    assert cleaned["gpu0_temp_c"].isna().tolist() == [False, True]
+    assert "gpu0_sm_clock_mhz: 1 above 100,000" in warning and "gpu0_temp_c: 1 above 1,000" in warning

@@ -245,6 +245,8 @@ def analyse_run(
         measured, window = samples_in(telemetry, training_window), training_window
     span = spans.measurement_span(telemetry, meta, kind, gpus, window)
     measured = spans.verdict_samples(measured, span)
+    few = runchecks.few_samples(len(measured))
+    unsure += [f"{run.run_id}: {few}"] if few else []
     training_window = spans.training_window(telemetry, meta, kind, gpus, run.phases, training_window)
     offsets = spans.time_caveats(run.run_id, meta)
     said, short = spans.span_warnings(run.run_id, span)

@@ -28,6 +28,16 @@ INCOMPLETE_RUN = {
 }
 RATE_MISMATCH_FRACTION = 0.05
 LOSS_ROSE_FACTOR = 1.25  # the last loss reads' mean above this × the first's: the training may have diverged
+MIN_VERDICT_SAMPLES = 5  # telemetry samples in the measurement window below which its verdict is a guess
+
+
+def few_samples(count: int) -> str | None:
+    """'its verdict rests on 2 telemetry samples …' when the measurement window holds some samples but fewer
+    than MIN_VERDICT_SAMPLES; None otherwise (none at all is said where the host was not recorded)."""
+    if not 0 < count < MIN_VERDICT_SAMPLES:
+        return None
+    return (f"its verdict rests on {count} telemetry sample{'s' * (count != 1)} in the measurement window, "
+            f"fewer than {MIN_VERDICT_SAMPLES}: what limited it is a guess")  # fmt: skip
 
 
 def incomplete_reason(meta: dict, training_info: dict) -> str | None:

@@ -10,7 +10,7 @@ from sizing.analysis import validity
 from sizing.analysis.coverage import COMPLETE_COVERAGE, MAX_GAP_INTERVALS
 from sizing.analysis.energy import CROSS_CHECK_TOLERANCE, ESTIMATE_SPACING_S, MIN_VALID_W
 from sizing.analysis.jobs import NODE_STRAGGLER_GAP_PCT
-from sizing.analysis.runchecks import LOSS_ROSE_FACTOR, RATE_MISMATCH_FRACTION
+from sizing.analysis.runchecks import LOSS_ROSE_FACTOR, MIN_VERDICT_SAMPLES, RATE_MISMATCH_FRACTION
 from sizing.analysis.spans import SHORT_SPAN_FRACTION
 from sizing.analysis.thermal import CONSTANT_FREQUENCY, CPU_BELOW_PEAK
 from sizing.analysis.throughput import LOSS_WINDOW_STEPS
@@ -36,7 +36,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "board not the run's alone, a run given that could not be sized, one recorded for a GPU that "
             "trained on the CPU; and where an option is not like for like, a CPU run of the report that "
             "trains its workload, with the --baseline that compares them), then what makes it unsure "
-            "(runs left out as incomplete, a loss that rose, a GPU whose clocks heat or a HW slowdown "
+            "(runs left out as incomplete, a loss that rose, a verdict on too few samples, a GPU whose "
+            "clocks heat or a HW slowdown "
             "pulled down, no CPU run so that GPUs are compared with a GPU, an assumed UTC offset, a step "
             "log on a clock of its own, "
             "run-to-run spread not measured, the host "
@@ -339,7 +340,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "where no CPU column is recorded: host not recorded, cause unknown). Thermally throttled "
             "(thermal bits, or "
             "CPU frequency drops with thermal evidence), HW slowdown (0x8, 0x80) and CPU clock below "
-            f"peak (cause unknown) are added in ≥ {t.throttled_sample_fraction:.0%} of samples.",
+            f"peak (cause unknown) are added in ≥ {t.throttled_sample_fraction:.0%} of samples. A verdict "
+            f"on fewer than {MIN_VERDICT_SAMPLES} telemetry samples in its window is a guess: a caveat, in "
+            "the warnings and the Decision.",
         ),
         *gpu_definitions(t),
     )

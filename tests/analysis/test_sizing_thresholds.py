@@ -74,6 +74,8 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - runchecks.RATE_MISMATCH_FRACTION = 0.05: the steady rate vs training.json's warned >. Pinned: here
 - runchecks.LOSS_ROSE_FACTOR = 1.25: the loss rose (a caveat), the last reads' mean > it × the first's.
   Pinned: here
+- runchecks.MIN_VERDICT_SAMPLES = 5: a verdict on fewer samples in its window is a guess (a caveat).
+  Pinned: here
 - validate.GPU_PCT_MAX = 101: a GPU's percentage above it reads as empty. Pinned: here
 - validate.BLANK_MIN = 140737488355328: any other telemetry cell ≥ it (a counter's blank) reads as empty.
   Pinned: here
@@ -137,7 +139,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 59
+    assert len(found) == 60
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 

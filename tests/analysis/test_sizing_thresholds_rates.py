@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from sizingfixtures import reference_gpu, training_frame
+from sizingfixtures import GPU_TRAIN_START, reference_gpu, training_frame
 
 from sizing.analysis import coverage, energy, money, runchecks, validate
 from sizing.analysis import sessions as ss
@@ -297,3 +297,19 @@ def test_a_clock_or_temperature_past_what_any_can_read_is_an_int32_blank() -> No
     assert cleaned["gpu0_sm_clock_mhz"].isna().tolist() == [False, True]
     assert cleaned["gpu0_temp_c"].isna().tolist() == [False, True]
     assert "gpu0_sm_clock_mhz: 1 above 100,000" in warning and "gpu0_temp_c: 1 above 1,000" in warning
+
+
+@pytest.mark.parametrize(("kept", "said"), [(5, False), (4, True), (1, True)])
+def test_a_verdict_on_too_few_samples_is_a_guess(kept: int, said: bool) -> None:
+    """reference_gpu's steady window (S+21.9 … S+39.9) keeps `kept` of its 18 one-second samples."""
+    assert runchecks.MIN_VERDICT_SAMPLES == 5
+    run = reference_gpu()
+    times = run.telemetry["time_unix"] - GPU_TRAIN_START
+    inside = np.flatnonzero((times >= 21.9) & (times <= 39.9))
+    dropped = run.telemetry.drop(run.telemetry.index[inside[kept:]])
+    a = analyse_run(replace(run, telemetry=dropped.reset_index(drop=True)), Prices(), Thresholds())
+    found = [c for c in a.caveats if "its verdict rests on" in c]
+    assert bool(found) is said
+    if said:
+        assert found == [f"ref-gpu: its verdict rests on {kept} telemetry sample{'s' * (kept != 1)} in the "
+                         "measurement window, fewer than 5: what limited it is a guess"]  # fmt: skip

@@ -121,6 +121,7 @@ def pick_baseline(groups: Sequence[Group], baseline_run_id: str | None = None) -
     if not cpu:
         return groups[0]
     gpu_workloads = [g.first.workload for g in groups if g.kind == "gpu"]
+
     def pairs_then_speed(g: Group) -> tuple[int, float]:
         pairs = sum(signature.like_for_like(w, g.first.workload) for w in gpu_workloads)
         return pairs, (g.examples_per_s.mean or 0.0) if pairs else 0.0

@@ -349,7 +349,7 @@ def read_gpu_state(
     for index in charged:
         gpu = listed[index] if index < len(listed) else {}
         cap, clocks, evidence, held = settings_of(state, in_training, gpu, index, t)
-        link = pcie.narrow_link(state, index)
+        link = pcie.narrow_link([_by_index(_entries(state.get(when)), index) for when in ("start", "end")])
         evidence += [f"{link} at start and end ({pcie.WHERE})"] if link else []
         found.append(
             GpuStateFinding(

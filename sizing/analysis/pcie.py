@@ -6,25 +6,23 @@ only when every reading run.json `gpu_state` holds (at start and at end) shows i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sizing.model import number
 
-READINGS = ("start", "end")
 WHERE = "gpu_state pcie_link_width and pcie_link_width_max"
 
 
-def narrow_link(state: dict, index: int) -> str | None:
-    """'PCIe x4 of x16' when GPU `index` ran on a link narrower than its maximum at both readings."""
+def narrow_link(readings: Sequence[dict]) -> str | None:
+    """'PCIe x4 of x16' when one GPU's `gpu_state` readings (its start and end entries) each show a link
+    narrower than its maximum; None when any reading is missing or full width."""
     widths = []
-    for reading in READINGS:
-        entries = state.get(reading)
-        entry = next(
-            (e for e in entries if isinstance(e, dict) and number(e.get("index")) == index), None
-        ) if isinstance(entries, list) else None  # fmt: skip
-        if entry is None:
-            return None
+    for entry in readings:
         width, widest = number(entry.get("pcie_link_width")), number(entry.get("pcie_link_width_max"))
         if width is None or widest is None or not 0 < width < widest:
             return None
         widths.append((width, widest))
+    if not widths:
+        return None
     width, widest = max(widths)
     return f"PCIe x{width:.0f} of x{widest:.0f}"

@@ -19,7 +19,8 @@ from runformat import INFERENCE_JSON, PHASES_CSV, RUN_JSON, TELEMETRY_CSV, TRAIN
 from runformat.columns import TIME_COLUMNS, split_gpu_column
 from runformat.records import InferenceRecord, RunRecord, TrainingRecord, checked, one_warning
 from runformat.tuning import tag_disagrees, tuning_problems
-from sizing.model import RunData
+from sizing.analysis.signature import listed_gpus
+from sizing.model import RunData, number
 
 TEXT_COLUMNS = {PHASES_CSV: ("phase", "status")}
 LAST_UNIX_S = 253_402_300_799  # 9999-12-31 23:59:59 UTC: the last second a timestamp can name
@@ -109,13 +110,12 @@ def impossible_cells(
 
 
 def _gpu_memory_bytes(meta: dict) -> dict[int, float]:
-    system = meta.get("system") if isinstance(meta.get("system"), dict) else {}
-    gpus = system.get("gpus") if isinstance(system.get("gpus"), list) else []
+    """Each listed GPU's total memory by its index (its place in the list where it records none)."""
     found = {}
-    for position, gpu in enumerate(g for g in gpus if isinstance(g, dict)):
-        index, total = gpu.get("index", position), gpu.get("mem_total_bytes")
-        if isinstance(index, int) and isinstance(total, int | float) and total > 0:
-            found[index] = float(total)
+    for position, gpu in enumerate(listed_gpus(meta)):
+        index, total = number(gpu.get("index")), number(gpu.get("mem_total_bytes"))
+        if total is not None and total > 0:
+            found[int(index) if index is not None else position] = total
     return found
 
 

@@ -28,8 +28,9 @@ def add_dataset(commands, handler: Handler) -> None:
     command.add_argument("--val", type=positive_int, default=32, help="held-out images")
     command.add_argument("--seed", type=non_negative_int, default=0)
     command.add_argument("--difficulty", choices=sorted(DIFFICULTIES), default="hard")
-    command.add_argument("--force", action="store_true", help="replace an existing dataset at --out")
-    command.add_argument(
+    existing = command.add_mutually_exclusive_group()
+    existing.add_argument("--force", action="store_true", help="replace an existing dataset at --out")
+    existing.add_argument(
         "--if-missing", action="store_true",
         help="generate only where no current dataset is (none, or one drawn by an older generator)",
     )  # fmt: skip

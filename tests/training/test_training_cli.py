@@ -77,6 +77,15 @@ def test_refuses_to_overwrite_a_dataset_without_force(tmp_path: Path) -> None:
     assert (tmp_path / "ds" / "keep.txt").read_text() == "mine"
 
 
+def test_force_and_if_missing_together_are_refused_in_one_line(tmp_path: Path) -> None:
+    """Replace it, or draw it only where missing: not both (a current dataset would be kept unsaid)."""
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "keep.txt").write_text("mine")
+    done = run_training_cli("dataset", "--out", str(tmp_path / "ds"), "--force", "--if-missing")
+    assert done.returncode == 2 and "not allowed with argument --force" in _one_error_line(done.stderr)
+    assert (tmp_path / "ds" / "keep.txt").read_text() == "mine"
+
+
 def _write_coco(root: Path) -> tuple[Path, Path]:
     images = root / "images"
     images.mkdir()

@@ -109,7 +109,7 @@ def impossible_cells(
     return cleaned, f"{TELEMETRY_CSV}: cells no reading can hold read as empty ({'; '.join(found)})"
 
 
-def _gpu_memory_bytes(meta: dict) -> dict[int, float]:
+def gpu_memory_bytes(meta: dict) -> dict[int, float]:
     """Each listed GPU's total memory by its index (its place in the list where it records none)."""
     found = {}
     for position, gpu in enumerate(listed_gpus(meta)):
@@ -134,7 +134,7 @@ def validated_run(run: RunData) -> RunData:
     for name, file in (("telemetry", TELEMETRY_CSV), ("training", TRAINING_CSV), ("phases", PHASES_CSV)):
         frames[name], more = checked_frame(getattr(run, name), file)
         problems += more
-    frames["telemetry"], impossible = impossible_cells(frames["telemetry"], _gpu_memory_bytes(meta))
+    frames["telemetry"], impossible = impossible_cells(frames["telemetry"], gpu_memory_bytes(meta))
     problems += [impossible] if impossible else []
     evaluation = run.evaluation if isinstance(run.evaluation, dict) else {}
     notes = [f"{run.run_id}: {p}" for p in problems]

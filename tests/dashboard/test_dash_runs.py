@@ -258,3 +258,24 @@ def test_framework_comes_from_training_json_and_older_runs_are_tensorflow(tmp_pa
     assert run({"tensorflow_version": "2.20.0"}).framework == "tensorflow"
     assert run({"config": {"task": {}}}).framework == "tensorflow"
     assert run({}).framework == "n/a"
+
+
+def test_sentinel_cells_read_as_empty_in_the_charts_as_in_the_report(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path, device="gpu", gpus=1, duration_s=20, with_training=False, with_eval=False)
+    path = run_dir / "telemetry.csv"
+    frame = pd.read_csv(path).astype(float)
+    frame.loc[3, "gpu0_util_pct"] = -1  # NVML's "not available"
+    frame.loc[4, "gpu0_mem_used_bytes"] = 2.0**64 - 1
+    frame.to_csv(path, index=False)
+    run = runs.open_run_dir(run_dir)
+
+    read = runs.read_telemetry(run, ["time_unix", "gpu0_util_pct", "gpu0_mem_used_bytes"])
+    assert np.isnan(read["gpu0_util_pct"].iloc[3]) and np.isnan(read["gpu0_mem_used_bytes"].iloc[4])
+    assert read["gpu0_util_pct"].drop(index=3).notna().all()
+    assert [w for w in runs.run_warnings(run) if "no reading can hold" in w] == [
+        "telemetry.csv: cells no reading can hold read as empty "
+        "(gpu0_util_pct: 1 below 0; gpu0_mem_used_bytes: 1 above the GPU's 80 GiB)"
+    ]
+    assert runs.read_telemetry(run) is not runs.read_telemetry(run)  # callers get their own frame
+    raw = pd.read_csv(path)
+    assert raw.loc[3, "gpu0_util_pct"] == -1  # the file itself is left as recorded

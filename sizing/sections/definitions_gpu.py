@@ -4,6 +4,7 @@ of sizing.sections.definitions and, like it, copied verbatim into docs/sizing.md
 from __future__ import annotations
 
 from sizing.analysis import bottleneck as b
+from sizing.analysis import gpu_settings as gsets
 from sizing.analysis import gpu_state as gs
 from sizing.analysis import headroom as hr
 from sizing.analysis.gpu_verdicts import (
@@ -49,15 +50,15 @@ def gpu_definitions(t: Thresholds) -> tuple[tuple[str, str], ...]:
             "utilization is not the run's: no GPU-bound, GPU underused, busy but not computing or straggler "
             "verdict from board figures. A power cap: the lowest limit recorded (telemetry's median over "
             "the training, `gpu_state` at start and end, run.json `power_limit_w`) more than "
-            f"{gs.POWER_CAP_MARGIN_W:g} W below the board's default (`gpu_state`), else more than "
-            f"{gs.TABLE_POWER_MARGIN:.0%} below the GPU model's lowest default board power in "
+            f"{gsets.POWER_CAP_MARGIN_W:g} W below the board's default (`gpu_state`), else more than "
+            f"{gsets.TABLE_POWER_MARGIN:.0%} below the GPU model's lowest default board power in "
             "sizing/analysis/peaks.py (a datasheet figure, not this board's: some SKUs ship lower; a "
             "configurable one has none); neither known: no claim. Clocks held by a setting: an "
             "applications clock "
-            f"more than {gs.CLOCK_MARGIN_MHZ:g} MHz below its default (`gpu_state`), or in ≥ "
+            f"more than {gsets.CLOCK_MARGIN_MHZ:g} MHz below its default (`gpu_state`), or in ≥ "
             f"{t.throttled_sample_fraction:.0%} of busy samples (util > 0) the clocks-event bit 0x2 "
             "(applications or locked clocks) or no clocks-event reason at all at an SM clock ≤ "
-            f"{gs.UNEXPLAINED_CLOCK_FRACTION:.0%} of its max (NVML names no reason only at the highest "
+            f"{gsets.UNEXPLAINED_CLOCK_FRACTION:.0%} of its max (NVML names no reason only at the highest "
             "clocks it can run). Held low: those clocks below the SM clock's max (or unknown), applications "
             "clocks below default, or a power cap with the SW power cap bit in ≥ "
             f"{t.throttled_sample_fraction:.0%} of busy samples. A narrow PCIe link: `gpu_state` "

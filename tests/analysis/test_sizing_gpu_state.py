@@ -13,6 +13,7 @@ import pytest
 from energyfixtures import serving_cell, write_serving_run
 
 from sizing.analysis import bottleneck, energy, signature
+from sizing.analysis import gpu_settings as gsets
 from sizing.analysis import gpu_state as gs
 from sizing.analysis import gpu_verdicts as gv
 from sizing.analysis.load import load_run_dir
@@ -202,7 +203,7 @@ def test_applications_clocks_below_their_default_hold_the_clocks(sm_mhz: float, 
     assert (found.signature == gs.CLOCKS_HELD) is held and (0 in found.held_low) is held
 
 
-def _reasons(flagged_busy: int, bit: int = gs.CLOCK_SETTING_BIT) -> object:
+def _reasons(flagged_busy: int, bit: int = gsets.CLOCK_SETTING_BIT) -> object:
     """`flagged_busy` of the 201 busy samples with `bit`; every idle sample with it too (not counted)."""
 
     def column(t: np.ndarray) -> np.ndarray:
@@ -235,7 +236,7 @@ def test_the_clock_setting_bit_in_enough_busy_samples_holds_the_clocks() -> None
     assert below.signature is None and below.held_low == {}
 
 
-@pytest.mark.parametrize(("fraction", "held"), [(gs.UNEXPLAINED_CLOCK_FRACTION, True), (0.7501, False)])
+@pytest.mark.parametrize(("fraction", "held"), [(gsets.UNEXPLAINED_CLOCK_FRACTION, True), (0.7501, False)])
 def test_busy_with_no_reason_far_below_the_max_clock_is_a_setting(fraction: float, held: bool) -> None:
     """NVML reports no clocks-event reason only with clocks as high as possible: a clock far below the
     max without one is held by something it does not name, a setting (the shipped runs: always the max)."""

@@ -49,13 +49,13 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - gpu_state.SHARED_BEFORE_MEM_BYTES = 2147483648: shared, memory before the training ≥.
   Pinned: gpu_state::board_memory_before_the_training
 - gpu_state.BEFORE_TRAINING_S = 60: the span read before the training. Pinned: gpu_state::only_the_minute
-- gpu_state.POWER_CAP_MARGIN_W = 1: a cap, the limit more than it below the default.
+- gpu_settings.POWER_CAP_MARGIN_W = 1: a cap, the limit more than it below the default.
   Pinned: gpu_state::power_limit_below_the_boards_own_default
-- gpu_state.TABLE_POWER_MARGIN = 0.1: a cap, more than it below the model's board power.
+- gpu_settings.TABLE_POWER_MARGIN = 0.1: a cap, more than it below the model's board power.
   Pinned: gpu_state::a_tenth_below_the_models_board_power
-- gpu_state.CLOCK_MARGIN_MHZ = 1: clocks held, an applications clock more than it below default.
+- gpu_settings.CLOCK_MARGIN_MHZ = 1: clocks held, an applications clock more than it below default.
   Pinned: gpu_state::applications_clocks_below_their_default; gpu_state::locked_at_their_max
-- gpu_state.UNEXPLAINED_CLOCK_FRACTION = 0.75: clocks held, no reason at an SM clock ≤ it × max.
+- gpu_settings.UNEXPLAINED_CLOCK_FRACTION = 0.75: clocks held, no reason at an SM clock ≤ it × max.
   Pinned: gpu_state::no_reason_far_below_the_max_clock
 - gpu_verdicts.POWER_LIMIT_MARGIN = 0.05: at the power limit, power ≥ (1 − it) × limit. Pinned: here
 - gpu_verdicts.BUSY_UTIL_PCT = 80: busy but not computing, util ≥. Pinned: here

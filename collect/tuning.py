@@ -6,7 +6,6 @@ sweep that runs the trials is collect/tune_sweep.py.
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runformat import TRAINING_CSV, read_run
+from runformat.progress import step_rows
 from runformat.tuning import FAILED, HARMED, OK, TOO_SHORT, Setting, TrialOutcome
 
 TRIAL_STEADY_S = 20.0  # a trial's steady rate is measured over at least this long
@@ -303,25 +303,17 @@ def _loss_curve(path: Path) -> tuple[LossCurve, int | None, list[float]]:
     """(step, total loss) of each step with a finite loss, the first step with a non-finite one, and each
     step's elapsed_s (seconds since the first step's call)."""
     steps, losses, ends, non_finite = [], [], [], None
-    try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            for row in csv.DictReader(handle):
-                try:
-                    elapsed, step = float(row["elapsed_s"]), int(row["step"])
-                except (KeyError, TypeError, ValueError):
-                    continue
-                ends.append(elapsed)
-                try:
-                    loss = float(row.get("loss_total") or "")
-                except ValueError:
-                    continue  # a loss not read at this step
-                if not math.isfinite(loss):
-                    non_finite = non_finite if non_finite is not None else step
-                    continue
-                steps.append(len(ends))
-                losses.append(loss)
-    except OSError:
-        pass
+    for row in step_rows(path) or ():
+        if row.elapsed_s is None:
+            continue
+        ends.append(row.elapsed_s)
+        if row.loss_total is None:
+            continue  # a loss not read at this step
+        if not math.isfinite(row.loss_total):
+            non_finite = non_finite if non_finite is not None else row.step
+            continue
+        steps.append(len(ends))
+        losses.append(row.loss_total)
     return LossCurve(tuple(steps), tuple(losses)), non_finite, ends
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from runformat.layout import RUN_JSON, TRAINING_CSV, TRAINING_JSON
 from runformat.records import RunRecord, TrainingRecord, raw_of, read_record
@@ -105,18 +105,36 @@ def _process_gone(training: TrainingRecord, run: RunRecord | Callable[[], RunRec
     return False
 
 
-def _csv_progress(path: Path, start_unix: float | None) -> tuple[int | None, int | None, int | None]:
-    """(rows of this session, last step, the step from which every loss read to the end is not finite) of
-    training.csv: rows at or after start_unix, so a resumed run's earlier sessions are not counted.
-    (None, None, None) without the file or its step column. An empty loss cell is a loss not read."""
+class StepRow(NamedTuple):
+    """One complete row of training.csv."""
+
+    time_unix: float
+    step: int
+    elapsed_s: float | None
+    loss_total: float | None  # None: the loss was not read at this step (NaN and ±inf are readings)
+
+
+def step_rows(path: Path, start_unix: float | None = None) -> Iterator[StepRow] | None:
+    """training.csv's complete rows with a time and a step, at or after start_unix (so a resumed run's
+    earlier sessions are left out); None without the file or its step and time columns. The one reader
+    of the step log's rows; a row still being written waits."""
+    try:
+        with Path(path).open("r", encoding="utf-8", errors="replace") as handle:
+            header = [name.strip() for name in handle.readline().strip().lstrip("\ufeff").split(",")]
+    except OSError:
+        return None
+    if "step" not in header or "time_unix" not in header:
+        return None
+    return _rows(Path(path), header, start_unix)
+
+
+def _rows(path: Path, header: list[str], start_unix: float | None) -> Iterator[StepRow]:
+    time_at, step_at = header.index("time_unix"), header.index("step")
+    elapsed_at = header.index("elapsed_s") if "elapsed_s" in header else None
+    loss_at = header.index("loss_total") if "loss_total" in header else None
     try:
         with path.open("r", encoding="utf-8", errors="replace") as handle:
-            header = handle.readline().strip().split(",")
-            if "step" not in header or "time_unix" not in header:
-                return None, None, None
-            time_at, step_at = header.index("time_unix"), header.index("step")
-            loss_at = header.index("loss_total") if "loss_total" in header else None
-            rows, last_step, diverged = 0, None, None
+            handle.readline()
             for line in handle:
                 if not line.endswith("\n"):
                     break  # a row still being written
@@ -126,13 +144,26 @@ def _csv_progress(path: Path, start_unix: float | None) -> tuple[int | None, int
                 when, step = _float(cells[time_at]), _int(cells[step_at])
                 if when is None or step is None or (start_unix is not None and when < start_unix - 1e-6):
                     continue
-                rows, last_step = rows + 1, step
+                elapsed = _float(cells[elapsed_at]) if elapsed_at is not None else None
                 loss = _float(cells[loss_at].strip()) if loss_at is not None else None
-                if loss is not None:
-                    diverged = None if math.isfinite(loss) else (diverged if diverged is not None else step)
+                yield StepRow(when, step, elapsed, loss)
     except OSError:
+        return
+
+
+def _csv_progress(path: Path, start_unix: float | None) -> tuple[int | None, int | None, int | None]:
+    """(rows of this session, last step, the step from which every loss read to the end is not finite) of
+    training.csv; (None, None, None) without the file or its step column."""
+    rows = step_rows(path, start_unix)
+    if rows is None:
         return None, None, None
-    return rows, last_step, diverged
+    count, last_step, diverged = 0, None, None
+    for row in rows:
+        count, last_step = count + 1, row.step
+        if row.loss_total is not None:
+            finite = math.isfinite(row.loss_total)
+            diverged = None if finite else (diverged if diverged is not None else row.step)
+    return count, last_step, diverged
 
 
 def _int(value: Any) -> int | None:

@@ -115,3 +115,27 @@ def test_an_earlier_sessions_divergence_is_not_this_ones(tmp_path: Path) -> None
     (run_dir / "training.csv").write_text(text)
     _with_losses(run_dir, ["", ""])  # no loss read in this session: nothing after the earlier NaN resets it
     assert training_progress(run_dir).loss_not_finite_from_step is None
+
+
+def test_step_rows_is_the_one_reading_of_the_step_log(tmp_path: Path) -> None:
+    from runformat.progress import StepRow, step_rows
+
+    path = tmp_path / "training.csv"
+    assert step_rows(path) is None  # no file
+    path.write_text("time_unix,loss_total\n1,2\n")
+    assert step_rows(path) is None  # no step column
+    path.write_text(
+        "\ufeff" + HEADER  # a BOM from a spreadsheet's save
+        + "990.0,0.1,1,9.0\n"  # an earlier session
+        + "1001.0,0.5,1,2.5\n"
+        + "1002.0,1.0,2,\n"  # a loss not read at this step
+        + "1003.0,1.5,3,nan\n"
+        + "1004.0,2.0,x,1.0\n"  # no step: not a row
+        + "1005.0,2.5,5,1.0,extra\n"  # malformed
+        + "1006.0,3.0,6,1.2"  # still being written
+    )
+    rows = list(step_rows(path, start_unix=1000.0) or ())
+    assert rows[0] == StepRow(1001.0, 1, 0.5, 2.5)
+    assert [r.step for r in rows] == [1, 2, 3] and rows[1].loss_total is None
+    assert rows[2].loss_total is not None and rows[2].loss_total != rows[2].loss_total  # NaN is a reading
+    assert [r.step for r in step_rows(path) or ()] == [1, 1, 2, 3]

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from sizing.analysis import compare as cmp
 from sizing.analysis import concurrency, validity
 from sizing.analysis import tuning as tn
+from sizing.analysis.copies import fold_copies
 from sizing.analysis.headroom import group_phrase
 from sizing.analysis.jobs import Job, analyse_job, gather_jobs
 from sizing.analysis.run import RunAnalysis, analyse_run
@@ -79,6 +80,7 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
         raise UsageError(problems[0])
     if settings.baseline is not None and settings.baseline not in {r.run_id for r in runs}:
         raise UsageError(f"baseline {settings.baseline!r} is not one of the runs in the report")
+    runs, copied = fold_copies(runs, settings.baseline)
     folded = tn.fold_trials(runs)
     if settings.baseline in folded.trial_of:
         raise UsageError(
@@ -99,8 +101,8 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
         settings, tuple(runs), analyses, groups, baseline, comparisons, target_loss, left_out, tuned, unsized
     )
     unsized_notes = [f"{why}: left out of the report" for why in unsized]
-    warnings = [*folded.notes, *unsized_notes, *job_notes, *(w for a in analyses for w in a.warnings),
-                *validity_warnings(ctx)]  # fmt: skip
+    warnings = [*copied, *folded.notes, *unsized_notes, *job_notes,
+                *(w for a in analyses for w in a.warnings), *validity_warnings(ctx)]  # fmt: skip
     return Report(
         title="Is the GPU worth it? Sizing report",
         generated_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

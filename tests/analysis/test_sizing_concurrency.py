@@ -63,3 +63,20 @@ def test_an_overlap_is_measured_on_the_windows_the_verdicts_read() -> None:
     first, second = (a.measured_window for a in report.context.analyses)
     assert first == second and overlap.seconds == first[1] - first[0] and overlap.share == 1.0
     assert not overlap.same_boot
+
+
+def test_a_copied_run_directory_is_one_measurement_counted_once() -> None:
+    copy = renamed(reference_gpu(), "copied")
+    report = build_report([reference_cpu(), reference_gpu(), copy], ReportSettings())
+    assert [a.run_id for a in report.context.analyses] == ["ref-cpu", "ref-gpu"]
+    assert not any("same time" in c or "repeat" in c.lower() for c in report.decision.caveats[:1])
+    assert not concurrency.overlaps(report.context.analyses)
+    assert (
+        "copied holds the same measurement as ref-gpu (telemetry.csv, training.csv and training.json "
+        "identical: a copied run directory): counted once, as ref-gpu"
+    ) in report.warnings
+    as_baseline = build_report([reference_gpu(), copy], ReportSettings(baseline="copied"))
+    assert [a.run_id for a in as_baseline.context.analyses] == ["copied"]
+    assert "ref-gpu holds the same measurement as copied" in as_baseline.warnings[0]
+    twin_run = twin("beside")  # the same samples under another training record is no copy
+    assert len(build_report([reference_gpu(), twin_run], ReportSettings()).context.analyses) == 2

@@ -40,7 +40,7 @@ from runformat.jsonio import read_object
 from runformat.progress import progress_of
 from runformat.records import RunRecord, TrainingRecord, as_record, raw_of
 from runformat.tuning import TuningTag, tuning_of
-from sizing.analysis.validate import gpu_memory_bytes, impossible_cells
+from sizing.analysis.validate import checked_frame, gpu_memory_bytes, impossible_cells
 
 PHASES_COLUMNS = ("phase", "start_unix", "end_unix", "status")
 
@@ -163,24 +163,31 @@ def open_run_dir(path: Path) -> RunInfo:
 
 
 def read_telemetry(run: RunInfo, columns: Sequence[str] | None = None) -> pd.DataFrame:
-    """telemetry.csv as floats, with the cells no reading can hold (a counter's sentinel) read as empty as
-    the sizing report reads them; only `columns` that exist when given. Warnings in `df.attrs["warnings"]`."""
-    raw = _CSV_CACHE.read(run.path / TELEMETRY_CSV, numeric=True)
-    memory = gpu_memory_bytes(run.meta)
-    kept = _CLEANED_TELEMETRY.get(run.path)
-    if kept is None or kept[0] is not raw or kept[1] != memory:
-        cleaned, warning = impossible_cells(raw, memory)
-        warnings = [*warnings_of(raw), *([warning] if warning else [])]
-        cleaned = with_warnings(cleaned.copy(deep=False), warnings)
-        kept = _CLEANED_TELEMETRY[run.path] = (raw, memory, cleaned)
-        while len(_CLEANED_TELEMETRY) > _CLEANED_TELEMETRY_MAX:
-            _CLEANED_TELEMETRY.pop(next(iter(_CLEANED_TELEMETRY)))
-    return _select(kept[2], columns)
+    """telemetry.csv as floats, read as the sizing report reads it (sizing.analysis.validate): infinite
+    cells and cells no reading can hold (a counter's sentinel) empty, rows in time order; only `columns`
+    that exist when given. Warnings in `df.attrs["warnings"]`."""
+    return _select(_read_checked(run.path / TELEMETRY_CSV, True, gpu_memory_bytes(run.meta)), columns)
 
 
 def read_training(run: RunInfo) -> pd.DataFrame:
-    """training.csv as floats; an empty frame if the run has none."""
-    return _select(_CSV_CACHE.read(run.path / TRAINING_CSV, numeric=True, required=False), None)
+    """training.csv as floats, read as the sizing report reads it; an empty frame if the run has none."""
+    return _select(_read_checked(run.path / TRAINING_CSV, False, None), None)
+
+
+def _read_checked(path: Path, required: bool, gpu_memory: dict[int, float] | None) -> pd.DataFrame:
+    """A numeric CSV through sizing's checks, once per parse (the checks follow the cached parse)."""
+    raw = _CSV_CACHE.read(path, numeric=True, required=required)
+    kept = _CHECKED.get(path)
+    if kept is None or kept[0] is not raw or kept[1] != gpu_memory:
+        checked, problems = checked_frame(raw, path.name)
+        if gpu_memory is not None:
+            checked, impossible = impossible_cells(checked, gpu_memory)
+            problems += [impossible] if impossible else []
+        checked = with_warnings(checked.copy(deep=False), [*warnings_of(raw), *problems])
+        kept = _CHECKED[path] = (raw, gpu_memory, checked)
+        while len(_CHECKED) > _CHECKED_MAX:
+            _CHECKED.pop(next(iter(_CHECKED)))
+    return kept[2]
 
 
 def read_phases(run: RunInfo) -> pd.DataFrame:
@@ -296,14 +303,14 @@ def _read_detections(path: Path) -> tuple[dict[str, Any], str | None]:
 
 
 _CSV_CACHE = CsvCache()
-_CLEANED_TELEMETRY: dict[Path, tuple[pd.DataFrame, dict[int, float], pd.DataFrame]] = {}
-_CLEANED_TELEMETRY_MAX = 12
+_CHECKED: dict[Path, tuple[pd.DataFrame, dict[int, float] | None, pd.DataFrame]] = {}
+_CHECKED_MAX = 24
 
 
 def clear_caches() -> None:
     """Forget every parsed file (tests, and callers that want to bound memory)."""
     _CSV_CACHE.clear()
-    _CLEANED_TELEMETRY.clear()
+    _CHECKED.clear()
     _FILES_CACHE.clear()
     _DETECTIONS_CACHE.clear()
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import is_numeric_dtype
 
 from runformat import INFERENCE_JSON, PHASES_CSV, RUN_JSON, TELEMETRY_CSV, TRAINING_CSV, TRAINING_JSON
 from runformat.columns import TIME_COLUMNS, split_gpu_column
@@ -42,7 +43,8 @@ def checked_frame(frame: pd.DataFrame, file: str) -> tuple[pd.DataFrame, list[st
     if frame.empty:
         return frame, []
     text = TEXT_COLUMNS.get(file, ())
-    numeric = frame.apply(lambda c: c if c.name in text else pd.to_numeric(c, errors="coerce"))
+    convert = [c for c in frame.columns if c not in text and not is_numeric_dtype(frame[c])]
+    numeric = frame.assign(**{str(c): pd.to_numeric(frame[c], errors="coerce") for c in convert})
     problems = []
     values = [numeric[c] for c in numeric.columns if c not in text]
     infinite = int(sum(np.isinf(v.to_numpy(dtype=float)).sum() for v in values))

@@ -279,3 +279,23 @@ def test_sentinel_cells_read_as_empty_in_the_charts_as_in_the_report(tmp_path: P
     assert runs.read_telemetry(run) is not runs.read_telemetry(run)  # callers get their own frame
     raw = pd.read_csv(path)
     assert raw.loc[3, "gpu0_util_pct"] == -1  # the file itself is left as recorded
+
+
+def test_rows_out_of_time_order_and_infinite_cells_read_as_the_report_reads_them(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path, duration_s=20)
+    telemetry = pd.read_csv(run_dir / "telemetry.csv").astype(float)
+    telemetry.loc[2, "cpu_util_pct"] = np.inf
+    telemetry.sample(frac=1, random_state=0).to_csv(run_dir / "telemetry.csv", index=False)
+    training = pd.read_csv(run_dir / "training.csv")
+    training.iloc[::-1].to_csv(run_dir / "training.csv", index=False)  # two step logs merged newest first
+    run = runs.open_run_dir(run_dir)
+
+    read = runs.read_telemetry(run)
+    assert read["time_unix"].is_monotonic_increasing and len(read) == len(telemetry)
+    assert not np.isinf(read["cpu_util_pct"]).any() and read["cpu_util_pct"].isna().sum() == 1
+    steps = runs.read_training(run)
+    assert steps["time_unix"].is_monotonic_increasing and list(steps["step"]) == sorted(steps["step"])
+    warned = runs.run_warnings(run)
+    assert "telemetry.csv: 1 infinite cell(s) read as empty" in warned
+    assert any(w.startswith("telemetry.csv: rows out of time order") for w in warned)
+    assert any(w.startswith("training.csv: rows out of time order") for w in warned)

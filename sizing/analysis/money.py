@@ -206,10 +206,10 @@ def break_even(
     is_estimate: bool = False,
 ) -> BreakEven:
     amount, text = investment(side, baseline, baseline_kind)
+    if speedup is None:  # no price would give one: not "needs --gpu-price"
+        return BreakEven(None, "not computed: speedup unknown", amount, text)
     if amount is None:
         return BreakEven(None, f"not computed: {text}", None, text)
-    if speedup is None:
-        return BreakEven(None, "not computed: speedup unknown", amount, text)
     if prices.value_per_hour is None and energy_saving is None:
         return BreakEven(None, "not computed: needs the value of an hour saved (--value-per-hour) or "
                          "energy measured on both sides", amount, text)  # fmt: skip

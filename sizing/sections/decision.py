@@ -21,7 +21,7 @@ from sizing.analysis.validity import (
 )
 from sizing.context import ReportContext
 from sizing.sections import tuning as tuned_text
-from sizing.sections.money_text import energy_unknown_reason, life_text
+from sizing.sections.money_text import energy_unknown_reason, energy_unknown_word, life_text
 from sizing.text import fmt, fmt_usd
 
 MAX_CAVEATS = 3
@@ -74,8 +74,7 @@ def _interval(i: sp.SpeedupInterval | None, g: Group) -> str:
 
 def _energy(g: Group) -> str:
     if g.j_per_1k_examples.mean is None:
-        reason = energy_unknown_reason(g)
-        return "energy not attributable" if "not attributable" in reason else "energy not measured"
+        return f"energy {energy_unknown_word(energy_unknown_reason(g))}"
     partial = any(a.steady_energy is not None and a.steady_energy.is_partial for a in g.analyses)
     estimate = "≈ " if g.energy_is_estimate else ""
     return f"{estimate}{fmt(g.j_per_1k_examples.mean, 0, ' J')}" + (" (GPU board only)" if partial else "")
@@ -89,6 +88,9 @@ def _usd(g: Group) -> tuple[str, float | None, bool]:
     return "cost unknown", None, False
 
 
+NOT_COMPUTED = "not computed: "
+
+
 def _break_even(c: Comparison, ctx: ReportContext) -> str:
     even = c.break_even
     if even is None:
@@ -96,6 +98,8 @@ def _break_even(c: Comparison, ctx: ReportContext) -> str:
     if even.hours is None:
         if "not priced" in even.reason:
             return "break-even: needs --gpu-price"
+        if even.reason.startswith(NOT_COMPUTED):
+            return f"break-even not computed ({even.reason.removeprefix(NOT_COMPUTED)})"
         return f"no break-even: {even.reason}"
     if even.hours == 0:
         return "pays back at once"

@@ -17,6 +17,9 @@ def _short(covers: str) -> str:
     return re.sub(r" \([^()]*\)", "", covers).replace("ESTIMATE: ", "estimated ")
 
 
+NO_EXAMPLES = "no work counter: examples/s unknown"
+
+
 def energy_unknown_reason(g: Group) -> str:
     """Why the group has no energy figure: the first run's reason ('GPU board not reported', 'gpu0
     covers 90% of the run', 'no work counter', ...)."""
@@ -25,10 +28,18 @@ def energy_unknown_reason(g: Group) -> str:
         if energy is not None and energy.total_j is None:
             return energy.missing
         if a.throughput.examples_per_s is None:
-            return "no work counter: examples/s unknown"
+            return NO_EXAMPLES
         if energy is None:
             return "no telemetry in the training window"
     return "no throughput to divide by"
+
+
+def energy_unknown_word(reason: str) -> str:
+    """How an unknown energy figure reads: not attributable (measured, not the run's), unknown (measured,
+    but no examples to divide it by), or not measured."""
+    if "not attributable" in reason:
+        return "not attributable"
+    return "unknown" if reason == NO_EXAMPLES else NOT_MEASURED
 
 
 def energy_phrase(g: Group) -> str:
@@ -38,7 +49,7 @@ def energy_phrase(g: Group) -> str:
         reason = energy_unknown_reason(g)
         if "not attributable" in reason:  # measured, but not the run's: a shared GPU, a MIG slice
             return not_attributable_text(reason)
-        return f"energy {NOT_MEASURED} ({reason})"
+        return f"energy {energy_unknown_word(reason)} ({reason})"
     text = fmt(g.j_per_1k_examples.mean, 0, " J")
     notes = []
     if any(a.steady_energy is not None and a.steady_energy.is_partial for a in g.analyses):
@@ -76,7 +87,7 @@ def cost_phrase(g: Group, prices: Prices) -> str:
         )
     if prices.tariff_per_kwh is None and hardware_usd is None:
         return f"cost n/a ({NO_PRICE})"
-    unknown = "not attributable" if "not attributable" in energy_unknown_reason(g) else NOT_MEASURED
+    unknown = energy_unknown_word(energy_unknown_reason(g))
     if hardware_usd is not None:
         return f"{fmt_usd(hardware_usd)}, hardware only (energy {unknown})"
     if g.j_per_1k_examples.mean is None:

@@ -269,3 +269,10 @@ def with_system(run: RunData, **changes: object) -> RunData:
 
 def renamed(run: RunData, run_id: str) -> RunData:
     return replace(run, run_id=run_id, meta={**run.meta, "run_id": run_id})
+
+
+def repeat_of(run: RunData, run_id: str) -> RunData:
+    """Another measurement of the run's setup: renamed, its telemetry a sample shorter (identical files
+    would be a copy of the run, counted once: sizing.analysis.copies)."""
+    again = renamed(run, run_id)
+    return replace(again, telemetry=again.telemetry.iloc[:-1].reset_index(drop=True))

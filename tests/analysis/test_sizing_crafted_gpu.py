@@ -44,6 +44,13 @@ def copy_run(data: Path, source: str, run_id: str) -> Path:
     return target
 
 
+def another_measurement(run_dir: Path) -> None:
+    """A repeat, not a copy: its telemetry ends a sample earlier (a copy is counted once)."""
+    path = run_dir / "telemetry.csv"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]), encoding="utf-8")
+
+
 def edit_json(path: Path, change: Callable[[dict], object]) -> None:
     content = json.loads(path.read_text(encoding="utf-8"))
     change(content)
@@ -149,11 +156,12 @@ def test_capped_and_uncapped_runs_are_two_configurations_each_with_its_own_speed
     """Two 700 W runs and two 200 W runs (one with gpu_state, one without): two groups of two repeats,
     never one average of four."""
     copy_run(data, GPU, "full-a")
-    copy_run(data, GPU, "full-b")
+    another_measurement(copy_run(data, GPU, "full-b"))
     for run_id, with_state in (("capped-a", True), ("capped-b", False)):
         run_dir = copy_run(data, GPU, run_id)
         cap_power(run_dir, 200.0, with_state)
         slow_down(run_dir, 0.74)
+    another_measurement(data / "runs" / "capped-b")
     result = report(data, ["cpu", "full-a", "capped-a", "full-b", "capped-b"])
     comparisons = {tuple(c["group"]): c["speedup"] for c in result["comparisons"]}
     assert set(comparisons) == {("full-a", "full-b"), ("capped-a", "capped-b")}

@@ -103,3 +103,15 @@ def test_a_foreign_recording_still_gets_utilization_thermal_and_verdict() -> Non
     text = render_markdown(report)
     assert NO_WORK_COUNTER in text and "| foreign | cpu | 92.0 |" in text
     assert to_json(report)["runs"][0]["examples_per_s"] is None
+
+
+def test_measured_energy_without_examples_is_unknown_per_example_not_unmeasured() -> None:
+    """A GPU run recorded without its step log or training record (telemetry only): its board's energy
+    was measured, there is just nothing to divide it by; and no price would give a break-even."""
+    telemetry_only = replace(reference_gpu(), training=pd.DataFrame(), training_info={})
+    report = build_report([reference_cpu(), telemetry_only], ReportSettings())
+    (line,) = [o.line for o in report.decision.options]
+    assert "speedup unknown; energy unknown and cost unknown per 1,000 examples" in line
+    assert "break-even not computed (speedup unknown)" in line and "--gpu-price" not in line
+    assert "energy unknown (no work counter: examples/s unknown)" in render_markdown(report)
+    assert "energy not measured" not in line

@@ -18,6 +18,7 @@ from sizingfixtures import (
     GPU_NAME,
     GPU_TRAIN_START,
     reference_cpu,
+    repeat_of,
     telemetry_frame,
     with_info,
     write_run,
@@ -126,7 +127,8 @@ def test_a_job_is_never_a_repeat_of_a_one_node_run() -> None:
     [((0,), "node 1 of 2 not given"), ((0, 1, 1), "node 1 given twice")],
 )
 def test_a_job_not_given_whole_is_sized_node_by_node_and_says_why(ranks: tuple[int, ...], says: str) -> None:
-    runs = [as_node(fine_gpu(f"part-{i}"), rank) for i, rank in enumerate(ranks)]
+    runs = [as_node(repeat_of(fine_gpu(), f"part-{i}") if i > 1 else fine_gpu(f"part-{i}"), rank)
+            for i, rank in enumerate(ranks)]  # fmt: skip
     result = report(*runs)
     assert [a.run_id for a in result.analyses] == [r.run_id for r in runs]  # each node alone
     expected = f"data-parallel training 4711: {says}: its runs are sized one node each"

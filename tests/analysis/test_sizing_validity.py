@@ -14,6 +14,7 @@ from sizingfixtures import (
     reference_cpu,
     reference_gpu,
     renamed,
+    repeat_of,
     training_frame,
     with_info,
     with_system,
@@ -51,12 +52,14 @@ def test_a_field_unknown_on_both_sides_is_not_like_for_like() -> None:
 
 
 def test_runs_with_an_unknown_field_are_never_averaged_as_repeats() -> None:
-    runs = [renamed(with_info(reference_cpu(), preset=None), f"cpu-{i}") for i in range(2)]
+    two = (reference_cpu("cpu-0"), repeat_of(reference_cpu(), "cpu-1"))
+    runs = [with_info(run, preset=None) for run in two]
     groups = report_of(*runs, reference_gpu()).context.groups
     assert sorted(g.run_ids for g in groups) == [("cpu-0",), ("cpu-1",), ("ref-gpu",)]
-    repeats = report_of(reference_cpu("a"), reference_cpu("b")).context.groups
+    repeats = report_of(reference_cpu("a"), repeat_of(reference_cpu(), "b")).context.groups
     assert [g.run_ids for g in repeats] == [("a", "b")]
-    no_meta = [renamed(replace(reference_cpu(), meta={}), f"bare-{i}") for i in range(2)]
+    bare = replace(reference_cpu(), meta={})
+    no_meta = [renamed(bare, "bare-0"), repeat_of(bare, "bare-1")]
     assert len(report_of(*no_meta).context.groups) == 2  # hardware unknown on both: not repeats
 
 

@@ -1,7 +1,7 @@
 """`python -m sizing RUN... --out report.md|report.html|report.json [options]`: the sizing report.
 
-RUN is a run id under DATA_DIR/runs or DATA_DIR/examples, or the path of a run directory. Bad input
-prints one line on stderr and exits 2.
+RUN is a run id under DATA_DIR/runs or DATA_DIR/examples, the path of a run directory, or a folder of
+runs. Bad input prints one line on stderr and exits 2.
 """
 
 from __future__ import annotations
@@ -100,7 +100,10 @@ def _fraction(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="Write the sizing decision report (is the GPU worth it?).")
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run id under DATA_DIR, or a run directory")
+    p.add_argument(
+        "runs", nargs="+", metavar="RUN",
+        help="run id under DATA_DIR, a run directory, or a folder of runs (e.g. data: every run in it)",
+    )  # fmt: skip
     p.add_argument("--out", required=True, type=Path, help="report.md, report.html or report.json")
     p.add_argument("--data-dir", type=Path, default=Path("data"), help="default: data")
     p.add_argument(

@@ -16,10 +16,13 @@ from pathlib import Path
 import pandas as pd
 
 from runformat import (
+    EXAMPLES_SUBDIR,
     PHASES_CSV,
     RUN_JSON,
+    RUNS_SUBDIR,
     TELEMETRY_CSV,
     TRAINING_CSV,
+    TRAINING_JSON,
     is_valid_run_id,
     resolve_run_dir,
 )
@@ -96,10 +99,35 @@ def resolve_run(data_dir: Path, spec: str) -> Path:
     )
 
 
+RUN_FILES = (RUN_JSON, TELEMETRY_CSV, TRAINING_JSON, TRAINING_CSV)
+
+
+def _is_run_dir(path: Path) -> bool:
+    return any((path / name).is_file() for name in RUN_FILES)
+
+
+def runs_under(path: Path) -> list[Path]:
+    """A run directory itself; else the run directories in it (a folder of runs), and for a data
+    directory those in its runs/ and examples/, an id in both read from runs/ as the dashboard does.
+    [path] when it holds none, so that its own error names it."""
+    if _is_run_dir(path):
+        return [path]
+    found: dict[str, Path] = {}
+    for parent in (path / RUNS_SUBDIR, path / EXAMPLES_SUBDIR, path):
+        try:
+            children = sorted(parent.iterdir()) if parent.is_dir() else []
+        except OSError:
+            children = []
+        for child in children:
+            if child.is_dir() and child.name not in found and _is_run_dir(child):
+                found[child.name] = child
+    return list(found.values()) or [path]
+
+
 def load_runs(data_dir: Path, specs: Sequence[str]) -> list[RunData]:
     if not specs:
         raise UsageError("no runs given")
-    paths = [resolve_run(data_dir, spec).resolve() for spec in specs]
+    paths = [run.resolve() for spec in specs for run in runs_under(resolve_run(data_dir, spec))]
     given_twice = sorted({p.name for p in paths if paths.count(p) > 1})
     if given_twice:
         raise UsageError(f"run given twice: {', '.join(given_twice)}")

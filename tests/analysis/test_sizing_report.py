@@ -282,3 +282,24 @@ def test_a_directory_written_by_another_tool(tmp_path: Path) -> None:
     assert by_run(tables["Bottleneck verdict"])["foreign"]["Verdict"] == "CPU-bound"
     thermal = {(r["Run"], r["Sensor"]): r["Peak °C"] for r in tables["Thermal"]}
     assert thermal == {("foreign", "cpu"): "89.5", ("foreign", "gpu0"): "66.0"}
+
+
+def test_a_folder_of_runs_or_a_data_directory_sizes_every_run_in_it(crafted_data_dir: Path, capsys) -> None:
+    """`python -m sizing data/` or `data/examples`: the runs inside, an id in runs/ and examples/ once."""
+    from sizing.analysis.load import load_runs
+
+    write_run(crafted_data_dir / "examples", reference_gpu())  # the same id as runs/ref-gpu
+    (crafted_data_dir / "examples" / "notes").mkdir()  # not a run: skipped
+    whole = load_runs(crafted_data_dir, [str(crafted_data_dir)])
+    assert sorted(r.run_id for r in whole) == ["ref-cpu", "ref-gpu"]
+    (gpu,) = [r for r in whole if r.run_id == "ref-gpu"]
+    assert gpu.telemetry.equals(reference_gpu().telemetry)
+    folder = load_runs(crafted_data_dir, [str(crafted_data_dir / "examples")])
+    assert sorted(r.run_id for r in folder) == ["ref-cpu", "ref-gpu"]
+    out = crafted_data_dir / "report.md"
+    assert report.main([str(crafted_data_dir / "runs"), str(crafted_data_dir / "examples" / "ref-cpu"),
+                        "--data-dir", str(crafted_data_dir), "--out", str(out)]) == 0  # fmt: skip
+    empty = crafted_data_dir / "empty"
+    empty.mkdir()
+    assert report.main([str(empty), "--out", str(out)]) == 2
+    assert "nothing to size: run 'empty' has neither" in capsys.readouterr().err

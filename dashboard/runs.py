@@ -183,11 +183,11 @@ def _read_checked(path: Path, required: bool, gpu_memory: dict[int, float] | Non
         if gpu_memory is not None:
             checked, impossible = impossible_cells(checked, gpu_memory)
             problems += [impossible] if impossible else []
-        checked = with_warnings(checked.copy(deep=False), [*warnings_of(raw), *problems])
-        kept = _CHECKED[path] = (raw, gpu_memory, checked)
+        kept = _CHECKED[path] = (raw, gpu_memory, checked, problems)
         while len(_CHECKED) > _CHECKED_MAX:
             _CHECKED.pop(next(iter(_CHECKED)))
-    return kept[2]
+    # the parse's own warnings as of this read (a partial last line comes and goes without a new parse)
+    return with_warnings(kept[2].copy(deep=False), [*warnings_of(raw), *kept[3]])
 
 
 def read_phases(run: RunInfo) -> pd.DataFrame:
@@ -303,7 +303,7 @@ def _read_detections(path: Path) -> tuple[dict[str, Any], str | None]:
 
 
 _CSV_CACHE = CsvCache()
-_CHECKED: dict[Path, tuple[pd.DataFrame, dict[int, float] | None, pd.DataFrame]] = {}
+_CHECKED: dict[Path, tuple[pd.DataFrame, dict[int, float] | None, pd.DataFrame, list[str]]] = {}
 _CHECKED_MAX = 24
 
 

@@ -299,3 +299,16 @@ def test_rows_out_of_time_order_and_infinite_cells_read_as_the_report_reads_them
     assert "telemetry.csv: 1 infinite cell(s) read as empty" in warned
     assert any(w.startswith("telemetry.csv: rows out of time order") for w in warned)
     assert any(w.startswith("training.csv: rows out of time order") for w in warned)
+
+
+def test_a_partial_last_line_is_warned_as_it_comes_and_goes(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path, duration_s=10, with_training=False, with_eval=False)
+    path = run_dir / "telemetry.csv"
+    whole = path.read_bytes()
+    run = runs.open_run_dir(run_dir)
+    assert runs.read_telemetry(run).attrs["warnings"] == []
+    path.write_bytes(whole + b"1795093999.5,4")  # the writer is mid-row: no complete row to parse
+    assert runs.read_telemetry(run).attrs["warnings"] == ["telemetry.csv: truncated last line ignored"]
+    path.write_bytes(whole)
+    runs.clear_caches()
+    assert runs.read_telemetry(run).attrs["warnings"] == []

@@ -72,6 +72,13 @@ def test_the_decision_the_readme_shows_is_what_the_report_prints(tmp_path: Path,
     assert _block_after("it opens with:").strip() == printed
 
 
+def test_sizing_the_data_directory_as_the_readme_shows_reads_every_run(tmp_path: Path, monkeypatch) -> None:
+    assert ".venv/bin/python -m sizing data --out report.html               # every run under data/" in README
+    report = _report_as_the_readme_runs_it(tmp_path, monkeypatch, ["data"])
+    shipped = sorted(p.name for p in EXAMPLES.iterdir() if (p / "run.json").is_file())
+    assert shipped and [run_id for run_id in shipped if run_id not in report] == []
+
+
 TUNED_RUNS = ["20261127T090127Z-cpu-vm", "20261127T085638Z-gpu-vm"]  # the H100 --tune sweeps' final runs
 
 

@@ -86,9 +86,12 @@ def cpu_simd(proc_root: Path) -> list[str] | None:
     return None
 
 
-def cpu_max_mhz(sys_root: Path, model: str | None) -> tuple[float | None, str | None]:
+def cpu_max_mhz(
+    sys_root: Path, model: str | None, proc_root: Path | None = None
+) -> tuple[float | None, str | None]:
     """The CPU's highest clock and where it came from: cpufreq's cpuinfo_max_freq (the most of any CPU),
-    else the model name's "@ 2.10GHz" (a base clock), else (None, None)."""
+    else the model name's "@ 2.10GHz" (a base clock), else /proc/cpuinfo's highest `cpu MHz` (a VM without
+    cpufreq reports its host's nominal clock there), else (None, None)."""
     found = []
     for path in sorted((sys_root / "devices/system/cpu").glob("cpu[0-9]*/cpufreq/cpuinfo_max_freq")):
         try:
@@ -102,7 +105,26 @@ def cpu_max_mhz(sys_root: Path, model: str | None) -> tuple[float | None, str | 
     match = MODEL_CLOCK.search(model or "")
     if match and float(match.group(1)) > 0:
         return float(match.group(1)) * 1000.0, "model name"
-    return None, None
+    reported = _cpuinfo_mhz(proc_root) if proc_root is not None else []
+    return (max(reported), "cpuinfo cpu MHz") if reported else (None, None)
+
+
+def _cpuinfo_mhz(proc_root: Path) -> list[float]:
+    try:
+        text = (proc_root / "cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    found = []
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "cpu MHz":
+            try:
+                mhz = float(value.strip())
+            except ValueError:
+                continue
+            if 0 < mhz < 1e5:
+                found.append(mhz)
+    return found
 
 
 IDENTITY_KEY = "gpu-workbench host identity:"  # so the hashes match no other tool's hash of the same id
@@ -182,7 +204,7 @@ def system_info(
     if psutil_module is None:
         import psutil as psutil_module
     model, sockets = cpu_model_and_sockets(proc_root)
-    max_mhz, max_mhz_source = cpu_max_mhz(sys_root, model)
+    max_mhz, max_mhz_source = cpu_max_mhz(sys_root, model, proc_root)
     gpus = gpus or []
     return {
         "cpu_model": model,

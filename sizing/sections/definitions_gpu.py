@@ -85,8 +85,9 @@ def gpu_definitions(t: Thresholds) -> tuple[tuple[str, str], ...]:
             f"with avx2 and fma) × {FLOPS_PER_FMA} (a fused multiply-add) × {FMA_UNITS} FMA units per "
             "core, an assumption: an x86 server core issues at most two vector FMAs a cycle and its "
             "all-core vector clock is at most its max clock, so with cpufreq's max clock the peak is an "
-            "upper bound and the MFU a lower bound, shown as ≥; with the model name's base clock it is "
-            "neither. A GPU not in the table, a dtype it has no peak for (TF32 or BF16 on a V100 or T4), "
+            "upper bound and the MFU a lower bound, shown as ≥; with the model name's base clock, or the "
+            "`cpu MHz` a VM without cpufreq reports, it is neither. A GPU not in the table, a dtype it has "
+            "no peak for (TF32 or BF16 on a V100 or T4), "
             "a CPU without recorded vector flags or clock, an ARM CPU, or a run without a FLOP count: MFU "
             "not known, with the reason; never a guess. Nor is a result above 100 % of the peak, which no "
             "run reaches: the FLOP count or the peak does not fit the run, and the reason says so.",

@@ -46,3 +46,18 @@ def test_arm_features_and_a_cpuinfo_without_flags(tmp_path: Path) -> None:
     (proc / "cpuinfo").write_text("processor\t: 0\nHardware\t: board\n")
     assert cpu_simd(proc) is None  # unknown, not none
     assert cpu_simd(tmp_path / "missing") is None
+
+
+def test_a_vm_without_cpufreq_or_a_clock_in_its_name_gives_cpuinfos_cpu_mhz(tmp_path: Path) -> None:
+    vm = (
+        "processor\t: 0\nmodel name\t: AMD EPYC\ncpu MHz\t\t: 2445.424\nflags\t\t: avx2 fma\n"
+        "processor\t: 1\nmodel name\t: AMD EPYC\ncpu MHz\t\t: 2450.000\nflags\t\t: avx2 fma\n"
+    )
+    proc = write_tree(tmp_path / "proc", {"cpuinfo": vm, "self/cgroup": "0::/\n"})
+    info = system_info(proc, tmp_path / "sys", psutil_module=fake_psutil())
+    assert (info["cpu_max_mhz"], info["cpu_max_mhz_source"]) == (2450.0, "cpuinfo cpu MHz")
+    named = write_tree(tmp_path / "named", {"cpuinfo": X86 + "cpu MHz\t\t: 1200.0\n"})
+    gold = "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz"
+    assert cpu_max_mhz(tmp_path / "sys", gold, named) == (2500.0, "model name")  # a name's clock first
+    broken = write_tree(tmp_path / "broken", {"cpuinfo": "cpu MHz\t: fast\ncpu MHz\t: -1\n"})
+    assert cpu_max_mhz(tmp_path / "sys", None, broken) == (None, None)

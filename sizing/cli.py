@@ -160,12 +160,19 @@ def output_format(path: Path) -> str:
 def write_text_atomic(path: Path, text: str) -> None:
     if not path.parent.is_dir():
         raise UsageError(f"--out: directory {str(path.parent)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:  # read-only, not ours, not a real file system
+        raise UsageError(f"--out: cannot write in {str(path.parent)!r} ({exc.strerror or exc})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
+    except OSError as exc:  # the disk filled, or the name is a directory: the old report stays as it was
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise UsageError(f"--out: cannot write {str(path)!r} ({exc.strerror or exc})") from None
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

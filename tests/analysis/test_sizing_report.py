@@ -303,3 +303,13 @@ def test_a_folder_of_runs_or_a_data_directory_sizes_every_run_in_it(crafted_data
     empty.mkdir()
     assert report.main([str(empty), "--out", str(out)]) == 2
     assert "nothing to size: run 'empty' has neither" in capsys.readouterr().err
+
+
+def test_an_out_that_cannot_be_written_is_one_line_and_no_temporary(crafted_data_dir: Path, capsys) -> None:
+    taken = crafted_data_dir / "report.md"
+    taken.mkdir()  # a directory where the report should go
+    assert report.main(["ref-cpu", "--data-dir", str(crafted_data_dir), "--out", str(taken)]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"--out: cannot write '{taken}' (Is a directory)")
+    assert not list(crafted_data_dir.glob(".report.md.*.tmp"))
+    assert report.main(["ref-cpu", "--data-dir", str(crafted_data_dir), "--out", "/proc/report.md"]) == 2
+    assert "--out: cannot write in '/proc'" in capsys.readouterr().err

@@ -23,6 +23,7 @@ from sizing.model import (
     mean_of,
     number,
     samples_in,
+    times_of,
     train_windows,
 )
 
@@ -243,10 +244,11 @@ def analyse_run(
                 f"{run.run_id}: no telemetry samples in the steady state; using the training window"
             )
         measured, window = samples_in(telemetry, training_window), training_window
+    gaps = runchecks.telemetry_gaps(times_of(measured), window, number(meta.get("interval_s")))
     span = spans.measurement_span(telemetry, meta, kind, gpus, window)
     measured = spans.verdict_samples(measured, span)
     few = runchecks.few_samples(len(measured))
-    unsure += [f"{run.run_id}: {few}"] if few else []
+    unsure += [f"{run.run_id}: {note}" for note in (few, gaps) if note]
     training_window = spans.training_window(telemetry, meta, kind, gpus, run.phases, training_window)
     offsets = spans.time_caveats(run.run_id, meta)
     said, short = spans.span_warnings(run.run_id, span)

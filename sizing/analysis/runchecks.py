@@ -10,6 +10,7 @@ import pandas as pd
 
 from runformat.diskfull import DISK_FULL
 from runformat.progress import LOSS_NOT_FINITE_FROM_STEP
+from sizing.analysis import coverage
 from sizing.analysis.sessions import DRIFT_WARN_FRACTION
 from sizing.analysis.stats import ratio_ci95, spread
 from sizing.analysis.throughput import FROM_STEP_LOG, LOSS_WINDOW_STEPS, Throughput
@@ -38,6 +39,26 @@ def few_samples(count: int) -> str | None:
         return None
     return (f"its verdict rests on {count} telemetry sample{'s' * (count != 1)} in the measurement window, "
             f"fewer than {MIN_VERDICT_SAMPLES}: what limited it is a guess")  # fmt: skip
+
+
+def telemetry_gaps(
+    times: np.ndarray, window: tuple[float, float] | None, interval_s: float | None
+) -> str | None:
+    """'telemetry covers 62% of its measurement window …' when its samples cover less than
+    coverage.COMPLETE_COVERAGE of the window (two samples cover the time between them when they are at most
+    coverage.MAX_GAP_INTERVALS sampling intervals apart, as for energy); None otherwise, and with too few
+    samples to tell (few_samples says that)."""
+    if window is None or window[1] <= window[0]:
+        return None
+    inside = np.sort(times[np.isfinite(times) & (times >= window[0]) & (times <= window[1])])
+    if inside.size < MIN_VERDICT_SAMPLES:
+        return None
+    steps = np.diff(np.concatenate(([window[0]], inside, [window[1]])))
+    share = float(steps[steps <= coverage.max_gap_s(inside, interval_s)].sum()) / (window[1] - window[0])
+    if share >= coverage.COMPLETE_COVERAGE:
+        return None
+    return (f"telemetry covers {share:.0%} of its measurement window (a gap of up to {steps.max():,.0f} s: "
+            "the collector paused, or rows were lost): its verdict reads the rest")  # fmt: skip
 
 
 def incomplete_reason(meta: dict, training_info: dict) -> str | None:

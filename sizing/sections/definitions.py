@@ -36,8 +36,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "board not the run's alone, a run given that could not be sized, one recorded for a GPU that "
             "trained on the CPU; and where an option is not like for like, a CPU run of the report that "
             "trains its workload, with the --baseline that compares them), then what makes it unsure "
-            "(runs left out as incomplete, a loss that rose, a verdict on too few samples, a GPU whose "
-            "clocks heat or a HW slowdown "
+            "(runs left out as incomplete, a loss that rose, a verdict on too few samples or on "
+            "telemetry with a gap, a GPU whose clocks heat or a HW slowdown "
             "pulled down, no CPU run so that GPUs are compared with a GPU, an assumed UTC offset, a step "
             "log on a clock of its own, "
             "run-to-run spread not measured, the host "
@@ -341,8 +341,11 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "(thermal bits, or "
             "CPU frequency drops with thermal evidence), HW slowdown (0x8, 0x80) and CPU clock below "
             f"peak (cause unknown) are added in ≥ {t.throttled_sample_fraction:.0%} of samples. A verdict "
-            f"on fewer than {MIN_VERDICT_SAMPLES} telemetry samples in its window is a guess: a caveat, in "
-            "the warnings and the Decision.",
+            f"on fewer than {MIN_VERDICT_SAMPLES} telemetry samples in its window is a guess, and one whose "
+            f"samples cover less than {COMPLETE_COVERAGE:.0%} of the window (two samples cover the time "
+            f"between them when at most {MAX_GAP_INTERVALS:g} sampling intervals apart, as for energy: the "
+            "collector paused, or rows were lost) reads only the rest: each a caveat, in the warnings and "
+            "the Decision.",
         ),
         *gpu_definitions(t),
     )

@@ -38,7 +38,8 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
   (and ≥ it per saturated CPU for several). Pinned: here; headroom::waiting_on_the_host_at
 - bottleneck.HOST_THREAD_BUSY_MEAN_PCT = 70: the busiest thread busy ≥ it on average.
   Pinned: verdicts::thread_busy_most_of_the_time; headroom::busy_thread_or_an_idle_gpu_at
-- coverage.COMPLETE_COVERAGE = 0.95: a source gives a figure at coverage ≥. Pinned: here
+- coverage.COMPLETE_COVERAGE = 0.95: a source gives a figure at coverage ≥; telemetry covering less of the
+  measurement window is a caveat. Pinned: here
 - coverage.MAX_GAP_INTERVALS = 3: readings ≤ this many of the source's intervals apart cover the gap.
   Pinned: here
 - energy.ESTIMATE_SPACING_S = 1: integrated power is an ESTIMATE at a spacing ≥. Pinned: here

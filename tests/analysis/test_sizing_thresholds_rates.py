@@ -313,3 +313,32 @@ def test_a_verdict_on_too_few_samples_is_a_guess(kept: int, said: bool) -> None:
     if said:
         assert found == [f"ref-gpu: its verdict rests on {kept} telemetry sample{'s' * (kept != 1)} in the "
                          "measurement window, fewer than 5: what limited it is a guess"]  # fmt: skip
+
+
+@pytest.mark.parametrize(("late", "said"), [(0.0, False), (BELOW, True)])
+def test_telemetry_covering_less_than_the_complete_share_of_the_window_is_a_caveat(
+    late: float, said: bool
+) -> None:
+    """1 s samples over (0, 100) with 41-44 missing: 40 → 45 is 5 s, past 3 intervals, so 95 s are covered."""
+    assert coverage.COMPLETE_COVERAGE == 0.95
+    times = np.array([t for t in range(101) if not 41 <= t <= 44], dtype=float)
+    times[times == 45.0] += late  # the gap just past 5 s: 94.99 s covered
+    found = runchecks.telemetry_gaps(times, (0.0, 100.0), 1.0)
+    assert (found is not None) is said
+    if said:
+        assert found == ("telemetry covers 95% of its measurement window (a gap of up to 5 s: the collector "
+                         "paused, or rows were lost): its verdict reads the rest")  # fmt: skip
+    assert runchecks.telemetry_gaps(np.arange(0.0, 101.0), (0.0, 100.0), 1.0) is None
+    assert runchecks.telemetry_gaps(times[:4], (0.0, 100.0), 1.0) is None  # too few: few_samples says it
+
+
+def test_a_gap_in_a_runs_telemetry_is_a_caveat_of_its_verdict() -> None:
+    run = reference_gpu()
+    times = run.telemetry["time_unix"] - GPU_TRAIN_START
+    paused = run.telemetry[~((times > 25) & (times < 32))].reset_index(drop=True)
+    a = analyse_run(replace(run, telemetry=paused), Prices(), Thresholds())
+    assert [c for c in a.caveats if "telemetry covers" in c] == [
+        "ref-gpu: telemetry covers 61% of its measurement window (a gap of up to 7 s: the collector paused, "
+        "or rows were lost): its verdict reads the rest"
+    ]
+    assert not [c for c in analyse_run(run, Prices(), Thresholds()).caveats if "telemetry covers" in c]

@@ -43,8 +43,12 @@ def checked_frame(frame: pd.DataFrame, file: str) -> tuple[pd.DataFrame, list[st
     if frame.empty:
         return frame, []
     text = TEXT_COLUMNS.get(file, ())
+    numeric = frame
     convert = [c for c in frame.columns if c not in text and not is_numeric_dtype(frame[c])]
-    numeric = frame.assign(**{str(c): pd.to_numeric(frame[c], errors="coerce") for c in convert})
+    if convert:  # only text-bearing columns are parsed again: a float column already is what it reads as
+        numeric = frame.copy()
+        for column in convert:
+            numeric[column] = pd.to_numeric(frame[column], errors="coerce")
     problems = []
     values = [numeric[c] for c in numeric.columns if c not in text]
     infinite = int(sum(np.isinf(v.to_numpy(dtype=float)).sum() for v in values))

@@ -291,7 +291,19 @@ def _baseline_line(ctx: ReportContext) -> str:
     rate = fmt(base.examples_per_s.mean, 3, " examples/s", unknown="examples/s unknown")
     runs = f", {len(base.analyses)} runs" if len(base.analyses) > 1 else ""
     what = f"{base.first.hardware_name} ({base.kind.upper()})"
-    return f"Against {what} training {base.first.workload_name}: {rate}{runs}."
+    return f"Against {what} training {base.first.workload_name}: {rate}{runs}{_baseline_mfu(base)}."
+
+
+def _baseline_mfu(g: Group) -> str:
+    """'; MFU 41 % (FP32)' of the baseline's runs (a CPU's against its nominal peak, '≥' where that is an
+    upper bound); '' where not known, which the Bottleneck table says why."""
+    known = [a.headroom for a in g.analyses if a.headroom is not None and a.headroom.mfu is not None]
+    if not known or known[0].math_dtype is None:
+        return ""
+    mfu = sum(h.mfu or 0.0 for h in known) / len(known)
+    dtype = peaks.DTYPE_NAMES.get(known[0].math_dtype, known[0].math_dtype)
+    bound = "≥ " if all(h.mfu_is_lower_bound for h in known) else ""
+    return f"; MFU {bound}{mfu * 100:.2g} % ({dtype})"
 
 
 def decision(ctx: ReportContext) -> Decision:

@@ -24,7 +24,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
     return (
         (
             "Decision",
-            "the block that opens the report: what every speedup is against (the baseline), then one "
+            "the block that opens the report: what every speedup is against (the baseline, with its MFU "
+            "where known), then one "
             "line per GPU configuration, like-for-like first: its speedup with its interval (see Speedup "
             "interval), J and $ per 1,000 examples (energy only, or GPU board only, said where so), its "
             "break-even or why there is none, and its MFU with why the GPU is not at its limit; below "

@@ -394,3 +394,15 @@ def test_an_undetermined_utilization_verdict_says_the_why_is_not_known() -> None
     assert hr.limit_text(undetermined) == (
         "why not known (from utilization only: no rule matched; profiling counters would tell)"
     )
+
+
+def test_the_decisions_baseline_line_says_how_far_the_cpu_ran_from_its_peak() -> None:
+    cpu = with_system(reference_cpu(), cpu_cores_physical=4, cpu_max_mhz=3000.0,
+                      cpu_max_mhz_source="cpufreq cpuinfo_max_freq", cpu_simd=["avx2", "fma"])  # fmt: skip
+    baseline = build_report([with_flops(cpu, 1e11), reference_gpu()], ReportSettings()).decision.baseline
+    assert baseline.endswith(": 1.000 examples/s; MFU ≥ 26 % (FP32).")
+    named = with_system(cpu, cpu_max_mhz_source="model name")  # a base clock: no bound either way
+    at_base_clock = build_report([with_flops(named, 1e11)], ReportSettings()).decision.baseline
+    assert at_base_clock.endswith("; MFU 26 % (FP32).")
+    unknown = build_report([with_flops(reference_cpu(), 1e11)], ReportSettings()).decision.baseline
+    assert unknown.endswith(": 1.000 examples/s.")  # not known: the Bottleneck table says why

@@ -244,9 +244,10 @@ def analyse_run(
                 f"{run.run_id}: no telemetry samples in the steady state; using the training window"
             )
         measured, window = samples_in(telemetry, training_window), training_window
-    gaps = runchecks.telemetry_gaps(times_of(measured), window, number(meta.get("interval_s")))
     span = spans.measurement_span(telemetry, meta, kind, gpus, window)
     measured = spans.verdict_samples(measured, span)
+    judged = span.shared if span is not None and span.shared is not None else window  # a merged log's share
+    gaps = runchecks.telemetry_gaps(times_of(measured), judged, number(meta.get("interval_s")))
     few = runchecks.few_samples(len(measured))
     unsure += [f"{run.run_id}: {note}" for note in (few, gaps) if note]
     training_window = spans.training_window(telemetry, meta, kind, gpus, run.phases, training_window)

@@ -343,7 +343,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "CPU frequency drops with thermal evidence), HW slowdown (0x8, 0x80) and CPU clock below "
             f"peak (cause unknown) are added in ≥ {t.throttled_sample_fraction:.0%} of samples. A verdict "
             f"on fewer than {MIN_VERDICT_SAMPLES} telemetry samples in its window is a guess, and one whose "
-            f"samples cover less than {COMPLETE_COVERAGE:.0%} of the window (two samples cover the time "
+            f"samples cover less than {COMPLETE_COVERAGE:.0%} of the window (a merged recording's: the span "
+            "its recordings share; two samples cover the time "
             f"between them when at most {MAX_GAP_INTERVALS:g} sampling intervals apart, as for energy: the "
             "collector paused, or rows were lost) reads only the rest: each a caveat, in the warnings and "
             "the Decision.",

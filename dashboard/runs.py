@@ -22,18 +22,16 @@ from runformat import (
     DETECTIONS_DIR,
     DETECTIONS_JSON,
     EVAL_JSON,
-    EXAMPLES_SUBDIR,
     INFERENCE_JSON,
     PHASES_CSV,
     RUN_JSON,
-    RUNS_SUBDIR,
     TELEMETRY_CSV,
     TRAINING_CSV,
     TRAINING_JSON,
     RunFiles,
-    is_valid_run_id,
     read_run,
     resolve_run_dir,
+    run_dirs,
 )
 from runformat.diskfull import DISK_FULL
 from runformat.jsonio import read_object
@@ -133,15 +131,7 @@ def discover_runs(data_dir: Path) -> list[RunInfo]:
 
     A run id present in both places is listed once, from runs/ (as `resolve_run_dir` resolves it).
     """
-    seen: set[str] = set()
-    runs: list[RunInfo] = []
-    for sub in (RUNS_SUBDIR, EXAMPLES_SUBDIR):
-        parent = Path(data_dir) / sub
-        for entry in _list_dirs(parent):
-            if entry.name in seen or not is_valid_run_id(entry.name):
-                continue
-            seen.add(entry.name)
-            runs.append(_load_run(entry, entry.name, sub))
+    runs = [_load_run(entry, entry.name, entry.parent.name) for entry in run_dirs(Path(data_dir))]
     runs.sort(key=lambda run: (run.start_unix or 0.0, run.run_id), reverse=True)
     return runs
 
@@ -325,13 +315,6 @@ def _select(frame: pd.DataFrame, columns: Sequence[str] | None) -> pd.DataFrame:
     else:
         selected = frame[[name for name in dict.fromkeys(columns) if name in frame.columns]]
     return with_warnings(selected, warnings)
-
-
-def _list_dirs(parent: Path) -> list[Path]:
-    try:
-        return sorted(entry for entry in parent.iterdir() if entry.is_dir())
-    except OSError:
-        return []
 
 
 __all__ = [

@@ -30,6 +30,7 @@ from runformat.layout import (
     is_valid_run_id,
     new_run_id,
     resolve_run_dir,
+    run_dirs,
 )
 from runformat.progress import (
     ENDED_UNRECORDED,
@@ -69,6 +70,7 @@ __all__ = [
     "read_json",
     "read_run",
     "resolve_run_dir",
+    "run_dirs",
     "training_progress",
     "write_json_atomic",
 ]

@@ -59,3 +59,22 @@ def resolve_run_dir(data_dir: Path, run_id: str) -> Path | None:
         if candidate.is_dir():
             return candidate
     return None
+
+
+def child_dirs(parent: Path) -> list[Path]:
+    """The directories in `parent`, by name; [] where it cannot be listed."""
+    try:
+        return sorted(entry for entry in Path(parent).iterdir() if entry.is_dir())
+    except OSError:
+        return []
+
+
+def run_dirs(data_dir: Path) -> list[Path]:
+    """The directories with a valid run id under data_dir/runs and data_dir/examples; an id in both once,
+    from runs/ (as resolve_run_dir resolves it)."""
+    found: dict[str, Path] = {}
+    for sub in (RUNS_SUBDIR, EXAMPLES_SUBDIR):
+        for entry in child_dirs(Path(data_dir) / sub):
+            if is_valid_run_id(entry.name):
+                found.setdefault(entry.name, entry)
+    return list(found.values())

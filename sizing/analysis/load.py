@@ -16,16 +16,16 @@ from pathlib import Path
 import pandas as pd
 
 from runformat import (
-    EXAMPLES_SUBDIR,
     PHASES_CSV,
     RUN_JSON,
-    RUNS_SUBDIR,
     TELEMETRY_CSV,
     TRAINING_CSV,
     TRAINING_JSON,
     is_valid_run_id,
     resolve_run_dir,
+    run_dirs,
 )
+from runformat.layout import child_dirs
 from runformat.reader import read_run
 from runformat.records import raw_of
 from sizing.analysis.jobs import node_place
@@ -108,19 +108,14 @@ def _is_run_dir(path: Path) -> bool:
 
 def runs_under(path: Path) -> list[Path]:
     """A run directory itself; else the run directories in it (a folder of runs), and for a data
-    directory those in its runs/ and examples/, an id in both read from runs/ as the dashboard does.
+    directory those in its runs/ and examples/ (runformat.run_dirs: an id in both once, from runs/).
     [path] when it holds none, so that its own error names it."""
     if _is_run_dir(path):
         return [path]
     found: dict[str, Path] = {}
-    for parent in (path / RUNS_SUBDIR, path / EXAMPLES_SUBDIR, path):
-        try:
-            children = sorted(parent.iterdir()) if parent.is_dir() else []
-        except OSError:
-            children = []
-        for child in children:
-            if child.is_dir() and child.name not in found and _is_run_dir(child):
-                found[child.name] = child
+    for candidate in (*run_dirs(path), *child_dirs(path)):
+        if candidate.name not in found and _is_run_dir(candidate):
+            found[candidate.name] = candidate
     return list(found.values()) or [path]
 
 

@@ -34,6 +34,8 @@ TF_CONTROL_FLOW = frozenset(
      "StatefulPartitionedCall"}
 )  # fmt: skip
 TF_PLUMBING = frozenset({"Identity", "IdentityN", "Const", "NoOp", "Placeholder", "_Arg", "_Retval"})
+
+
 def not_counted(reason: str, method: str = "", math_dtype: str | None = None) -> dict[str, Any]:
     return {
         "per_example": None,

@@ -20,6 +20,7 @@ import pandas as pd
 
 from sizing.analysis import pcie
 from sizing.analysis.gpu_settings import entries, entry_of, settings_of
+from sizing.analysis.signature import listed_gpus
 from sizing.model import RunData, Thresholds, number, samples_in, times_of, train_windows, values_of
 
 SHARED = "not attributable: the GPU was shared"
@@ -204,12 +205,6 @@ def mig_evidence(state: dict, gpu: dict, training_info: dict, index: int) -> lis
     return found
 
 
-def _system_gpus(meta: dict) -> list[dict]:
-    system = meta.get("system")
-    gpus = system.get("gpus") if isinstance(system, dict) else None
-    return [g if isinstance(g, dict) else {} for g in gpus] if isinstance(gpus, list) else []
-
-
 def read_gpu_state(
     run: RunData, kind: str, charged: Sequence[int], in_training: pd.DataFrame,
     window: tuple[float, float] | None, t: Thresholds,
@@ -219,7 +214,7 @@ def read_gpu_state(
     if kind != "gpu":
         return GpuState((), recorded)
     state = run.meta["gpu_state"] if recorded else {}
-    listed = _system_gpus(run.meta)
+    listed = listed_gpus(run.meta)  # as charged_gpu_columns numbers them
     found = []
     for index in charged:
         gpu = listed[index] if index < len(listed) else {}

@@ -20,7 +20,6 @@ from sizing.context import ReportContext
 from sizing.model import Thresholds
 
 INCLUDE_FLAG = "--include-incomplete"
-BF16_FLAGS = signature.CPU_BF16_FLAGS
 GPU_WAITED = (bottleneck.HOST_BOUND, bottleneck.IO_BOUND, bottleneck.GPU_UNDERUSED)
 
 
@@ -74,9 +73,9 @@ def weak_baseline_reasons(a: RunAnalysis, t: Thresholds) -> list[str]:
         found.append(f"its CPU clock was held down ({', '.join(held)})")
     if signature.EMULATED_ON_CPU in str(a.workload.get("precision") or ""):
         found.append(f"its float16 is {signature.EMULATED_ON_CPU}")
-    simd = a.hardware.get("cpu_simd")
-    if a.workload.get("precision") == "bfloat16" and simd is not None and not set(simd) & set(BF16_FLAGS):
-        found.append(f"its bfloat16 has no native support on this CPU (none of {', '.join(BF16_FLAGS)} in "
+    simd, native = a.hardware.get("cpu_simd"), signature.CPU_BF16_FLAGS
+    if a.workload.get("precision") == "bfloat16" and simd is not None and not set(simd) & set(native):
+        found.append(f"its bfloat16 has no native support on this CPU (none of {', '.join(native)} in "
                      "run.json cpu_simd): converted to float32 and back")  # fmt: skip
     if a.verdict.primary == bottleneck.HOST_BOUND:
         found.append("host-bound: " + "; ".join(a.verdict.evidence))

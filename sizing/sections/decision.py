@@ -116,8 +116,7 @@ def _headroom(g: Group) -> tuple[str, float | None, str | None]:
     runs = [a.headroom for a in g.analyses if a.headroom is not None]
     if not runs:
         return "", None, None
-    known = [h.mfu for h in runs if h.mfu is not None]
-    mfu = sum(known) / len(known) if known else None
+    mfu, figure = _mfu(runs)
     counted = [h for h in runs if h.limit_from_counters] or runs
     why = hr.limit_text(counted[0]).removeprefix("why: ")
     if why.startswith(f"why ({hr.FROM_UTILIZATION}): "):
@@ -125,8 +124,7 @@ def _headroom(g: Group) -> tuple[str, float | None, str | None]:
     label = counted[0].limit
     if mfu is None:
         return f"MFU not known; {why}" if why else "MFU not known", None, label
-    dtype = peaks.DTYPE_NAMES.get(runs[0].math_dtype or "", runs[0].math_dtype or "")
-    text = f"MFU {mfu * 100:.2g} % ({dtype})" + (f": {why}" if why else "")
+    text = figure + (f": {why}" if why else "")
     verdicts = [a.verdict.primary for a in g.analyses if a.verdict.primary in WAITED_VERDICTS]
     if mfu < FAR_BELOW_PEAK_MFU and (label in HOST_LIMITS or verdicts):
         if label not in HOST_LIMITS and verdicts[0] not in why:  # the verdict, not the label, says so
@@ -295,15 +293,21 @@ def _baseline_line(ctx: ReportContext) -> str:
 
 
 def _baseline_mfu(g: Group) -> str:
-    """'; MFU 41 % (FP32)' of the baseline's runs (a CPU's against its nominal peak, '≥' where that is an
-    upper bound); '' where not known, which the Bottleneck table says why."""
-    known = [a.headroom for a in g.analyses if a.headroom is not None and a.headroom.mfu is not None]
-    if not known or known[0].math_dtype is None:
-        return ""
+    """'; MFU 41 % (FP32)' of the baseline's runs; '' where not known, which the Bottleneck table says why."""
+    _, figure = _mfu([a.headroom for a in g.analyses if a.headroom is not None])
+    return f"; {figure}" if figure else ""
+
+
+def _mfu(runs: Sequence[hr.Headroom]) -> tuple[float | None, str]:
+    """The runs' mean MFU and 'MFU 0.24 % (TF32)' ('≥' where every peak is an upper bound: a CPU's at its
+    cpufreq max clock); (None, '') where no run's is known."""
+    known = [h for h in runs if h.mfu is not None and h.math_dtype is not None]
+    if not known:
+        return None, ""
     mfu = sum(h.mfu or 0.0 for h in known) / len(known)
-    dtype = peaks.DTYPE_NAMES.get(known[0].math_dtype, known[0].math_dtype)
+    dtype = peaks.DTYPE_NAMES.get(known[0].math_dtype or "", known[0].math_dtype or "")
     bound = "≥ " if all(h.mfu_is_lower_bound for h in known) else ""
-    return f"; MFU {bound}{mfu * 100:.2g} % ({dtype})"
+    return mfu, f"MFU {bound}{mfu * 100:.2g} % ({dtype})"
 
 
 def decision(ctx: ReportContext) -> Decision:

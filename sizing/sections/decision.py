@@ -287,6 +287,9 @@ def _baseline_line(ctx: ReportContext) -> str:
     if base is None:
         return ""
     rate = fmt(base.examples_per_s.mean, 3, " examples/s", unknown="examples/s unknown")
+    if base.examples_per_s.mean is None and base.steps_per_s.mean:
+        steps = fmt(base.steps_per_s.mean, 3, " steps/s")
+        rate = f"{steps} (examples per step not known: --batch gives them)"
     runs = f", {len(base.analyses)} runs" if len(base.analyses) > 1 else ""
     what = f"{base.first.hardware_name} ({base.kind.upper()})"
     return f"Against {what} training {base.first.workload_name}: {rate}{runs}{_baseline_mfu(base)}."

@@ -22,10 +22,10 @@ from collect.joblines import LineScanner
 from collect.jobpatterns import FORMAT_ENV, ProgressPatterns
 from collect.jobprotocol import PROTOCOL_FILE, ProtocolReader
 from collect.jobsteps import StepCounter, StepLog
+from collect.options import RUN_DIR_PLACEHOLDER
 from runformat import FORMAT_VERSION, PHASES_CSV, RUN_JSON, TRAINING_JSON, read_json, write_json_atomic
 
 PROGRESS_ENV = "WORKBENCH_PROGRESS"
-RUN_DIR_PLACEHOLDER = "{run_dir}"
 POLL_S = 0.02  # a protocol line without its own time_unix is stamped when read
 NO_PROGRESS = "no progress seen: is the pattern right?"
 NOTHING_ASKED = (

@@ -12,6 +12,7 @@ from collect.command import exit_status
 from collect.sources import Hardware, SourceSet
 from runformat import parse_duration
 
+RUN_DIR_PLACEHOLDER = "{run_dir}"  # in a command's arguments and extra environment: the run directory
 MIN_INTERVAL_S = 0.01  # the one lower bound of a sampling interval, wherever it is given
 EXIT_DEADLINE = 124
 EXIT_INTERRUPTED = 130
@@ -64,6 +65,13 @@ class SessionOptions:
     extra_record: dict[str, Any] = field(default_factory=dict)  # more run.json keys (e.g. a sweep's tag)
     extra_env: dict[str, str] = field(default_factory=dict)  # more for the command's env ({run_dir} filled)
     output_sink: Callable[[bytes], None] | None = None  # each chunk of the command's output, then b""
+
+    def command_in(self, run_dir: Path) -> tuple[list[str], dict[str, str]]:
+        """The command's arguments and extra environment, RUN_DIR_PLACEHOLDER filled with `run_dir`."""
+        fill = str(run_dir)
+        argv = [arg.replace(RUN_DIR_PLACEHOLDER, fill) for arg in self.command or []]
+        env = {name: value.replace(RUN_DIR_PLACEHOLDER, fill) for name, value in self.extra_env.items()}
+        return argv, env
 
 
 @dataclass

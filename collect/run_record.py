@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from collect.command import RunningCommand
 from collect.options import SessionOptions
 from collect.sources import SourceSet
 from collect.sysinfo import system_info
@@ -54,6 +55,20 @@ def initial_record(
         "sampler": {"priority": "not raised yet"},
         **options.extra_record,
     }
+
+
+def sampler_record(
+    priority: str, ticks: dict[str, Any], progress_error: str | None, command: RunningCommand | None
+) -> dict[str, Any]:
+    """run.json's `sampler`: the sampler's priority and tick statistics, and what it could not write."""
+    record = {"priority": priority, **ticks}
+    if progress_error is not None:
+        record["progress_error"] = progress_error
+    if command is not None and command.log_error:
+        record["command_log_error"] = command.log_error
+    if command is not None and command.output_sink_error:
+        record["output_sink_error"] = command.output_sink_error
+    return record
 
 
 def command_failure(run_dir: Path) -> dict[str, Any] | None:

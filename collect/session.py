@@ -30,7 +30,7 @@ from collect.options import (
     end_reason_and_exit,
 )
 from collect.priority import PriorityChange, raise_priority
-from collect.run_record import COLLECTOR_RESERVE_BYTES, command_failure, initial_record
+from collect.run_record import COLLECTOR_RESERVE_BYTES, command_failure, initial_record, sampler_record
 from collect.rundir import SessionError, create_run_dir
 from collect.sources import SourceSet, build_sources
 from collect.stopping import Stopper, stop_signals_caught
@@ -45,7 +45,6 @@ from runformat import (
 )
 from runformat.diskfull import DiskFull, Reserve
 
-RUN_DIR_PLACEHOLDER = "{run_dir}"
 TIME_COLUMNS = ["time_unix", "elapsed_s", "late_ms", "skipped_ticks"]
 _PRIME_LEAD_S = 0.2  # the first row's rates cover at most this long
 _POLL_WITHOUT_PIDFD_S = 0.05
@@ -104,28 +103,25 @@ class _Session:
             write_json_atomic(self.run_dir / RUN_JSON, self.record)
             if options.tick_sink is not None:
                 options.tick_sink.start(self.run_dir, self.record, self.sources)
-        except (TelemetryWriteError, OSError) as exc:
+        except BaseException as exc:
             self.sources.close()
             if self.reserve is not None:
                 self.reserve.release()
             if self.writer is not None:
                 self.writer.close()
-            message = str(exc) if isinstance(exc, TelemetryWriteError) else f"cannot write run.json: {exc}"
-            raise SessionError(message) from exc
-        except BaseException:
-            self.sources.close()
-            if self.reserve is not None:
-                self.reserve.release()
+            if isinstance(exc, TelemetryWriteError):
+                raise SessionError(str(exc)) from exc
+            if isinstance(exc, OSError):
+                raise SessionError(f"cannot write run.json: {exc}") from exc
             raise
 
     def _launch(self) -> None:
-        argv = [arg.replace(RUN_DIR_PLACEHOLDER, str(self.run_dir)) for arg in self.options.command or []]
+        argv, extra_env = self.options.command_in(self.run_dir)
         env = dict(os.environ)
         env[RUN_DIR_ENV] = str(self.run_dir)
         env[RUN_ID_ENV] = self.run_dir.name
         env.setdefault("PYTHONUNBUFFERED", "1")  # so a Python command's output shows up as it happens
-        for name, value in self.options.extra_env.items():
-            env[name] = value.replace(RUN_DIR_PLACEHOLDER, str(self.run_dir))
+        env.update(extra_env)
         self.command = RunningCommand(
             argv,
             env,
@@ -288,17 +284,10 @@ class _Session:
         )
         if self.gpu_state is not None:
             record["gpu_state"] = self.gpu_state.record()
-        record["sampler"] = {
-            "priority": self.priority.description,
-            **self.ticks.sampler_record(),
-        }
+        record["sampler"] = sampler_record(
+            self.priority.description, self.ticks.sampler_record(), self.progress_error, self.command
+        )
         self.stopper.add_to_record(record)
-        if self.progress_error is not None:
-            record["sampler"]["progress_error"] = self.progress_error
-        if self.command is not None and self.command.log_error:
-            record["sampler"]["command_log_error"] = self.command.log_error
-        if self.command is not None and self.command.output_sink_error:
-            record["sampler"]["output_sink_error"] = self.command.output_sink_error
         if self.error is not None:
             record["error"] = self.error
         failure = self.failure

@@ -15,7 +15,7 @@ import dash
 from dash import MATCH, Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
-from dashboard import figures, views
+from dashboard import figures, timebase, views
 from dashboard.runs import discover_runs
 from dashboard.tabs import (
     components,
@@ -167,7 +167,7 @@ def register_frame(app: dash.Dash, data_dir: Path, max_points: int = figures.MAX
         relayout: dict | None, graph: dict, x_mode: str, window: list[float], run_ids: list[str] | None
     ) -> Any:
         """Every time-series panel refines itself server-side to the zoomed x range (full detail)."""
-        if not relayout or not views.changes_x_range(relayout):
+        if not relayout or not timebase.changes_x_range(relayout):
             raise PreventUpdate
         return views.zoomed_panel(
             data_dir, run_ids, graph["view"], graph["panel"], x_mode, window, relayout, max_points

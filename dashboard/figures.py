@@ -15,7 +15,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 
 from dashboard.colors import colors_for
@@ -33,8 +32,6 @@ from runformat.columns import (
     UTIL_PCT,
     core_indices,
     cpu_column,
-    gpu_column,
-    gpu_indices,
     gpu_pattern,
 )
 
@@ -90,15 +87,6 @@ COMPONENT_METRICS: dict[str, list[Metric]] = {
     ],
 }
 
-# The GPU tab's profiling counters (runformat/gpm.py) beside utilization, per GPU: (suffix, name, dash).
-GPU_ACTIVITY = (
-    ("util_pct", "utilization", "solid"),
-    ("sm_active_pct", "SM active", "dot"),
-    ("tensor_active_pct", "tensor active", "dash"),
-    ("dram_active_pct", "DRAM active", "dashdot"),
-)
-_GPM_SUFFIXES = [suffix for suffix, _, _ in GPU_ACTIVITY[1:]]
-
 # -------------------------------------------------------------------------------------------- figures
 
 
@@ -147,56 +135,9 @@ def metric_figure(
                     line={"color": colors[run.run_id], "dash": dashes[position % len(dashes)], "width": 1.5},
                 )
             )
-    _style_time_figure(figure, metric.title, metric.unit, x_mode, x_range)
-    if not figure.data and x_range is not None:  # keep the axes, so a double-click zooms back out
-        _add_note(figure, "no readings in the zoomed range (double-click to zoom out)")
-    elif not figure.data:
-        _say_instead(figure, f"{metric.title}: not recorded in the selected runs (no readings in any row)")
-    return figure
-
-
-def gpm_gpu_indices(run: RunInfo) -> list[int]:
-    """The GPUs of a run with a reading of SM, tensor or DRAM activity (GPM) in some row."""
-    frame = read_telemetry(run)
-    found = {index for suffix in _GPM_SUFFIXES for index in gpu_indices(frame.columns, suffix)}
-    return sorted(index for index in found if _reads_gpm(frame, index))
-
-
-def _reads_gpm(frame: pd.DataFrame, index: int) -> bool:
-    """Whether GPU `index` has a reading of SM, tensor or DRAM activity in some row."""
-    columns = [gpu_column(index, suffix) for suffix in _GPM_SUFFIXES]
-    return any(frame[column].notna().any() for column in columns if column in frame)
-
-
-def gpu_activity_figure(
-    runs: Sequence[RunInfo],
-    index: int,
-    x_mode: str = X_SECONDS,
-    window: tuple[float, float] = FULL_WINDOW,
-    x_range: tuple[float, float] | None = None,
-    max_points: int = MAX_POINTS,
-) -> go.Figure:
-    """GPU `index`'s utilization beside its SM, tensor and DRAM activity, for each run that read them."""
-    names, colors = display_names(runs), run_colors(runs)
-    title = f"GPU {index}: utilization beside SM, tensor and DRAM activity (profiling counters)"
-    figure = go.Figure()
-    for run in runs:
-        frame = read_telemetry(run)
-        if not _reads_gpm(frame, index):
-            continue
-        for suffix, label, dash in GPU_ACTIVITY:
-            x, y = series_xy(run, frame, gpu_column(index, suffix), x_mode, window, x_range, max_points)
-            if len(x):
-                trace = line_trace(
-                    x, y, f"{names[run.run_id]} · {label}", colors[run.run_id], True, run.run_id
-                )
-                trace.line.dash = dash
-                figure.add_trace(trace)
-    _style_time_figure(figure, title, "%", x_mode, x_range)
-    if not figure.data and x_range is not None:
-        _add_note(figure, "no readings in the zoomed range (double-click to zoom out)")
-    elif not figure.data:
-        _say_instead(figure, f"{title}: not recorded in the selected runs")
+    style_time_figure(figure, metric.title, metric.unit, x_mode, x_range)
+    not_recorded = f"{metric.title}: not recorded in the selected runs (no readings in any row)"
+    explain_empty(figure, x_range, not_recorded)
     return figure
 
 
@@ -246,7 +187,7 @@ def heatmap_figure(
             hovertemplate="%{y} at %{x:.4~g}: %{z:.0f} %<extra></extra>",
         )
     )
-    _style_time_figure(figure, f"Per-core utilization · {run.label}", "", x_mode, x_range)
+    style_time_figure(figure, f"Per-core utilization · {run.label}", "", x_mode, x_range)
     figure.update_layout(height=max(220, 60 + 22 * len(cores)), showlegend=False)
     return figure
 
@@ -274,7 +215,7 @@ def any_metric_figure(
     """The picked column (a telemetry column, or `training.<column>`) of every run, on one axis."""
     if not column:
         figure = go.Figure()
-        _style_time_figure(figure, "Time series", "", x_mode, None)
+        style_time_figure(figure, "Time series", "", x_mode, None)
         _say_instead(figure, "pick a metric")
         return figure
     is_training = column.startswith("training.")
@@ -288,7 +229,7 @@ def any_metric_figure(
         x, y = series_xy(run, read_training(run), name, x_mode, window, x_range, max_points)
         if len(x):
             figure.add_trace(line_trace(x, y, names[run.run_id], colors[run.run_id], True, run.run_id))
-    _style_time_figure(figure, f"training · {name}", metric.unit, x_mode, x_range)
+    style_time_figure(figure, f"training · {name}", metric.unit, x_mode, x_range)
     if not figure.data:
         _say_instead(figure, f"training · {name}: not recorded in the selected runs")
     return figure
@@ -312,8 +253,8 @@ def unit_of(column: str) -> str:
 def empty_range_figure(title: str, x_mode: str, x_range: tuple[float, float]) -> go.Figure:
     """A zoomed graph with nothing in its range: the axes stay, so a double-click zooms back out."""
     figure = go.Figure()
-    _style_time_figure(figure, title, "", x_mode, x_range)
-    _add_note(figure, "no readings in the zoomed range (double-click to zoom out)")
+    style_time_figure(figure, title, "", x_mode, x_range)
+    explain_empty(figure, x_range, "")
     return figure
 
 
@@ -360,7 +301,7 @@ def x_title(x_mode: str) -> str:
     return "% of runtime" if x_mode == X_PERCENT else "seconds since run start"
 
 
-def _style_time_figure(
+def style_time_figure(
     figure: go.Figure, title: str, unit: str, x_mode: str, x_range: tuple[float, float] | None
 ) -> None:
     yaxis: dict = {"title": {"text": unit}}
@@ -382,6 +323,16 @@ def _style_time_figure(
         hovermode="x unified",
         showlegend=True,
     )
+
+
+def explain_empty(figure: go.Figure, x_range: tuple[float, float] | None, not_recorded: str) -> None:
+    """A figure that drew nothing says why: zoomed, it keeps its axes so a double-click zooms back out."""
+    if figure.data:
+        return
+    if x_range is not None:
+        _add_note(figure, "no readings in the zoomed range (double-click to zoom out)")
+    else:
+        _say_instead(figure, not_recorded)
 
 
 def _say_instead(figure: go.Figure, text: str) -> None:

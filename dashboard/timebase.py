@@ -6,9 +6,12 @@ downsampled server-side with MinMaxLTTB (tsdownsample) to at most `max_points` p
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -156,3 +159,44 @@ def series_xy(
     rows = visible_slice(clock.seconds, low_s, high_s)
     x, y = downsample(clock.seconds[rows], clock.values(frame, column)[rows], max_points)
     return (x * (100.0 / base.span_s) if x_mode == X_PERCENT else x), y
+
+
+_X_RANGE = re.compile(r"(xaxis\d*)\.range(\[0\])?")
+
+
+def zoom_range(relayout: dict[str, Any] | None) -> tuple[float, float] | None:
+    """The x range a user zoomed to in a graph, any subplot's x axis (None after a reset or other events)."""
+    if not relayout:
+        return None
+    for key in relayout:
+        match = _X_RANGE.fullmatch(key)
+        if not match:
+            continue
+        axis = match.group(1)
+        if match.group(2):
+            low, high = relayout.get(f"{axis}.range[0]"), relayout.get(f"{axis}.range[1]")
+        elif isinstance(relayout[key], list) and len(relayout[key]) == 2:
+            low, high = relayout[key]
+        else:
+            continue
+        try:
+            low, high = float(low), float(high)
+        except (TypeError, ValueError):
+            return None
+        return (low, high) if low < high else None
+    return None
+
+
+def changes_x_range(relayout: dict[str, Any]) -> bool:
+    """True for a zoom or a reset of an x axis; legend clicks, pans of y and the like change nothing here."""
+    return zoom_range(relayout) is not None or any(
+        re.fullmatch(r"xaxis\d*\.autorange", key) for key in relayout
+    )
+
+
+def window_of(value: Sequence[float] | None) -> tuple[float, float]:
+    """The percent-of-runtime window from the range slider, clamped to [0, 100]."""
+    if not value or len(value) != 2:
+        return FULL_WINDOW
+    low, high = sorted(min(max(float(v), 0.0), 100.0) for v in value)
+    return (low, high) if high > low else FULL_WINDOW

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from dash import dcc, html
 
-from dashboard import details, figures, overview, tuning_view
+from dashboard import details, figures, gpu_figures, overview, tuning_view
 from dashboard.cells import hint, mapping
 from dashboard.runs import (
     RunInfo,
@@ -25,6 +24,7 @@ from dashboard.runs import (
     read_training,
     run_warnings,
 )
+from dashboard.timebase import window_of, zoom_range
 from runformat import format_duration
 from runformat.tuning import TRIAL
 
@@ -112,47 +112,6 @@ def warnings_banner(data_dir: Path, run_ids: Sequence[str] | None) -> list[Any]:
 
 
 # ---------------------------------------------------------------------------------------- time views
-
-
-_X_RANGE = re.compile(r"(xaxis\d*)\.range(\[0\])?")
-
-
-def zoom_range(relayout: dict[str, Any] | None) -> tuple[float, float] | None:
-    """The x range a user zoomed to in a graph, any subplot's x axis (None after a reset or other events)."""
-    if not relayout:
-        return None
-    for key in relayout:
-        match = _X_RANGE.fullmatch(key)
-        if not match:
-            continue
-        axis = match.group(1)
-        if match.group(2):
-            low, high = relayout.get(f"{axis}.range[0]"), relayout.get(f"{axis}.range[1]")
-        elif isinstance(relayout[key], list) and len(relayout[key]) == 2:
-            low, high = relayout[key]
-        else:
-            continue
-        try:
-            low, high = float(low), float(high)
-        except (TypeError, ValueError):
-            return None
-        return (low, high) if low < high else None
-    return None
-
-
-def changes_x_range(relayout: dict[str, Any]) -> bool:
-    """True for a zoom or a reset of an x axis; legend clicks, pans of y and the like change nothing here."""
-    return zoom_range(relayout) is not None or any(
-        re.fullmatch(r"xaxis\d*\.autorange", key) for key in relayout
-    )
-
-
-def window_of(value: Sequence[float] | None) -> tuple[float, float]:
-    """The percent-of-runtime window from the range slider, clamped to [0, 100]."""
-    if not value or len(value) != 2:
-        return figures.FULL_WINDOW
-    low, high = sorted(min(max(float(v), 0.0), 100.0) for v in value)
-    return (low, high) if high > low else figures.FULL_WINDOW
 
 
 def timeseries_options(data_dir: Path, run_ids: Sequence[str] | None) -> list[dict[str, str]]:
@@ -261,7 +220,7 @@ def zoomed_panel(
             figure = figures.metric_figure(runs, metrics[index], x_mode, span, x_range, max_points)
     elif view == "gpu" and panel.startswith("gpm-") and panel.removeprefix("gpm-").isdigit():
         index = int(panel.removeprefix("gpm-"))
-        figure = figures.gpu_activity_figure(runs, index, x_mode, span, x_range, max_points)
+        figure = gpu_figures.gpu_activity_figure(runs, index, x_mode, span, x_range, max_points)
     elif panel.startswith("heatmap-"):
         run = next((r for r in runs if r.run_id == panel.removeprefix("heatmap-")), None)
         figure = figures.heatmap_figure(run, x_mode, span, x_range=x_range) if run else None
@@ -356,9 +315,9 @@ def _graph(figure: Any, name: str | dict[str, str]) -> Any:
 
 def _gpu_activity_graphs(runs: Sequence[RunInfo], x_mode: str, span: tuple[float, float]) -> list[Any]:
     """One graph per GPU that some run read profiling counters of; nothing for runs without them."""
-    indices = sorted({index for run in runs for index in figures.gpm_gpu_indices(run)})
+    indices = sorted({index for run in runs for index in gpu_figures.gpm_gpu_indices(run)})
     return [
-        _graph(figures.gpu_activity_figure(runs, index, x_mode, span), panel_id("gpu", f"gpm-{index}"))
+        _graph(gpu_figures.gpu_activity_figure(runs, index, x_mode, span), panel_id("gpu", f"gpm-{index}"))
         for index in indices
     ]
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dashboard import gpu_side_by_side, views
+from dashboard import gpu_side_by_side, timebase, views
 from dashboard.tabs.base import WINDOW_ID, X_MODE_ID, Tab, View, content_tab
 
 
@@ -18,7 +18,7 @@ def _view(component: str) -> View:
         parts = views.component_view(data_dir, run_ids, component, x_mode, window)
         if component == "gpu":  # every GPU of a many-GPU run side by side
             runs = views.selected_runs(data_dir, run_ids)
-            parts += gpu_side_by_side.gpu_tab_parts(runs, x_mode, views.window_of(window))
+            parts += gpu_side_by_side.gpu_tab_parts(runs, x_mode, timebase.window_of(window))
         return parts
 
     return view

@@ -9,7 +9,7 @@ import dash
 from dash import Input, Output, State, ctx, dcc
 from dash.exceptions import PreventUpdate
 
-from dashboard import figures, views
+from dashboard import figures, timebase, views
 from dashboard.tabs.base import PICKER_ID, TABS_ID, WINDOW_ID, X_MODE_ID, Tab, only_on, register_choices
 
 TAB_VALUE = "timeseries"
@@ -47,7 +47,7 @@ def register(app: dash.Dash, data_dir: Path, max_points: int = figures.MAX_POINT
     ) -> Any:
         only_on(tab, TAB_VALUE)
         zoom = relayout if ctx.triggered_id == GRAPH_ID else None
-        if zoom is not None and not views.changes_x_range(zoom):
+        if zoom is not None and not timebase.changes_x_range(zoom):
             raise PreventUpdate
         return views.timeseries_figure(data_dir, run_ids, column, x_mode, window, zoom, max_points)
 

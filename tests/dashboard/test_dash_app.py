@@ -20,7 +20,7 @@ from dash.exceptions import PreventUpdate
 from dashfixtures import make_run
 
 from dashboard import __main__ as cli
-from dashboard import views
+from dashboard import timebase, views
 from dashboard.app import create_app
 from dashboard.details import phase_durations
 
@@ -232,9 +232,9 @@ def test_unsafe_ids_in_the_selection_are_ignored(app, data_dir: Path, run_ids: d
 
 
 def test_zoom_and_window_parsing() -> None:
-    assert views.zoom_range({"xaxis.range": [1, "2.5"]}) == (1.0, 2.5)
-    assert views.zoom_range({"xaxis.range[0]": "a", "xaxis.range[1]": 3}) is None
-    assert views.zoom_range({"xaxis.range[0]": 5, "xaxis.range[1]": 3}) is None
+    assert timebase.zoom_range({"xaxis.range": [1, "2.5"]}) == (1.0, 2.5)
+    assert timebase.zoom_range({"xaxis.range[0]": "a", "xaxis.range[1]": 3}) is None
+    assert timebase.zoom_range({"xaxis.range[0]": 5, "xaxis.range[1]": 3}) is None
     assert views.window_of([120, -5]) == (0.0, 100.0)
     assert views.window_of([40, 40]) == (0.0, 100.0)
     assert views.window_of([30, 10]) == (10.0, 30.0)

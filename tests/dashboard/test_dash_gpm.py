@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from dashfixtures import make_run
 
-from dashboard import figures, runs, views
+from dashboard import gpu_figures, runs, views
 
 
 def _with_gpm(run_dir: Path, gpm_source: dict[str, Any], read: dict[int, float]) -> Path:
@@ -52,9 +52,9 @@ def test_activity_beside_utilization_for_each_gpu_that_has_it(tmp_path: Path) ->
     _with_gpm(gpm_dir, HALF_SUPPORTED, {0: 62.0})
     plain_dir = make_run(tmp_path, device="gpu", host="ampere", label="a100", gpus=1, seed=6, duration_s=60)
     gpm_run, plain = runs.open_run_dir(gpm_dir), runs.open_run_dir(plain_dir)
-    assert figures.gpm_gpu_indices(gpm_run) == [0]  # gpu1's columns are there but empty
-    assert figures.gpm_gpu_indices(plain) == []
-    figure = figures.gpu_activity_figure([plain, gpm_run], 0)
+    assert gpu_figures.gpm_gpu_indices(gpm_run) == [0]  # gpu1's columns are there but empty
+    assert gpu_figures.gpm_gpu_indices(plain) == []
+    figure = gpu_figures.gpu_activity_figure([plain, gpm_run], 0)
     assert [trace.name for trace in figure.data] == [
         "h100 gpm · utilization",
         "h100 gpm · SM active",
@@ -67,16 +67,16 @@ def test_activity_beside_utilization_for_each_gpu_that_has_it(tmp_path: Path) ->
     assert set(figure.data[1].y) == {62.0} and set(figure.data[2].y) == {31.0}
     assert np.median(figure.data[0].y) > 50  # utilization: the fixture's busy GPU, not the counters
     assert figure.layout.yaxis.range == (0, 105) and "GPU 0" in figure.layout.title.text
-    nothing = figures.gpu_activity_figure([plain], 0)
+    nothing = gpu_figures.gpu_activity_figure([plain], 0)
     assert not nothing.data and "not recorded" in nothing.layout.annotations[0].text
 
 
 def test_long_runs_are_downsampled(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path, device="gpu", gpus=1, duration_s=2000, interval_s=0.1, with_training=False)
     run = runs.open_run_dir(_with_gpm(run_dir, HALF_SUPPORTED, {0: 40.0}))
-    figure = figures.gpu_activity_figure([run], 0, max_points=500)
+    figure = gpu_figures.gpu_activity_figure([run], 0, max_points=500)
     assert len(figure.data) == 4 and all(len(trace.x) == 500 for trace in figure.data)
-    zoomed = figures.gpu_activity_figure([run], 0, x_range=(100.0, 110.0), max_points=500)
+    zoomed = gpu_figures.gpu_activity_figure([run], 0, x_range=(100.0, 110.0), max_points=500)
     assert all(99.0 <= trace.x[0] <= 100.0 and 110.0 <= trace.x[-1] <= 111.0 for trace in zoomed.data)
 
 

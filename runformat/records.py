@@ -212,6 +212,15 @@ class ModelRecord:
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
+def training_framework(training: dict[str, Any]) -> str | None:
+    """The framework a training.json names: its `framework`, else `tensorflow` for a Model Garden run
+    written before that field (it carries `tensorflow_version`); None where neither says."""
+    named = training.get("framework")
+    if isinstance(named, str) and named.strip():
+        return named.strip()
+    return "tensorflow" if "tensorflow_version" in training else None
+
+
 @dataclass(frozen=True)
 class InferenceRecord:
     """inference.json: the trained model's latency and images/s per runtime × batch size."""

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runformat import RUN_DIR_ENV
+from runformat.records import training_framework
 from training.cli_args import (
     FRAMEWORKS,
     add_convert_coco,
@@ -264,7 +265,7 @@ def _cmd_flops(args: argparse.Namespace, _start: float) -> int:
         training = read_json(path)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    framework = training.get("framework") or ("tensorflow" if "tensorflow_version" in training else None)
+    framework = training_framework(training)
     if framework == "tensorflow":
         raise UsageError(f"{path}: a TensorFlow run; counting after the run is for torch runs only")
     if framework != "torch":

@@ -32,15 +32,20 @@ from sizing.analysis.jobs import node_place
 from sizing.analysis.validate import validated_run
 from sizing.model import RunData, UsageError
 
+COMPRESSED = (".gz", ".xz", ".bz2", ".zst", ".zip")  # an archived run's CSVs
+
 
 def read_csv_file(path: Path, numeric: bool = True) -> tuple[pd.DataFrame, str | None]:
     """The complete rows of a CSV; a truncated last line is dropped (and said)."""
     if not path.is_file():
-        return pd.DataFrame(), None
+        packed = [name for suffix in COMPRESSED if (path.parent / (name := path.name + suffix)).is_file()]
+        return pd.DataFrame(), f"{packed[0]} is compressed: decompress it to read it" if packed else None
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        raw = path.read_bytes()
     except OSError as exc:
         return pd.DataFrame(), f"{path.name} unreadable ({exc.strerror or exc})"
+    utf16 = raw.startswith((b"\xff\xfe", b"\xfe\xff"))  # saved as "Unicode text" by a spreadsheet
+    text = raw.decode("utf-16" if utf16 else "utf-8", errors="replace")
     note = None
     if text and not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]
@@ -51,9 +56,23 @@ def read_csv_file(path: Path, numeric: bool = True) -> tuple[pd.DataFrame, str |
         frame = pd.read_csv(io.StringIO(text), on_bad_lines="skip")
     except (ValueError, pd.errors.ParserError) as exc:
         return pd.DataFrame(), f"{path.name} unparseable ({exc})".splitlines()[0]
+    missing = _missing_columns(frame, path.name)
+    if missing:
+        header = ", ".join(str(name) for name in list(frame.columns)[:4])
+        return pd.DataFrame(), f"{path.name} has no {missing} (its header begins {header[:80]!r}): not read"
     if numeric:
         frame = frame.apply(pd.to_numeric, errors="coerce")
     return frame, note
+
+
+def _missing_columns(frame: pd.DataFrame, name: str) -> str | None:
+    """What a file lacks without which none of its rows can be placed in time."""
+    columns = {str(column).strip() for column in frame.columns}
+    if name == TELEMETRY_CSV and not columns & {"time_unix", "elapsed_s"}:
+        return "time_unix or elapsed_s column"
+    if name == TRAINING_CSV and not {"time_unix", "step"} <= columns:
+        return "time_unix and step columns"
+    return None
 
 
 def load_run_dir(path: Path) -> RunData:

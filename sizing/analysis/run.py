@@ -239,7 +239,7 @@ def analyse_run(
     gpus, attribution, attribution_known = charged_gpu_columns(run, kind)
     measured, window = samples_in(telemetry, steady), steady
     if measured.empty:
-        if steady is not None:
+        if steady is not None and not telemetry.empty:
             warnings.append(
                 f"{run.run_id}: no telemetry samples in the steady state; using the training window"
             )

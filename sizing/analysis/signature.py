@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from runformat.records import training_framework
 from sizing.model import gpu_indices, number, values_of
 
-DEFAULT_FRAMEWORK = "tensorflow"
 POLICY_DTYPES = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 CPU_EMULATED_DTYPES = {"float16"}
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of a CPU with native bfloat16 math
@@ -89,8 +89,7 @@ def workload(training_info: dict, kind: str | None = None) -> dict:
     job = training_info.get("workload")
     if isinstance(job, dict) and job.get("name"):
         return job_workload(training_info, kind)
-    has_training = bool(training_info)
-    framework = training_info.get("framework") or (DEFAULT_FRAMEWORK if has_training else None)
+    framework = training_framework(training_info)
     batch = number(training_info.get("batch_size"))
     return {
         "framework": str(framework) if framework else None,

@@ -75,6 +75,10 @@ def checked_frame(frame: pd.DataFrame, file: str) -> tuple[pd.DataFrame, list[st
             f"{file}: rows out of time order ({int((np.diff(ordered) < 0).sum())}): sorted by time"
         )
         numeric = numeric.sort_values(time_column, kind="stable")
+    repeated = numeric[time_column].duplicated() if file == TELEMETRY_CSV else None
+    if repeated is not None and repeated.any():  # one sampler never stamps two rows alike: a file kept twice
+        problems.append(f"{file}: {int(repeated.sum())} row(s) repeat an earlier row's time: the first kept")
+        numeric = numeric[~repeated.to_numpy()]
     return numeric.reset_index(drop=True), problems
 
 

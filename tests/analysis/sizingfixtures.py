@@ -112,6 +112,7 @@ def training_info(
 ) -> dict:
     info = {
         "format_version": 1,
+        "tensorflow_version": "2.20.0",  # a Model Garden run as written before training.json's `framework`
         "status": "completed",
         "device_requested": "cpu" if device_used == "CPU" else "gpu",
         "device_used": device_used,

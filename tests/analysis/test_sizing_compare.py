@@ -20,7 +20,9 @@ def analyse(run, prices: Prices | None = None):
 def test_workload_signature_fields_and_defaults() -> None:
     info = reference_gpu().training_info
     wl = signature.workload({**info, "precision": "float16", "dataset_info": {"seed": 0}})
-    assert wl["framework"] == "tensorflow"  # absent → tensorflow
+    assert wl["framework"] == "tensorflow"  # no `framework` but tensorflow_version: early Model Garden
+    unnamed = {k: v for k, v in info.items() if k != "tensorflow_version"}
+    assert signature.workload(unnamed)["framework"] is None  # neither: not known, never guessed
     assert wl["precision"] == "float16"  # the real dtype, not a "mixed" class
     assert signature.workload({**info, "precision": "bfloat16"})["precision"] == "bfloat16"
     assert signature.workload({**info, "precision": "mixed_float16"})["precision"] == "float16"

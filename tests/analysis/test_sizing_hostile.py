@@ -3,6 +3,7 @@ data/examples go through `python -m sizing` and the dashboard's Sizing tab."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from collections.abc import Callable
@@ -64,6 +65,22 @@ def in_milliseconds(path: Path) -> None:
     path.write_text(lines[0] + "".join(body))
 
 
+def twice(path: Path) -> None:
+    """The file with itself appended (two copies of one recording joined with cat)."""
+    path.write_text(path.read_text() * 2)
+
+
+def timeless(path: Path) -> None:
+    """Another tool's names for the time columns: no row can be placed in time."""
+    path.write_text(path.read_text().replace("time_unix,elapsed_s", "t,e", 1))
+
+
+def gzipped(path: Path) -> None:
+    """Archived: only telemetry.csv.gz is left."""
+    path.with_name(path.name + ".gz").write_bytes(gzip.compress(path.read_bytes()))
+    path.unlink()
+
+
 def shuffled(path: Path) -> None:
     lines = path.read_text().splitlines(keepends=True)
     body = lines[1:]
@@ -107,6 +124,12 @@ HOSTILE: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "times in ms": ("telemetry.csv", in_milliseconds,
                     "with a time_unix past the year 9999 left out (not seconds since 1970: milliseconds?)"),
     "training out of order": ("training.csv", shuffled, "training.csv: rows out of time order"),
+    "telemetry twice": ("telemetry.csv", twice, "row(s) repeat an earlier row's time: the first kept"),
+    "semicolons": ("training.csv", lambda p: p.write_text(p.read_text().replace(",", ";")),
+                   "training.csv has no time_unix and step columns (its header begins 'time_unix;elapsed_s;"),
+    "no time column": ("telemetry.csv", timeless,
+                       "telemetry.csv has no time_unix or elapsed_s column (its header begins 't, e, "),
+    "gzipped": ("telemetry.csv", gzipped, "telemetry.csv.gz is compressed: decompress it to read it"),
     "empty run.json": ("run.json", lambda p: p.write_text(""), "run.json is unreadable (JSONDecodeError"),
     "empty training.json": ("training.json", lambda p: p.write_text(""), "training.json is unreadable"),
     "empty telemetry": ("telemetry.csv", lambda p: p.write_text(""), ""),
@@ -176,3 +199,31 @@ def test_an_unsizable_run_is_named_and_left_out(tmp_path: Path, capsys: pytest.C
     assert err.count("\n") == 1 and "nothing to size" in err and "Traceback" not in err
     text = all_text(sizing_view.sizing_content(tmp_path, ["empty"], DEFAULTS))
     assert "nothing to size" in text
+
+
+GPU_RUN = next((p for p in REAL if p.name.endswith("-gpu-vm") and (p / "phases.csv").is_file()), None)
+
+
+@pytest.mark.skipif(GPU_RUN is None, reason="no GPU run with phases in data/examples")
+@pytest.mark.parametrize("damage", ["utf-16", "no time column"])
+def test_utf16_telemetry_is_read_and_timeless_telemetry_is_left_unread(tmp_path: Path, damage: str) -> None:
+    """A spreadsheet's "Unicode text" is read as it was; telemetry with no time column is not read, and the
+    GPU checks that place samples before training never index it with no times."""
+    assert GPU_RUN is not None
+    run_dir = tmp_path / GPU_RUN.name
+    shutil.copytree(GPU_RUN, run_dir)
+    telemetry = run_dir / "telemetry.csv"
+    if damage == "utf-16":
+        telemetry.write_bytes(telemetry.read_text().encode("utf-16"))
+    else:
+        timeless(telemetry)
+    original = load_run_dir(GPU_RUN)
+    run = load_run_dir(run_dir)
+    report = build_report([run], ReportSettings())
+    (analysed,) = report.analyses
+    if damage == "utf-16":
+        assert run.telemetry.shape == original.telemetry.shape and not run.warnings
+        assert analysed.steady_energy is not None and analysed.steady_energy.total_j
+    else:
+        assert run.telemetry.empty
+        assert any("telemetry.csv has no time_unix or elapsed_s column" in w for w in report.warnings)

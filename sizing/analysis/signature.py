@@ -28,6 +28,7 @@ CPU_EMULATED_DTYPES = {"float16"}
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of a CPU with native bfloat16 math
 EMULATED_ON_CPU = "emulated on a CPU"
 WORKLOAD_FIELDS = ("framework", "preset", "backbone", "image_size", "batch_size", "precision", "dataset")
+SAME_JOB_HINT = " (if one job run two ways, record both with one --workload-name)"
 JOB_FIELDS = ("job", "framework", "batch_size", "precision")  # a job's (collect timed ... -- COMMAND)
 IDENTITY_FIELDS = ("machine_id_hash", "instance_id_hash")  # what tells machines apart (a boot does not)
 HARDWARE_FIELDS = (
@@ -284,7 +285,7 @@ def unknown_fields(wl: dict, baseline: dict | None = None) -> list[str]:
 def differences(wl: dict, baseline: dict) -> list[str]:
     """What is known to differ between two workloads, one phrase per field ("batch_size 16 vs 2")."""
     return [
-        f"{name} {wl.get(name)} vs {baseline.get(name)}"
+        f"{name} {wl.get(name)} vs {baseline.get(name)}" + (SAME_JOB_HINT if name == "job" else "")
         for name in _fields(wl, baseline)
         if wl.get(name) is not None and baseline.get(name) is not None and wl.get(name) != baseline.get(name)
     ]

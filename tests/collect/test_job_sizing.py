@@ -34,7 +34,8 @@ def test_a_jobs_signature_is_its_name_and_what_it_declared() -> None:
     assert signature.like_for_like(plain, signature.workload(JOB, "gpu"))  # the same job stands for the rest
     assert signature.unknown_fields(plain, declared) == ["framework", "batch_size", "precision"]
     other = signature.workload({**JOB, "workload": {"name": "python other.py"}})
-    assert signature.differences(plain, other) == ["job python train.py vs python other.py"]
+    hint = " (if one job run two ways, record both with one --workload-name)"
+    assert signature.differences(plain, other) == [f"job python train.py vs python other.py{hint}"]
     ours = signature.workload(
         {"framework": "torch", "preset": "small", "batch_size": 2, "precision": "float32"}
     )

@@ -296,7 +296,11 @@ def _baseline_line(ctx: ReportContext) -> str:
 
 
 def _baseline_mfu(g: Group) -> str:
-    """'; MFU 41 % (FP32)' of the baseline's runs; '' where not known, which the Bottleneck table says why."""
+    """'; MFU 41 % (FP32)' of the baseline's runs; '' where not known, which the Bottleneck table says why.
+    A GPU baseline (no CPU run, or --baseline) also says what held it, as a GPU option's line does."""
+    if g.kind == "gpu":
+        room, _, _ = _headroom(g)
+        return f"; {room.replace('sets this speedup', 'sets this rate')}" if room else ""
     _, figure = _mfu([a.headroom for a in g.analyses if a.headroom is not None])
     return f"; {figure}" if figure else ""
 

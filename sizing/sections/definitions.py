@@ -25,7 +25,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
         (
             "Decision",
             "the block that opens the report: what every speedup is against (the baseline, with its MFU "
-            "where known), then one "
+            "where known; a GPU baseline, with no CPU run or named by --baseline, also with why it is not "
+            "at its limit, as a GPU line), then one "
             "line per GPU configuration, like-for-like first: its speedup with its interval (see Speedup "
             "interval), J and $ per 1,000 examples (energy only, or GPU board only, said where so), its "
             "break-even or why there is none, and its MFU with why the GPU is not at its limit; below "

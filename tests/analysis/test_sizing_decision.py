@@ -3,6 +3,7 @@ speedup interval that never vanishes when repeats disagree (sections.decision, a
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -151,6 +152,19 @@ def test_no_cpu_run_says_so_and_never_asks_for_a_gpu_run() -> None:
     assert said in two_gpus.caveats
     with_cpu = build_report([reference_cpu(), reference_gpu()], ReportSettings()).decision
     assert not any("No CPU run" in c for c in (*with_cpu.caveats, *with_cpu.lines_without_option))
+
+
+@pytest.mark.skipif(not (EXAMPLES / "20261127T031121Z-gpu-vm").is_dir(), reason="no shipped H100 run")
+def test_a_gpu_baseline_says_what_held_it(tmp_path: Path) -> None:
+    """A lone GPU run (or a GPU named --baseline) is the baseline: its line says how far it ran from the
+    peak and why, as a GPU option's would, where a CPU baseline's gives its MFU alone."""
+    out = tmp_path / "report.json"
+    run = "20261127T031121Z-gpu-vm"
+    assert sizing_main(["--data-dir", str(EXAMPLES.parent), run, "--out", str(out)]) == 0
+    baseline = json.loads(out.read_text())["decision"]["baseline"]
+    assert baseline.endswith(
+        "; MFU 0.24 % (TF32): waiting on the host, so the code feeding the GPU, not the GPU, sets this rate."
+    ), baseline
 
 
 def test_caveats_are_at_most_three_the_weightiest_first() -> None:

@@ -176,6 +176,7 @@ def option(c: Comparison, ctx: ReportContext) -> Option:
 
 
 NO_CPU_RUN = "No CPU run to compare the GPU with"
+NO_GPU_RUN = "No GPU run to compare with the baseline"
 IDLE_MARK = "its GPU did no work"
 
 
@@ -335,13 +336,14 @@ def decision(ctx: ReportContext) -> Decision:
             else f"{NO_CPU_RUN}: add one of the same workload (./scripts/collect_cpu.sh).",
         )  # fmt: skip
     elif not chosen and (on_cpu := [a for a in ctx.analyses if a.device_mismatch]):
-        without = (f"No GPU run to compare with the baseline: {len(on_cpu)} run(s) recorded for a GPU "
+        without = (f"{NO_GPU_RUN}: {len(on_cpu)} run(s) recorded for a GPU "
                    "trained on the CPU (see the caveats).",)  # fmt: skip
     elif not chosen and ctx.unsized:
-        without = (f"No GPU run to compare with the baseline: {len(ctx.unsized)} run(s) given could not be "
+        without = (f"{NO_GPU_RUN}: {len(ctx.unsized)} run(s) given could not be "
                    "sized (see the caveats).",)  # fmt: skip
     elif not chosen:
-        without = ("No GPU run to compare with the baseline: add one of the same workload.",)
+        how = " with the same command after --" if ctx.baseline.first.workload.get("job") else ""
+        without = (f"{NO_GPU_RUN}: add one of the same workload (./scripts/collect_gpu.sh{how}).",)
     else:
         without = ()
     hidden = max(0, len(weighted) - MAX_CAVEATS)

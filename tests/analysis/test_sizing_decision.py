@@ -130,7 +130,15 @@ def test_no_gpu_run_says_what_to_add() -> None:
     report = build_report([reference_cpu()], ReportSettings())
     assert report.decision.options == ()
     assert report.decision.lines_without_option == (
-        "No GPU run to compare with the baseline: add one of the same workload.",
+        "No GPU run to compare with the baseline: add one of the same workload (./scripts/collect_gpu.sh).",
+    )
+
+
+def test_a_job_with_no_gpu_run_is_told_to_record_the_same_command() -> None:
+    job = with_info(reference_cpu(), workload={"name": "python train.py", "command": "python train.py"})
+    assert build_report([job], ReportSettings()).decision.lines_without_option == (
+        "No GPU run to compare with the baseline: add one of the same workload "
+        "(./scripts/collect_gpu.sh with the same command after --).",
     )
 
 

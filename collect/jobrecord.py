@@ -96,6 +96,7 @@ class JobRecorder:
         self.from_protocol: dict[str, Any] = {}  # what the protocol declared (last value wins)
         self.protocol_steps = 0
         self.output_steps_ignored = 0
+        self._sources = threading.Lock()  # at the protocol's first step, output steps stop and their rows go
         self._counter = StepCounter(patterns.has_epoch)
         self.scanner = LineScanner(patterns, self._on_match)
         self.steps: StepLog | None = None
@@ -139,10 +140,11 @@ class JobRecorder:
         step = self._counter.feed(groups, time.time())
         if step is None or self.steps is None:
             return
-        if self.protocol_steps:
-            self.output_steps_ignored += 1  # the protocol's steps are the job's own word
-            return
-        self.steps.add(step)
+        with self._sources:
+            if self.protocol_steps:
+                self.output_steps_ignored += 1  # the protocol's steps are the job's own word
+                return
+            self.steps.add(step)
 
     def _poll(self) -> None:
         while not self._stop.wait(POLL_S):
@@ -154,9 +156,13 @@ class JobRecorder:
         while True:
             for parsed in self.reader.read(time.time(), final):
                 self.from_protocol.update(parsed.declared)
-                if parsed.step is not None:
+                if parsed.step is None:
+                    continue
+                with self._sources:
+                    if not self.protocol_steps:  # the output's bar may have shown a step or two first
+                        self.output_steps_ignored += self.steps.restart()
                     self.protocol_steps += 1
-                    self.steps.add(parsed.step)
+                self.steps.add(parsed.step)
             if not (final and self.reader.more):
                 return
 

@@ -140,6 +140,21 @@ class StepLog:
                 self._handle.close()
                 self._handle = None
 
+    def restart(self) -> int:
+        """Drop every row so far (training.csv starts again with the next step); the rows dropped."""
+        with self._lock:
+            dropped = self.rows
+            if self._handle is not None:
+                self._handle.close()
+            self._handle = self._writer = self._columns = None
+            self.first = self.last = None
+            self.rows = 0
+            try:
+                self.path.unlink(missing_ok=True)
+            except OSError as exc:
+                self.write_error = f"cannot write {TRAINING_CSV}: {exc.strerror or exc}"
+            return dropped
+
     def _write(self, step: Step, last: Step | None) -> None:
         if self.write_error is not None:
             return

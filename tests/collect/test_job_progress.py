@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from collect import jobrecord
 from collect.joblines import LineScanner, clean, matches_in
 from collect.jobpatterns import FORMATS, PatternError, compile_patterns
 from collect.jobprotocol import MAX_RECORD_BYTES, TIME_SLACK_S, ProtocolReader, parse_record
@@ -198,3 +199,25 @@ def test_the_live_line_of_a_job_says_it_waits_for_a_step_and_has_no_phase_after_
     ours = ProgressReporter(60.0, io.StringIO())
     ours.state.phases_done(["train"])
     assert ours.state.phase == "export"
+
+
+def test_rows_a_bar_gave_before_the_jobs_first_protocol_step_are_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library's bar may print a step before the poller reads the job's own first protocol line (a
+    loaded host): training.csv then starts at the protocol's first step, not at the bar's."""
+    monkeypatch.setattr(jobrecord, "POLL_S", 3600.0)  # the poller waits: the reads below are its reads
+    patterns = compile_patterns([r"step (?P<step>\d+)"], None)
+    recorder = jobrecord.JobRecorder(["job"], patterns, jobrecord.JobDeclared(), "cpu", None)
+    recorder.start(tmp_path)
+    recorder.on_output(b"step 2\nstep 3\n")
+    assert recorder.steps is not None and recorder.steps.rows == 2
+    with (tmp_path / jobrecord.PROTOCOL_FILE).open("a") as protocol:
+        protocol.writelines(json.dumps({"step": k, "loss": 1.0 / k}) + "\n" for k in (1, 2, 3))
+    recorder._read_protocol(final=False)
+    recorder.on_output(b"step 4\n")
+    with (tmp_path / jobrecord.PROTOCOL_FILE).open("a") as protocol:
+        protocol.write(json.dumps({"step": 4}) + "\n")
+    recorder.stop()
+    assert [r["step"] for r in _rows(tmp_path / "training.csv")] == ["1", "2", "3", "4"]
+    assert recorder.output_steps_ignored == 3  # two rows dropped, one step after the protocol's first

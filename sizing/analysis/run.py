@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -86,26 +87,35 @@ class RunAnalysis:
         return self.energy_usd_per_1k_examples + self.hardware_usd_per_1k_examples
 
 
-def charged_gpu_columns(run: RunData, kind: str) -> tuple[list[int], str, bool]:
+class Charged(NamedTuple):
     """The gpu<i> column indices whose energy is the run's (the GPUs the training used), how that was
-    decided, and whether the run says so (False: every GPU is charged because it does not)."""
+    decided, whether the run says so (False: every GPU is charged because it does not), and training.json
+    gpu_uuids that name none of run.json's GPUs."""
+
+    columns: list[int]
+    how: str
+    known: bool
+    unmatched_uuids: tuple[str, ...] = ()
+
+
+def charged_gpu_columns(run: RunData, kind: str) -> Charged:
     if kind != "gpu":
-        return [], "CPU run: no GPU charged", True
+        return Charged([], "CPU run: no GPU charged", True)
     listed = listed_gpus(run.meta)
     if not listed:
         columns = gpu_indices(run.telemetry)
         if len(columns) <= 1:
-            return columns, "the only GPU column (run.json lists no GPUs)", True
-        return columns, f"all {len(columns)} GPU columns (run.json lists no GPUs)", False
+            return Charged(columns, "the only GPU column (run.json lists no GPUs)", True)
+        return Charged(columns, f"all {len(columns)} GPU columns (run.json lists no GPUs)", False)
     not_recorded = run.meta.get("not_recorded")
     unknown = isinstance(not_recorded, dict) and NOT_RECORDED_GPUS in not_recorded
     if unknown and len(listed) > 1 and not run.training_info.get("gpu_uuids"):
         how = f"all {len(listed)} GPUs: which trained is not recorded (imported log)"
-        return list(range(len(listed))), how, False
+        return Charged(list(range(len(listed))), how, False)
     used, how = signature.used_gpus(run.meta, run.training_info)
     match = signature.match_uuids(run.training_info, listed)
     known = bool(match.named) or (len(listed) <= 1 and not match.unmatched)
-    return [i for i, g in enumerate(listed) if g in used], how, known
+    return Charged([i for i, g in enumerate(listed) if g in used], how, known, match.unmatched)
 
 
 def working_gpus(samples: pd.DataFrame, gpus: list[int], attribution_known: bool) -> list[int]:
@@ -236,7 +246,8 @@ def analyse_run(
     apart = steps_outside(rate, training_window)
     rose = runchecks.loss_rose(run.training)
     unsure = [f"{run.run_id}: {note}" for note in (apart, rose) if note]  # in the warnings and the caveats
-    gpus, attribution, attribution_known = charged_gpu_columns(run, kind)
+    charged = charged_gpu_columns(run, kind)
+    gpus, attribution, attribution_known = charged.columns, charged.how, charged.known
     measured, window = samples_in(telemetry, steady), steady
     if measured.empty:
         if steady is not None and not telemetry.empty:
@@ -255,8 +266,7 @@ def analyse_run(
     said, short = spans.span_warnings(run.run_id, span)
     warnings += offsets + said
     if not attribution_known:
-        uuids = signature.match_uuids(info, listed_gpus(meta)).unmatched
-        if uuids:
+        if uuids := charged.unmatched_uuids:
             unsure.append(
                 f"{run.run_id}: training.json gpu_uuids ({', '.join(uuids)}) name no GPU the "
                 f"collector recorded: the GPU measured ({attribution}) may not be the one that trained"

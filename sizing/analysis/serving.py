@@ -93,7 +93,7 @@ def _row(run: RunData, device: str, runtime: str, cell: CellRecord, prices: Pric
     """The row of a measured cell: run_rows has checked its images/s and window."""
     start, end = float(cell.start_unix), float(cell.end_unix)
     hardware = signature.hardware(run.meta, run.training_info, device)
-    gpus, attribution, attribution_known = charged_gpu_columns(run, device)
+    gpus, attribution, attribution_known, _ = charged_gpu_columns(run, device)
     tdp = prices.tdp_for(str(hardware.get("host") or ""), str(hardware.get("cpu_model") or ""))
     energy = energy_in(run.telemetry, (start, end), gpus, tdp, prices.idle_fraction, device == "gpu",
                        number(run.meta.get("interval_s")))  # fmt: skip

@@ -33,7 +33,7 @@ EPILOG = """exit codes: the command's own when it ended by itself (128+N if kill
 
 
 _duration = duration_type()
-_interval = duration_type(minimum_s=MIN_INTERVAL_S)  # the bound of collect.options.parse_interval
+_interval = duration_type(minimum_s=MIN_INTERVAL_S, what="interval")  # as collect.options.parse_interval
 
 
 def _grace(text: str) -> float:

@@ -21,7 +21,7 @@ EXIT_COLLECTOR_FAILED = 1
 
 def parse_interval(text: str) -> float:
     """A sampling interval ('1s', '100ms'): ValueError, one line, below MIN_INTERVAL_S or malformed."""
-    return parse_duration(text, minimum_s=MIN_INTERVAL_S)
+    return parse_duration(text, minimum_s=MIN_INTERVAL_S, what="interval")
 
 
 def timed_parser(description: str, epilog: str, duration_help: str) -> argparse.ArgumentParser:

@@ -18,12 +18,12 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def duration_type(minimum_s: float = 0.0) -> Callable[[str], float]:
+def duration_type(minimum_s: float = 0.0, what: str = "duration") -> Callable[[str], float]:
     """An argparse `type=` turning `90s`, `75m`, `1h30m`... into seconds, with parse_duration's message."""
 
     def seconds(text: str) -> float:
         try:
-            return parse_duration(text, minimum_s=minimum_s)
+            return parse_duration(text, minimum_s=minimum_s, what=what)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from exc
 

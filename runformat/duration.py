@@ -10,23 +10,24 @@ _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _PLAIN = re.compile(r"\d+(?:\.\d+)?")
 
 
-def parse_duration(text: str, *, minimum_s: float = 0.0) -> float:
-    """Seconds in `text`; ValueError with a one-line, user-facing message if it is not a duration > 0.
+def parse_duration(text: str, *, minimum_s: float = 0.0, what: str = "duration") -> float:
+    """Seconds in `text`; ValueError with a one-line, user-facing message, naming it `what`, if it is not
+    a duration > 0.
 
     Units may be combined in descending order (`1h30m`, `2m30s`); a bare number means seconds.
     """
     raw = text.strip().lower() if isinstance(text, str) else ""
     if not raw:
-        raise ValueError("empty duration: use e.g. 90s, 75m, 2h, 1h30m or 100ms")
-    seconds = float(raw) if _PLAIN.fullmatch(raw) else _parse_units(raw, text)
+        raise ValueError(f"empty {what}: use e.g. 90s, 75m, 2h, 1h30m or 100ms")
+    seconds = float(raw) if _PLAIN.fullmatch(raw) else _parse_units(raw, text, what)
     if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"duration must be greater than zero, got {text!r}")
+        raise ValueError(f"{what} must be greater than zero, got {text!r}")
     if seconds < minimum_s:
-        raise ValueError(f"duration {text!r} is below the minimum of {format_duration(minimum_s)}")
+        raise ValueError(f"{what} {text!r} is below the minimum of {format_duration(minimum_s)}")
     return seconds
 
 
-def _parse_units(raw: str, original: str) -> float:
+def _parse_units(raw: str, original: str, what: str) -> float:
     position, total, last_rank = 0, 0.0, -1
     ranks = ["h", "m", "s", "ms"]
     for match in _PART.finditer(raw):
@@ -34,12 +35,12 @@ def _parse_units(raw: str, original: str) -> float:
             break
         rank = ranks.index(match.group(2))
         if rank <= last_rank:
-            raise ValueError(f"bad duration {original!r}: units must go from larger to smaller (e.g. 1h30m)")
+            raise ValueError(f"bad {what} {original!r}: units must go from larger to smaller (e.g. 1h30m)")
         last_rank = rank
         total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
         position = match.end()
     if position != len(raw) or position == 0:
-        raise ValueError(f"bad duration {original!r}: use e.g. 90s, 75m, 2h, 1h30m or 100ms")
+        raise ValueError(f"bad {what} {original!r}: use e.g. 90s, 75m, 2h, 1h30m or 100ms")
     return total
 
 

@@ -89,19 +89,22 @@ def log_says(data_dir: Path, text: str) -> bool:
 
 
 @pytest.mark.parametrize(
-    "bad",
+    ("bad", "said"),
     [
-        ["--duration", "0"],
-        ["--duration", "-5m"],
-        ["--duration", "75x"],
-        ["--duration", ""],
-        ["--interval", "5ms"],
+        (["--duration", "0"], "duration must be greater than zero"),
+        (["--duration", "-5m"], "bad duration '-5m'"),
+        (["--duration", "75x"], "bad duration '75x'"),
+        (["--duration", ""], "empty duration"),
+        (["--interval", "5ms"], "interval '5ms' is below the minimum of 10ms"),
+        (["--interval", "0"], "interval must be greater than zero"),
     ],
 )
-def test_bad_values_exit_2_with_one_line_before_anything_starts(tmp_path: Path, bad: list[str]) -> None:
+def test_bad_values_exit_2_with_one_line_before_anything_starts(
+    tmp_path: Path, bad: list[str], said: str
+) -> None:
     code, _out, err = finish(collector(["sample", *bad], tmp_path / "data"))
     assert code == 2
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and said in err
     assert not (tmp_path / "data").exists()
 
 

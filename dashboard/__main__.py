@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
 from pathlib import Path
 
@@ -28,6 +29,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def _cannot_listen(host: str, port: int) -> str | None:
+    """Why a server could not listen on host:port (a name that does not resolve, an address not this
+    machine's, a port in use or reserved), or None."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does
+            probe.bind(address)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
@@ -35,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return report_main(argv[1:], prog="python -m dashboard report")
     args = parse_args(argv)
+    refused = _cannot_listen(args.host, args.port)
+    if refused:  # before Flask, whose server prints its own lines and exits 1
+        where = f"{args.host}:{args.port}"
+        print(f"python -m dashboard: error: cannot serve on {where}: {refused}", file=sys.stderr)
+        return 2
     from dashboard.app import create_app
 
     app = create_app(args.data_dir)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +95,20 @@ def test_every_link_in_the_readme_resolves() -> None:
     for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README):
         if not target.startswith("http"):
             assert (REPO / target).exists(), target
+
+
+def test_a_dashboard_port_in_use_is_refused_with_one_line_as_troubleshooting_says(tmp_path: Path) -> None:
+    assert "or a dashboard port in use. Nothing was\n  started." in README
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [str(REPO / "scripts" / "dashboard.sh"), "--data-dir", str(tmp_path), "--port", str(port)],
+            capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        f"python -m dashboard: error: cannot serve on 127.0.0.1:{port}: Address already in use"
+    )
+    assert "Serving Flask app" not in done.stderr + done.stdout

@@ -253,6 +253,23 @@ def test_cli_rejects_bad_arguments_with_one_line(tmp_path: Path, capsys) -> None
         assert err.count("\n") == 1 and err.startswith("python -m dashboard: error:"), err
 
 
+def test_cli_that_cannot_listen_says_why_in_one_line_before_serving(tmp_path: Path, capsys) -> None:
+    """A port in use, a host name that does not resolve, an address not this machine's: Flask's server
+    would print its own lines and exit 1 after the banner."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert cli.main(["--data-dir", str(tmp_path), "--port", str(port)]) == 2
+        err = capsys.readouterr().err
+        said = f"cannot serve on 127.0.0.1:{port}: Address already in use\n"
+        assert err == f"python -m dashboard: error: {said}"
+    assert cli.main(["--data-dir", str(tmp_path), "--host", "no-such-host.invalid"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m dashboard: error: cannot serve on no-such-host.invalid:8050: ")
+    assert err.count("\n") == 1
+
+
 def test_cli_defaults_bind_localhost(tmp_path: Path) -> None:
     args = cli.parse_args(["--data-dir", str(tmp_path)])
     assert (args.host, args.port) == ("127.0.0.1", 8050)

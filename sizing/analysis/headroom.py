@@ -135,6 +135,9 @@ def math_dtype(info: dict, kind: str, gpu_name: str | None) -> tuple[str | None,
     return dtype, f"training.json precision {info.get('precision')}"
 
 
+UNSTATED_DEVICES = "world_size not recorded, so every GPU that did work counts"
+
+
 def device_count(info: dict, kind: str) -> int:
     """GPUs trained in parallel (training.json `world_size`, 1 when absent); a CPU run: its hosts."""
     key = "world_size" if kind == "gpu" else "nnodes"
@@ -142,12 +145,18 @@ def device_count(info: dict, kind: str) -> int:
     return int(count) if count is not None and count >= 1 and count == int(count) else 1
 
 
-def mfu_of(info: dict, system: dict, kind: str, gpu_names: Sequence[str], rate: Throughput) -> dict:
-    """The MFU fields of Headroom (sizing.sections.definitions "MFU")."""
+def mfu_of(
+    info: dict, system: dict, kind: str, gpu_names: Sequence[str], rate: Throughput, gpus_at_work: int = 1
+) -> dict:
+    """The MFU fields of Headroom (sizing.sections.definitions "MFU"). `gpus_at_work`: the run's GPUs that
+    did work; with no `world_size` recorded, more than one of them is the peak's device count and the MFU
+    a lower bound (some of them may have worked for another job)."""
     names = list(dict.fromkeys(gpu_names))
     gpu_name = names[0] if len(names) == 1 else None
     dtype, basis = math_dtype(info, kind, gpu_name)
     devices = device_count(info, kind)
+    unstated = kind == "gpu" and number(info.get("world_size")) is None and gpus_at_work > 1
+    devices = gpus_at_work if unstated else devices
     per_example, method, reason = _flops(info)
     if kind == "gpu":
         if len(names) > 1:
@@ -183,7 +192,7 @@ def mfu_of(info: dict, system: dict, kind: str, gpu_names: Sequence[str], rate: 
         "device": peak.device,
         "devices": devices,
         "peak_source": peak.source,
-        "mfu_is_lower_bound": peak.lower_bound_mfu,
+        "mfu_is_lower_bound": peak.lower_bound_mfu or unstated,
         "mfu_reason": reason,
         "flops_method": method,
     }
@@ -318,7 +327,7 @@ def headroom(
     """The run's MFU and, for a GPU run, why its GPU is not at its limit. `mig_slice`: the run had a MIG
     slice, whose share of the board's peak is not known; `board_not_attributable`: why the board's
     counters are not the run's (a shared board or a slice: GPM counts the whole board)."""
-    found = mfu_of(info, system, kind, gpu_names, rate)
+    found = mfu_of(info, system, kind, gpu_names, rate, len(gpus))
     if mig_slice and kind == "gpu":
         found = {**found, "mfu": None, "mfu_reason": MIG_PEAK_UNKNOWN}
     if kind != "gpu":
@@ -341,6 +350,9 @@ def mfu_text(h: Headroom, mfu: float | None = None) -> str:
     if h.kind == "cpu":
         bound = ("≥ ", ", a lower bound") if h.mfu_is_lower_bound else ("", "")
         return f"ran at {bound[0]}{_pct(mfu)} of {device}'s nominal {dtype} peak (MFU{bound[1]})"
+    if h.mfu_is_lower_bound:  # world_size not recorded: every GPU that did work is in the peak
+        bound = f"MFU, a lower bound: {UNSTATED_DEVICES}"
+        return f"ran at ≥ {_pct(mfu)} of {device}'s dense {dtype} peak ({bound})"
     return f"ran at {_pct(mfu)} of {device}'s dense {dtype} peak (MFU)"
 
 

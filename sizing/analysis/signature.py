@@ -237,9 +237,15 @@ def hardware_name(hw: dict, kind: str) -> str:
         return f"{len(per_node)} nodes: " + "; ".join(str(n) for n in per_node)
     if kind == "gpu":
         settings = f" ({hw['gpu_settings']})" if hw.get("gpu_settings") else ""
-        return (" + ".join(hw["gpus"]) or "GPU") + settings
+        return (_counted(hw["gpus"]) or "GPU") + settings
     cores = f", {hw['cpu_cores_logical']} logical CPUs" if hw.get("cpu_cores_logical") else ""
     return f"{hw.get('cpu_model') or 'CPU'}{cores}"
+
+
+def _counted(names: Sequence[str]) -> str:
+    """'4 × NVIDIA H100 80GB HBM3' for four of one model; 'A + B' for a mix."""
+    groups = list(dict.fromkeys(names))
+    return " + ".join(n if (k := list(names).count(n)) == 1 else f"{k} × {n}" for n in groups)
 
 
 def workload_name(wl: dict) -> str:

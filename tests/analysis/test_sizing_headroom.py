@@ -56,6 +56,28 @@ def test_mfu_is_flops_per_example_times_examples_per_s_over_the_dense_peak() -> 
     assert hr.mfu_text(two) == f"ran at 2.0 % of 2 × {H100}'s dense TF32 peak (MFU)"
 
 
+def test_gpus_that_did_work_with_no_world_size_are_the_peak_and_give_a_lower_bound() -> None:
+    """Two busy GPUs, no training.json world_size and no gpu_uuids (a job under torchrun that declares
+    neither): the peak is both GPUs', the MFU a lower bound; it was one GPU's, an MFU twice too high."""
+    one = with_flops(on_gpu(reference_gpu()))
+    telemetry = one.telemetry.assign(**{c.replace("gpu0_", "gpu1_"): one.telemetry[c]
+                                        for c in one.telemetry if c.startswith("gpu0_")})  # fmt: skip
+    gpus = [{**one.meta["system"]["gpus"][0], "index": i, "uuid": f"GPU-{i}"} for i in (0, 1)]
+    info = {k: v for k, v in one.training_info.items() if k not in ("gpu_uuids", "world_size")}
+    two = replace(with_system(one, gpus=gpus), telemetry=telemetry, training_info=info)
+    h = room(two)
+    assert h.devices == 2 and h.mfu_is_lower_bound and h.mfu == pytest.approx(room(one).mfu / 2)
+    assert hr.mfu_text(h) == (
+        f"ran at ≥ 2.0 % of 2 × {H100}'s dense TF32 peak (MFU, a lower bound: world_size not recorded, so "
+        "every GPU that did work counts)"
+    )
+    (option,) = build_report([reference_cpu(), two], ReportSettings()).decision.options
+    assert option.line.startswith(f"2 × {H100}: ") and "MFU ≥ 2 % (TF32)" in option.line
+    stated = room(with_info(two, world_size=1))  # the run says one GPU trained: the other worked for another
+    assert (stated.devices, stated.mfu_is_lower_bound) == (1, False)
+    assert stated.mfu == pytest.approx(room(one).mfu)
+
+
 @pytest.mark.parametrize(
     ("name", "changes", "dtype", "tflops"),
     [

@@ -15,6 +15,7 @@ from sizingfixtures import reference_cpu, reference_gpu, telemetry_frame, with_i
 
 from sizing import ReportSettings, build_report, to_json
 from sizing.analysis import headroom as hr
+from sizing.analysis import mfu
 from sizing.analysis.bottleneck import Verdict
 from sizing.analysis.gpu_state import first_train_start
 from sizing.analysis.load import load_run_dir
@@ -153,11 +154,11 @@ def test_a_gpu_run_without_gpu_readings_says_the_gpu_was_not_recorded() -> None:
 
 def test_mixed_gpu_models_and_an_unknown_rate_give_no_mfu() -> None:
     run = with_flops(on_gpu(reference_gpu()))
-    h = hr.mfu_of(run.training_info, run.meta["system"], "gpu", [H100, "NVIDIA A100-SXM4-80GB"],
+    h = mfu.mfu_of(run.training_info, run.meta["system"], "gpu", [H100, "NVIDIA A100-SXM4-80GB"],
                   analyse_run(run, Prices(), Thresholds()).throughput)  # fmt: skip
     assert h["mfu"] is None and h["mfu_reason"] == "mixed GPU models: no single peak applies"
     rate = replace(analyse_run(run, Prices(), Thresholds()).throughput, examples_per_s=None)
-    h = hr.mfu_of(run.training_info, run.meta["system"], "gpu", [H100], rate)
+    h = mfu.mfu_of(run.training_info, run.meta["system"], "gpu", [H100], rate)
     assert h["mfu"] is None and h["mfu_reason"] == "examples/s unknown (no work counter)"
 
 

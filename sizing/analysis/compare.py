@@ -122,9 +122,11 @@ def pick_baseline(groups: Sequence[Group], baseline_run_id: str | None = None) -
         return groups[0]
     gpu_workloads = [g.first.workload for g in groups if g.kind == "gpu"]
 
-    def pairs_then_speed(g: Group) -> tuple[int, float]:
+    def pairs_then_speed(g: Group) -> tuple[int, float, float]:
         pairs = sum(signature.like_for_like(w, g.first.workload) for w in gpu_workloads)
-        return pairs, (g.examples_per_s.mean or 0.0) if pairs else 0.0
+        if not pairs:
+            return 0, 0.0, 0.0
+        return pairs, g.examples_per_s.mean or 0.0, g.steps_per_s.mean or 0.0  # a job may count steps only
 
     return max(cpu, key=pairs_then_speed)
 

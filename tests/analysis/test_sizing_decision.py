@@ -9,7 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sizingfixtures import GPU_TRAIN_START, reference_cpu, reference_gpu, renamed, training_frame, with_info
+from sizingfixtures import (
+    GPU_TRAIN_START,
+    reference_cpu,
+    reference_gpu,
+    renamed,
+    training_frame,
+    with_info,
+    with_system,
+)
 
 from sizing import Prices, ReportSettings, build_report, to_json
 from sizing.analysis import speedup as sp
@@ -140,6 +148,33 @@ def test_a_job_with_no_gpu_run_is_told_to_record_the_same_command() -> None:
         "No GPU run to compare with the baseline: add one of the same workload "
         "(./scripts/collect_gpu.sh with the same command after --).",
     )
+
+
+def _steps_only_job(run: RunData, run_id: str, slower: float = 1.0) -> RunData:
+    """`run` as a lab's job that declares no batch and logs no examples, its steps `slower` times longer."""
+    run = renamed(run, run_id)
+    rows = run.training.drop(columns=["examples_per_s"])
+    first = rows["time_unix"].iloc[0]
+    stretched = {name: rows[name] * slower for name in ("elapsed_s", "step_time_s")}
+    rows = rows.assign(time_unix=first + (rows["time_unix"] - first) * slower, **stretched)
+    kept = ("format_version", "status", "device_requested", "device_used", "gpu_names", "gpu_uuids",
+            "start_unix", "steps", "initial_step", "global_step", "duration_budget_s",
+            "warmup_steps_excluded")  # fmt: skip
+    info = {k: v for k, v in run.training_info.items() if k in kept}
+    return replace(run, training=rows, training_info={**info, "workload": {"name": "python train.py"}})
+
+
+def test_the_baseline_of_jobs_counting_steps_only_is_the_fastest_cpu() -> None:
+    """Two CPUs ran the job (steps/s only, no examples): the speedup is against the faster, as with examples;
+    the first given, half as fast, would double the GPU's speedup."""
+    slow = with_system(reference_cpu(), cpu_model="Small VM CPU", cpu_cores_logical=2)
+    runs = [_steps_only_job(slow, "cpu-slow", 2.0), _steps_only_job(reference_cpu(), "cpu-fast"),
+            _steps_only_job(reference_gpu(), "gpu")]  # fmt: skip
+    decision = build_report(runs, ReportSettings()).decision
+    assert decision.baseline.startswith("Against Crafted Xeon 8-core, 8 logical CPUs (CPU) training python")
+    assert "0.500 steps/s (examples per step not known" in decision.baseline
+    (option,) = decision.options
+    assert option.line.startswith("Crafted H100: 20.0× faster in steps/s")
 
 
 def test_no_cpu_run_says_so_and_never_asks_for_a_gpu_run() -> None:

@@ -178,7 +178,7 @@ def compare(groups: Sequence[Group], baseline: Group | None, prices: Prices) -> 
                 within_run_ci95=None
                 if is_base
                 else within_run_speedup_ci95(
-                    [a.throughput for a in g.analyses], [a.throughput for a in baseline.analyses]
+                    [a.throughput for a in g.analyses], [a.throughput for a in baseline.analyses], in_steps
                 ),
                 interval=None if is_base else speedup.speedup_interval(g.analyses, baseline.analyses),
                 in_steps=in_steps and not is_base,

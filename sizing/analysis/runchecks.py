@@ -154,15 +154,17 @@ def rate_mismatch(rate: Throughput, training_info: dict) -> float | None:
 
 
 def within_run_speedup_ci95(
-    runs: Sequence[Throughput], bases: Sequence[Throughput]
+    runs: Sequence[Throughput], bases: Sequence[Throughput], in_steps: bool = False
 ) -> tuple[float, float] | None:
     """With one run on each side: the speedup's 95 % interval from each run's batch means of examples/s
-    (it says how well each run pins its own rate, not how much repeats would vary)."""
+    (of steps/s `in_steps`: a job that counts steps only); it says how well each run pins its own rate,
+    not how much repeats would vary."""
     if len(runs) != 1 or len(bases) != 1:
         return None
     run, base = runs[0], bases[0]
-    if not (run.batch_steps_per_s and base.batch_steps_per_s and run.batch_size and base.batch_size):
+    run_per_step, base_per_step = (1.0, 1.0) if in_steps else (run.batch_size, base.batch_size)
+    if not (run.batch_steps_per_s and base.batch_steps_per_s and run_per_step and base_per_step):
         return None
-    run_spread = spread(r * run.batch_size for r in run.batch_steps_per_s)
-    base_spread = spread(r * base.batch_size for r in base.batch_steps_per_s)
+    run_spread = spread(r * run_per_step for r in run.batch_steps_per_s)
+    base_spread = spread(r * base_per_step for r in base.batch_steps_per_s)
     return ratio_ci95(run_spread, base_spread)

@@ -147,14 +147,17 @@ def option(c: Comparison, ctx: ReportContext) -> Option:
         if c.speedup is None
         else f"{c.speedup:.1f}× " + ("faster" if c.speedup >= 1 else "as fast")
     )
+    interval = _interval(c.interval, g)
     if c.in_steps and c.speedup is not None:
-        speed += " in steps/s (examples per step not known)"
+        note = "examples per step not known"
+        speed += f" in steps/s ({note}; {interval[2:]}" if interval else f" in steps/s ({note})"
+        interval = ""
     usd_text, usd, energy_only = _usd(g)
     room, mfu, label = _headroom(g)
     if idle:  # no utilization verdict of a GPU that did no work
         room = (f"MFU {mfu * 100:.2g} %" if mfu is not None else "MFU not known") + f": {IDLE_MARK}"
     even = _break_even(c, ctx)
-    parts = [f"{speed}{_interval(c.interval, g)}",
+    parts = [f"{speed}{interval}",
              f"{_energy(g)} and {usd_text} per 1,000 examples", even, room,
              tuned_text.clause(pair) if pair and pair.same_task else ""]  # fmt: skip
     line = f"{name}: " + "; ".join(p for p in parts if p) + "."

@@ -57,7 +57,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "disagree (not the same conditions) where two runs' within-run 95 % intervals of "
             "examples/s do not overlap, or, where a run has none, where the fastest is more than "
             f"{sp.REPEATS_DISAGREE_FRACTION:.0%} above the slowest: said in the headline and the "
-            "Decision's caveats.",
+            "Decision's caveats. A job that counts steps only (no examples per step on either side) has "
+            "all of these in steps/s.",
         ),
         (
             "Workload signature",

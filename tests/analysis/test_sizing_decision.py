@@ -177,6 +177,19 @@ def test_the_baseline_of_jobs_counting_steps_only_is_the_fastest_cpu() -> None:
     assert option.line.startswith("Crafted H100: 20.0× faster in steps/s")
 
 
+def test_repeats_of_a_job_counting_steps_only_are_bounded_and_checked_in_steps() -> None:
+    """Two runs of the job on one CPU, one twice as slow: the speedup gets its range over them and the
+    baseline's repeats are said to disagree, in steps/s; before, both needed examples/s ("One run a side")."""
+    runs = [_steps_only_job(reference_cpu(), "cpu-slow", 2.0), _steps_only_job(reference_cpu(), "cpu-fast"),
+            _steps_only_job(reference_gpu(), "gpu")]  # fmt: skip
+    decision = build_report(runs, ReportSettings()).decision
+    (option,) = decision.options
+    assert "faster in steps/s (examples per step not known; range 20.0–40.0× over repeats of one side)" in (
+        option.line
+    )
+    assert any(c.startswith("The baseline's repeats disagree") and "steps/s" in c for c in decision.caveats)
+
+
 def test_no_cpu_run_says_so_and_never_asks_for_a_gpu_run() -> None:
     """Only GPU runs: the baseline is a GPU, and 'add a GPU run' would be wrong."""
     alone = build_report([reference_gpu()], ReportSettings()).decision

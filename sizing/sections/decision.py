@@ -133,6 +133,15 @@ def _headroom(g: Group) -> tuple[str, float | None, str | None]:
     return text, mfu, label
 
 
+def _why_no_speedup(c: Comparison, ctx: ReportContext) -> str:
+    """' (its examples per step not known: record it with --batch)', or '' where the line says why."""
+    base = ctx.baseline
+    for side, group in (("its", c.group), ("the baseline's", base)):
+        if group is not None and group.examples_per_s.mean is None and group.steps_per_s.mean:
+            return f" ({side} examples per step not known: record it with --batch)"
+    return ""
+
+
 def option(c: Comparison, ctx: ReportContext) -> Option:
     g = c.group
     name = g.first.hardware_name
@@ -143,7 +152,7 @@ def option(c: Comparison, ctx: ReportContext) -> Option:
     if idle:
         name += f" ({IDLE_MARK})"
     speed = (
-        "speedup unknown"
+        f"speedup unknown{_why_no_speedup(c, ctx)}"
         if c.speedup is None
         else f"{c.speedup:.1f}× " + ("faster" if c.speedup >= 1 else "as fast")
     )

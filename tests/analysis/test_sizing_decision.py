@@ -190,6 +190,15 @@ def test_repeats_of_a_job_counting_steps_only_are_bounded_and_checked_in_steps()
     assert any(c.startswith("The baseline's repeats disagree") and "steps/s" in c for c in decision.caveats)
 
 
+def test_a_speedup_unknown_for_want_of_examples_per_step_says_how_to_get_it() -> None:
+    """The job's CPU run was recorded with --batch, its GPU run without: examples/s on one side only."""
+    cpu = _steps_only_job(reference_cpu(), "cpu")
+    cpu = replace(cpu, training_info={**cpu.training_info, "batch_size": 2})
+    gpu = _steps_only_job(reference_gpu(), "gpu")
+    (option,) = build_report([cpu, gpu], ReportSettings()).decision.options
+    assert "speedup unknown (its examples per step not known: record it with --batch); " in option.line
+
+
 def test_no_cpu_run_says_so_and_never_asks_for_a_gpu_run() -> None:
     """Only GPU runs: the baseline is a GPU, and 'add a GPU run' would be wrong."""
     alone = build_report([reference_gpu()], ReportSettings()).decision

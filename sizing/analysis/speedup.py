@@ -119,12 +119,14 @@ def repeats_disagree(group: Sequence[RunAnalysis]) -> str:
         fast, fast_ci = max(intervals, key=lambda x: x[1][0])
         if fast_ci[0] <= slow_ci[1]:
             return ""
-        return (f"repeats disagree: not the same conditions ({fast.run_id} {fast_ci[0]:.1f}–{fast_ci[1]:.1f} "
-                f"{unit}/s, {slow.run_id} {slow_ci[0]:.1f}–{slow_ci[1]:.1f}: within-run 95 % intervals "
+        f = ".1f" if unit == "examples" else ".3g"  # a job's steps/s may be well below 1
+        return (f"repeats disagree: not the same conditions ({fast.run_id} {fast_ci[0]:{f}}–{fast_ci[1]:{f}} "
+                f"{unit}/s, {slow.run_id} {slow_ci[0]:{f}}–{slow_ci[1]:{f}}: within-run 95 % intervals "
                 "that do not overlap)")  # fmt: skip
     slow, low = min(rated, key=lambda x: x[1])
     fast, high = max(rated, key=lambda x: x[1])
     if high <= low * (1 + REPEATS_DISAGREE_FRACTION):
         return ""
-    return (f"repeats disagree: not the same conditions ({fast.run_id} {high:.1f} {unit}/s, {slow.run_id} "
-            f"{low:.1f}: {high / low - 1:.0%} apart, > {REPEATS_DISAGREE_FRACTION:.0%})")  # fmt: skip
+    f = ".1f" if unit == "examples" else ".3g"
+    return (f"repeats disagree: not the same conditions ({fast.run_id} {high:{f}} {unit}/s, {slow.run_id} "
+            f"{low:{f}}: {high / low - 1:.0%} apart, > {REPEATS_DISAGREE_FRACTION:.0%})")  # fmt: skip

@@ -168,8 +168,11 @@ def headline(ctx: ReportContext) -> list[str]:
     base = ctx.baseline
     if base is None:
         return ["No complete run: nothing to compare.", *validity.left_out_lines(ctx)]
+    rate = f"{fmt(base.examples_per_s.mean, 3, unknown=NO_WORK_COUNTER)} examples/s"
+    if base.examples_per_s.mean is None and base.steps_per_s.mean:
+        rate = f"{fmt(base.steps_per_s.mean, 3)} steps/s, examples per step not known"
     lines = [
-        f"Baseline: {base.name} ({fmt(base.examples_per_s.mean, 3, unknown=NO_WORK_COUNTER)} examples/s; "
+        f"Baseline: {base.name} ({rate}; "
         f"{mt.money_phrase(base, ctx.settings.prices)})"
         + mt.attribution_note(base)
         + mt.energy_checks_note(base)

@@ -18,6 +18,12 @@ LOSS_WINDOW_STEPS = 20
 FROM_STEP_LOG = "step log"
 FROM_TOTALS = "from totals"
 NO_WORK_COUNTER = "unknown (no work counter)"
+NO_EXAMPLES_PER_STEP = "unknown (examples per step not known)"  # steps counted, no batch or examples
+
+
+def examples_unknown(steps_per_s: float | None) -> str:
+    """How an unknown examples/s reads: steps were counted (a job with no batch), or nothing was."""
+    return NO_EXAMPLES_PER_STEP if steps_per_s else NO_WORK_COUNTER
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,9 @@ def test_mixed_gpu_models_and_an_unknown_rate_give_no_mfu() -> None:
     assert h["mfu"] is None and h["mfu_reason"] == "mixed GPU models: no single peak applies"
     rate = replace(analyse_run(run, Prices(), Thresholds()).throughput, examples_per_s=None)
     h = mfu.mfu_of(run.training_info, run.meta["system"], "gpu", [H100], rate)
+    assert h["mfu"] is None and h["mfu_reason"] == "examples/s unknown (examples per step not known)"
+    rate = replace(rate, steps_per_s=None)
+    h = mfu.mfu_of(run.training_info, run.meta["system"], "gpu", [H100], rate)
     assert h["mfu"] is None and h["mfu_reason"] == "examples/s unknown (no work counter)"
 
 

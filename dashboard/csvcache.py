@@ -87,6 +87,15 @@ def _parse_whole_and_keep(
 
 def _parse_whole(path: Path, identity: tuple[int, int], numeric: bool) -> _CsvEntry:
     raw = _read_bytes(path, 0)
+    size = len(raw)
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # a spreadsheet's "Unicode text", read as sizing does
+        entry = _parse_whole_bytes(path, identity, raw.decode("utf-16", "replace").encode("utf-8"), numeric)
+        entry.consumed = size  # such a file is not a run in progress: nothing is appended to it
+        return entry
+    return _parse_whole_bytes(path, identity, raw, numeric)
+
+
+def _parse_whole_bytes(path: Path, identity: tuple[int, int], raw: bytes, numeric: bool) -> _CsvEntry:
     newline = raw.find(b"\n")
     header_bytes = raw if newline < 0 else raw[:newline]
     header = [name.strip() for name in header_bytes.decode("utf-8", "replace").strip().split(",")]

@@ -36,7 +36,7 @@ from runformat import (
 from runformat.diskfull import DISK_FULL
 from runformat.jsonio import read_object
 from runformat.progress import progress_of
-from runformat.records import RunRecord, TrainingRecord, as_record, raw_of
+from runformat.records import RunRecord, TrainingRecord, as_record, raw_of, training_framework
 from runformat.tuning import TuningTag, tuning_of
 from sizing.analysis.validate import checked_frame, gpu_memory_bytes, impossible_cells
 
@@ -80,12 +80,8 @@ class RunInfo:
 
     @property
     def framework(self) -> str:
-        """`tensorflow` or `torch` (training.json); runs from before the torch twin trained TensorFlow."""
-        if self.training_record.framework:
-            return self.training_record.framework
-        config = self.training.get("config")
-        model_garden = isinstance(config, dict) and "task" in config
-        return "tensorflow" if self.training.get("tensorflow_version") or model_garden else "n/a"
+        """`tensorflow` or `torch` (runformat.records.training_framework, as the report reads it)."""
+        return training_framework(self.training) or "n/a"
 
     @property
     def framework_version(self) -> str:

@@ -214,11 +214,14 @@ class ModelRecord:
 
 def training_framework(training: dict[str, Any]) -> str | None:
     """The framework a training.json names: its `framework`, else `tensorflow` for a Model Garden run
-    written before that field (it carries `tensorflow_version`); None where neither says."""
+    written before that field (it carries `tensorflow_version`, or a Model Garden `config` with its `task`);
+    None where none of these says."""
     named = training.get("framework")
     if isinstance(named, str) and named.strip():
         return named.strip()
-    return "tensorflow" if "tensorflow_version" in training else None
+    config = training.get("config")
+    model_garden = isinstance(config, dict) and "task" in config
+    return "tensorflow" if "tensorflow_version" in training or model_garden else None
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
         (
             "Workload signature",
             "framework (training.json `framework`; tensorflow when absent in a run with "
-            "`tensorflow_version`, written before the field; else unknown), preset, backbone, image size, "
+            "`tensorflow_version` or a Model Garden `config`, written before the field; else unknown), "
+            "preset, backbone, image size, "
             "batch size, the dtype trained in (training.json `precision`, a Keras policy such as "
             "mixed_float16 read as its dtype; float16 on a CPU is a class of its own, float16 "
             "(emulated on a CPU)) and a dataset fingerprint (a hash of training.json `dataset_info`). "

@@ -23,6 +23,8 @@ def test_workload_signature_fields_and_defaults() -> None:
     assert wl["framework"] == "tensorflow"  # no `framework` but tensorflow_version: early Model Garden
     unnamed = {k: v for k, v in info.items() if k != "tensorflow_version"}
     assert signature.workload(unnamed)["framework"] is None  # neither: not known, never guessed
+    model_garden = {**unnamed, "config": {"task": {"model": {}}}}  # a Model Garden experiment config
+    assert signature.workload(model_garden)["framework"] == "tensorflow"
     assert wl["precision"] == "float16"  # the real dtype, not a "mixed" class
     assert signature.workload({**info, "precision": "bfloat16"})["precision"] == "bfloat16"
     assert signature.workload({**info, "precision": "mixed_float16"})["precision"] == "float16"

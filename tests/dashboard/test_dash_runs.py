@@ -158,6 +158,18 @@ def test_empty_or_binary_csv_is_a_warning(tmp_path: Path, content: bytes) -> Non
     assert frame.attrs["warnings"][0].startswith("telemetry.csv ")
 
 
+def test_a_utf16_csv_is_read_as_the_report_reads_it(tmp_path: Path) -> None:
+    """A telemetry.csv saved as a spreadsheet's "Unicode text" (UTF-16 with its byte-order mark)."""
+    run_dir = make_run(tmp_path, duration_s=20, with_training=False, with_eval=False)
+    path = run_dir / "telemetry.csv"
+    plain = runs.read_telemetry(runs.open_run_dir(run_dir))
+    path.write_bytes(path.read_text(encoding="utf-8").encode("utf-16"))
+    runs.clear_caches()
+    wide = runs.read_telemetry(runs.open_run_dir(run_dir))
+    assert wide.attrs["warnings"] == [] and len(wide) == 20
+    pd.testing.assert_frame_equal(wide, plain)
+
+
 def test_csv_parsed_once_per_change_and_appends_incrementally(tmp_path: Path, monkeypatch) -> None:
     run_dir = make_run(tmp_path, duration_s=60, with_training=False, with_eval=False)
     path = run_dir / "telemetry.csv"
@@ -258,6 +270,7 @@ def test_framework_comes_from_training_json_and_older_runs_are_tensorflow(tmp_pa
     assert run({"tensorflow_version": "2.20.0"}).framework == "tensorflow"
     assert run({"config": {"task": {}}}).framework == "tensorflow"
     assert run({}).framework == "n/a"
+    assert run({"framework": 3}).framework == "n/a"  # not a name: as the report reads it
 
 
 def test_sentinel_cells_read_as_empty_in_the_charts_as_in_the_report(tmp_path: Path) -> None:

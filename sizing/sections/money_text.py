@@ -18,7 +18,7 @@ def _short(covers: str) -> str:
 
 
 NO_EXAMPLES = "no work counter: examples/s unknown"
-NO_EXAMPLES_PER_STEP = "examples per step not known: examples/s unknown"
+STEPS_ONLY = "examples per step not known: examples/s unknown"
 
 
 def energy_unknown_reason(g: Group) -> str:
@@ -29,7 +29,7 @@ def energy_unknown_reason(g: Group) -> str:
         if energy is not None and energy.total_j is None:
             return energy.missing
         if a.throughput.examples_per_s is None:
-            return NO_EXAMPLES_PER_STEP if a.throughput.steps_per_s else NO_EXAMPLES
+            return STEPS_ONLY if a.throughput.steps_per_s else NO_EXAMPLES
         if energy is None:
             return "no telemetry in the training window"
     return "no throughput to divide by"
@@ -40,7 +40,7 @@ def energy_unknown_word(reason: str) -> str:
     but no examples to divide it by), or not measured."""
     if "not attributable" in reason:
         return "not attributable"
-    return "unknown" if reason in (NO_EXAMPLES, NO_EXAMPLES_PER_STEP) else NOT_MEASURED
+    return "unknown" if reason in (NO_EXAMPLES, STEPS_ONLY) else NOT_MEASURED
 
 
 def energy_phrase(g: Group) -> str:

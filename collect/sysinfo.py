@@ -37,34 +37,31 @@ def package_versions(names: tuple[str, ...] = KEY_PACKAGES) -> dict[str, str | N
     return versions
 
 
-def cpu_model_and_sockets(proc_root: Path) -> tuple[str | None, int | None]:
+def _cpuinfo(proc_root: Path) -> list[tuple[str, str]] | None:
+    """(key, value) of each /proc/cpuinfo line, both stripped; None when it cannot be read."""
     try:
         text = (proc_root / "cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
+        return None
+    return [
+        (key.strip(), value.strip()) for key, _, value in (line.partition(":") for line in text.splitlines())
+    ]
+
+
+def cpu_model_and_sockets(proc_root: Path) -> tuple[str | None, int | None]:
+    fields = _cpuinfo(proc_root)
+    if fields is None:
         return platform.processor() or None, None
-    model = None
-    packages = set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key in ("model name", "Model", "Hardware") and model is None:
-            model = value.strip()
-        elif key == "physical id":
-            packages.add(value.strip())
+    model = next((value for key, value in fields if key in ("model name", "Model", "Hardware")), None)
+    packages = {value for key, value in fields if key == "physical id"}
     return model or platform.processor() or None, (len(packages) or 1)
 
 
 def virtual_machine(proc_root: Path) -> bool | None:
     """True when /proc/cpuinfo's flags include `hypervisor` (x86 guests), False without it, None when the
     CPU lists no flags (other architectures) or cpuinfo is unreadable."""
-    try:
-        text = (proc_root / "cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    flags = [line.partition(":")[2].split() for line in text.splitlines() if line.startswith("flags")]
-    if not flags:
-        return None
-    return "hypervisor" in flags[0]
+    flags = next((value.split() for key, value in _cpuinfo(proc_root) or [] if key == "flags"), None)
+    return None if flags is None else "hypervisor" in flags
 
 
 SIMD_FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "avx2", "fma", "neon", "asimd")
@@ -74,13 +71,8 @@ MODEL_CLOCK = re.compile(r"@\s*(\d+(?:\.\d+)?)\s*GHz", re.IGNORECASE)
 def cpu_simd(proc_root: Path) -> list[str] | None:
     """The vector-math flags of the first CPU in /proc/cpuinfo (x86 `flags`, ARM `Features`) among
     SIMD_FLAGS, in that order; None when cpuinfo lists neither (unknown, not none)."""
-    try:
-        text = (proc_root / "cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
+    for key, value in _cpuinfo(proc_root) or []:
+        if key in ("flags", "Features"):
             present = set(value.split())
             return [flag for flag in SIMD_FLAGS if flag in present]
     return None
@@ -110,16 +102,11 @@ def cpu_max_mhz(
 
 
 def _cpuinfo_mhz(proc_root: Path) -> list[float]:
-    try:
-        text = (proc_root / "cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
     found = []
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "cpu MHz":
+    for key, value in _cpuinfo(proc_root) or []:
+        if key == "cpu MHz":
             try:
-                mhz = float(value.strip())
+                mhz = float(value)
             except ValueError:
                 continue
             if 0 < mhz < 1e5:

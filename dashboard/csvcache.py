@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from dashboard import parsecache
+from runformat.textfile import text_encoding
 
 WARNINGS_ATTR = "warnings"
 
@@ -88,7 +89,7 @@ def _parse_whole_and_keep(
 def _parse_whole(path: Path, identity: tuple[int, int], numeric: bool) -> _CsvEntry:
     raw = _read_bytes(path, 0)
     size = len(raw)
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # a spreadsheet's "Unicode text", read as sizing does
+    if text_encoding(raw) == "utf-16":  # a spreadsheet's "Unicode text", read as sizing reads it
         entry = _parse_whole_bytes(path, identity, raw.decode("utf-16", "replace").encode("utf-8"), numeric)
         entry.consumed = size  # such a file is not a run in progress: nothing is appended to it
         return entry

@@ -27,6 +27,7 @@ from runformat import RUN_JSON, TELEMETRY_CSV, new_run_id, write_json_atomic
 from runformat.cli import USAGE_ERROR, OneLineParser
 from runformat.columns import GPU_SUFFIXES, gpu_column
 from runformat.gpm import GPM_SUFFIXES
+from runformat.textfile import text_encoding
 
 PROG = "python -m collect import-nvidia-smi"
 NOT_IN_LOG = "not in an nvidia-smi log (it records GPUs only)"
@@ -99,10 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def read_log(source: Path, fields: str | None, gpus: int | None) -> GpuLog:
     raw = source.read_bytes()
-    # A Windows shell's `>` may write UTF-16 with a byte-order mark, or UTF-8 with one.
-    encoding = "utf-16" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
     try:
-        text = raw.decode(encoding)
+        text = raw.decode(text_encoding(raw))
     except UnicodeDecodeError as exc:
         raise NvsmiImportError("not text: not an nvidia-smi log") from exc
     field_list = None

@@ -28,6 +28,7 @@ from runformat import (
 from runformat.layout import child_dirs
 from runformat.reader import read_run
 from runformat.records import raw_of
+from runformat.textfile import text_encoding
 from sizing.analysis.jobs import node_place
 from sizing.analysis.validate import validated_run
 from sizing.model import RunData, UsageError
@@ -44,8 +45,7 @@ def read_csv_file(path: Path, numeric: bool = True) -> tuple[pd.DataFrame, str |
         raw = path.read_bytes()
     except OSError as exc:
         return pd.DataFrame(), f"{path.name} unreadable ({exc.strerror or exc})"
-    utf16 = raw.startswith((b"\xff\xfe", b"\xfe\xff"))  # saved as "Unicode text" by a spreadsheet
-    text = raw.decode("utf-16" if utf16 else "utf-8", errors="replace")
+    text = raw.decode(text_encoding(raw), errors="replace")
     note = None
     if text and not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]

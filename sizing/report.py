@@ -33,7 +33,7 @@ from sizing.sections.speed import (
 )
 from sizing.sections.tuning import tuning_section
 from sizing.sections.validity import validity_section
-from sizing.text import fmt
+from sizing.text import fmt, steps_only_rate
 
 SectionFunction = Callable[[ReportContext], Section]
 RATE_UNIT = {False: "examples/s", True: "steps/s (examples per step not known on either side)"}
@@ -168,9 +168,9 @@ def headline(ctx: ReportContext) -> list[str]:
     base = ctx.baseline
     if base is None:
         return ["No complete run: nothing to compare.", *validity.left_out_lines(ctx)]
-    rate = f"{fmt(base.examples_per_s.mean, 3, unknown=NO_WORK_COUNTER)} examples/s"
-    if base.examples_per_s.mean is None and base.steps_per_s.mean:
-        rate = f"{fmt(base.steps_per_s.mean, 3)} steps/s, examples per step not known"
+    rate = steps_only_rate(base.examples_per_s.mean, base.steps_per_s.mean) or (
+        f"{fmt(base.examples_per_s.mean, 3, unknown=NO_WORK_COUNTER)} examples/s"
+    )
     lines = [
         f"Baseline: {base.name} ({rate}; "
         f"{mt.money_phrase(base, ctx.settings.prices)})"

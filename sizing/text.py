@@ -49,6 +49,14 @@ def fmt_spread(spread: Spread, digits: int = 2, unknown: str = "n/a") -> str:
     )
 
 
+def steps_only_rate(examples_per_s: float | None, steps_per_s: float | None) -> str | None:
+    """'420.563 steps/s, examples per step not known (--batch gives them)' for a job that counts steps but
+    not examples; None where examples/s is known or nothing was counted."""
+    if examples_per_s is not None or not steps_per_s:
+        return None
+    return f"{fmt(steps_per_s, 3)} steps/s, examples per step not known (--batch gives them)"
+
+
 def marked(text: str, is_estimate: bool) -> str:
     """The figure with ESTIMATE beside it when an estimated number went into it."""
     unknown = text.startswith("n/a") or text in (NOT_MEASURED, NO_PRICE)

@@ -22,7 +22,7 @@ from sizing.analysis.validity import (
 from sizing.context import ReportContext
 from sizing.sections import tuning as tuned_text
 from sizing.sections.money_text import energy_unknown_reason, energy_unknown_word, life_text
-from sizing.text import fmt, fmt_usd
+from sizing.text import fmt, fmt_usd, steps_only_rate
 
 MAX_CAVEATS = 3
 FAR_BELOW_PEAK_MFU = 0.10  # below this share of the dense peak, the speedup measures the code feeding the GPU
@@ -299,10 +299,9 @@ def _baseline_line(ctx: ReportContext) -> str:
     base = ctx.baseline
     if base is None:
         return ""
-    rate = fmt(base.examples_per_s.mean, 3, " examples/s", unknown="examples/s unknown")
-    if base.examples_per_s.mean is None and base.steps_per_s.mean:
-        steps = fmt(base.steps_per_s.mean, 3, " steps/s")
-        rate = f"{steps} (examples per step not known: --batch gives them)"
+    rate = steps_only_rate(base.examples_per_s.mean, base.steps_per_s.mean) or fmt(
+        base.examples_per_s.mean, 3, " examples/s", unknown="examples/s unknown"
+    )
     runs = f", {len(base.analyses)} runs" if len(base.analyses) > 1 else ""
     what = f"{base.first.hardware_name} ({base.kind.upper()})"
     return f"Against {what} training {base.first.workload_name}: {rate}{runs}{_baseline_mfu(base)}."

@@ -172,11 +172,11 @@ def test_the_baseline_of_jobs_counting_steps_only_is_the_fastest_cpu() -> None:
             _steps_only_job(reference_gpu(), "gpu")]  # fmt: skip
     report = build_report(runs, ReportSettings())
     decision = report.decision
-    assert "(0.500 steps/s, examples per step not known; " in report.headline[0]  # the summary's baseline
+    assert "(0.500 steps/s, examples per step not known (--batch gives them); " in report.headline[0]
     assert "unknown (examples per step not known)" in render_markdown(report)  # the tables' examples/s
     assert not any("no work counter" in line for line in report.headline)  # steps were counted
     assert decision.baseline.startswith("Against Crafted Xeon 8-core, 8 logical CPUs (CPU) training python")
-    assert "0.500 steps/s (examples per step not known" in decision.baseline
+    assert "0.500 steps/s, examples per step not known (--batch gives them)." in decision.baseline
     (option,) = decision.options
     assert option.line.startswith("Crafted H100: 20.0× faster in steps/s")
 

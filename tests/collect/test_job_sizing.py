@@ -113,7 +113,7 @@ def test_the_same_untouched_job_on_the_cpu_and_a_gpu_compares_like_for_like_in_s
     assert "× the baseline's steps/s (examples per step not known on either side)" in report["headline"][1]
     (option,) = report["decision"]["options"]
     assert "faster in steps/s (examples per step not known; within-run " in option["line"]
-    baseline_rate = f"{rates[cpu.name]:,.3f} steps/s (examples per step not known: --batch gives them)"
+    baseline_rate = f"{rates[cpu.name]:,.3f} steps/s, examples per step not known (--batch gives them)"
     assert baseline_rate in report["decision"]["baseline"]
     gpu_run = next(r for r in report["runs"] if r["run_id"] == gpu.name)
     reason = gpu_run["headroom"]["mfu_not_known_reason"]

@@ -59,6 +59,7 @@ class Decision:
 
 
 def _interval(i: sp.SpeedupInterval | None, g: Group) -> str:
+    """What bounds the speedup ("95 % CI 6.4–9.4×" and the like), for its parentheses; "" where nothing."""
     if i is None:
         return ""
     span = f"{i.low:.1f}–{i.high:.1f}×"
@@ -66,10 +67,10 @@ def _interval(i: sp.SpeedupInterval | None, g: Group) -> str:
     if len(g.analyses) > 1 and machines is not None and machines > 1:
         span += f", {len(g.analyses)} runs on {machines} machines"
     if i.basis == sp.REPEATS:
-        return f" (95 % CI {span})"
+        return f"95 % CI {span}"
     if i.basis == sp.ONE_SIDE:
-        return f" (range {span} over repeats of one side)"
-    return f" (within-run {span}; {sp.SPREAD_NOT_MEASURED})"
+        return f"range {span} over repeats of one side"
+    return f"within-run {span}; {sp.SPREAD_NOT_MEASURED}"
 
 
 def _energy(g: Group) -> str:
@@ -156,17 +157,17 @@ def option(c: Comparison, ctx: ReportContext) -> Option:
         if c.speedup is None
         else f"{c.speedup:.1f}× " + ("faster" if c.speedup >= 1 else "as fast")
     )
-    interval = _interval(c.interval, g)
+    notes = [_interval(c.interval, g)]
     if c.in_steps and c.speedup is not None:
-        note = "examples per step not known"
-        speed += f" in steps/s ({note}; {interval[2:]}" if interval else f" in steps/s ({note})"
-        interval = ""
+        speed += " in steps/s"
+        notes.insert(0, "examples per step not known")
+    speed += f" ({'; '.join(n for n in notes if n)})" if any(notes) else ""
     usd_text, usd, energy_only = _usd(g)
     room, mfu, label = _headroom(g)
     if idle:  # no utilization verdict of a GPU that did no work
         room = (f"MFU {mfu * 100:.2g} %" if mfu is not None else "MFU not known") + f": {IDLE_MARK}"
     even = _break_even(c, ctx)
-    parts = [f"{speed}{interval}",
+    parts = [speed,
              f"{_energy(g)} and {usd_text} per 1,000 examples", even, room,
              tuned_text.clause(pair) if pair and pair.same_task else ""]  # fmt: skip
     line = f"{name}: " + "; ".join(p for p in parts if p) + "."

@@ -278,6 +278,7 @@ def test_cli_defaults_bind_localhost(tmp_path: Path) -> None:
 def test_cli_serves_with_debug_off(tmp_path: Path, monkeypatch) -> None:
     served: dict[str, Any] = {}
     monkeypatch.setattr("dash.Dash.run", lambda self, **kwargs: served.update(kwargs))
+    monkeypatch.setattr(cli, "_cannot_listen", lambda host, port: None)  # whatever else holds 8123 here
     assert cli.main(["--data-dir", str(tmp_path), "--port", "8123"]) == 0
     assert served == {"host": "127.0.0.1", "port": 8123, "debug": False}
 

@@ -56,23 +56,9 @@ def read_csv_file(path: Path, numeric: bool = True) -> tuple[pd.DataFrame, str |
         frame = pd.read_csv(io.StringIO(text), on_bad_lines="skip")
     except (ValueError, pd.errors.ParserError) as exc:
         return pd.DataFrame(), f"{path.name} unparseable ({exc})".splitlines()[0]
-    missing = _missing_columns(frame, path.name)
-    if missing:
-        header = ", ".join(str(name) for name in list(frame.columns)[:4])
-        return pd.DataFrame(), f"{path.name} has no {missing} (its header begins {header[:80]!r}): not read"
     if numeric:
         frame = frame.apply(pd.to_numeric, errors="coerce")
     return frame, note
-
-
-def _missing_columns(frame: pd.DataFrame, name: str) -> str | None:
-    """What a file lacks without which none of its rows can be placed in time."""
-    columns = {str(column).strip() for column in frame.columns}
-    if name == TELEMETRY_CSV and not columns & {"time_unix", "elapsed_s"}:
-        return "time_unix or elapsed_s column"
-    if name == TRAINING_CSV and not {"time_unix", "step"} <= columns:
-        return "time_unix and step columns"
-    return None
 
 
 def load_run_dir(path: Path) -> RunData:

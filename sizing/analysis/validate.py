@@ -39,9 +39,14 @@ def checked_object(data: object, file: str, record: type) -> tuple[dict, str | N
 
 
 def checked_frame(frame: pd.DataFrame, file: str) -> tuple[pd.DataFrame, list[str]]:
-    """Numeric cells finite or NaN (inf and text read as empty); rows with a finite time, in time order."""
+    """Numeric cells finite or NaN (inf and text read as empty); rows with a finite time, in time order;
+    a file none of whose rows can be placed in time, not read."""
     if frame.empty:
         return frame, []
+    missing = _unplaced(frame, file)
+    if missing:
+        header = ", ".join(str(name) for name in list(frame.columns)[:4])
+        return frame.iloc[0:0], [f"{file} has no {missing} (its header begins {header[:80]!r}): not read"]
     text = TEXT_COLUMNS.get(file, ())
     numeric = frame
     convert = [c for c in frame.columns if c not in text and not is_numeric_dtype(frame[c])]
@@ -80,6 +85,17 @@ def checked_frame(frame: pd.DataFrame, file: str) -> tuple[pd.DataFrame, list[st
         problems.append(f"{file}: {int(repeated.sum())} row(s) repeat an earlier row's time: the first kept")
         numeric = numeric[~repeated.to_numpy()]
     return numeric.reset_index(drop=True), problems
+
+
+def _unplaced(frame: pd.DataFrame, file: str) -> str | None:
+    """What a file lacks without which none of its rows can be placed in time (another tool's names for
+    the columns, another separator, a file read in the wrong encoding)."""
+    columns = {str(column).strip() for column in frame.columns}
+    if file == TELEMETRY_CSV and not columns & {"time_unix", "elapsed_s"}:
+        return "time_unix or elapsed_s column"
+    if file == TRAINING_CSV and not {"time_unix", "step"} <= columns:
+        return "time_unix and step columns"
+    return None
 
 
 def impossible_cells(

@@ -227,3 +227,16 @@ def test_utf16_telemetry_is_read_and_timeless_telemetry_is_left_unread(tmp_path:
     else:
         assert run.telemetry.empty
         assert any("telemetry.csv has no time_unix or elapsed_s column" in w for w in report.warnings)
+
+
+@pytest.mark.skipif(GPU_RUN is None, reason="no GPU run with phases in data/examples")
+def test_the_sizing_tab_leaves_timeless_telemetry_unread_as_the_report_does(tmp_path: Path) -> None:
+    """The dashboard parses the CSVs itself; the rule lives in the checks both apply, so its Sizing tab does
+    not size a GPU run through telemetry with no time (which crashed its shared-board check)."""
+    assert GPU_RUN is not None
+    run_dir = tmp_path / "runs" / GPU_RUN.name
+    shutil.copytree(GPU_RUN, run_dir)
+    timeless(run_dir / "telemetry.csv")
+    text = all_text(sizing_view.sizing_content(tmp_path, [run_dir.name], DEFAULTS))
+    assert "could not be sized (" not in text and "Baseline:" in text
+    assert "telemetry.csv has no time_unix or elapsed_s column" in text

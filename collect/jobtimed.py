@@ -34,7 +34,7 @@ from runformat.cli import USAGE_ERROR
 
 NO_GPU = 1
 SHOWN_LAST_LINES = 8
-_PRECISION = re.compile(r"^[a-z][a-z0-9_-]{1,31}$")
+_PRECISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")  # float32, bf16-mixed, 16-mixed, FP16
 
 
 def add_progress_options(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +51,7 @@ def add_progress_options(parser: argparse.ArgumentParser) -> None:
         "--workload-name", help="what the job is (runs that share it compare; default: COMMAND)"
     )
     parser.add_argument("--batch", type=int, help="the job's global batch (examples per step): examples/s")
-    parser.add_argument("--precision", help="what the job trains in: float32, bfloat16, mixed_float16...")
+    parser.add_argument("--precision", help="what the job trains in: float32, bf16-mixed, mixed_float16...")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,7 +23,14 @@ import pandas as pd
 from runformat.records import training_framework
 from sizing.model import gpu_indices, number, values_of
 
-POLICY_DTYPES = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
+# How frameworks and labs spell a dtype (Keras policies, Lightning's precision flags, fp16/bf16 flags):
+# one spelling per dtype, so float32 and FP32 are the same work. Mixed precision reads as its compute dtype.
+DTYPE_ALIASES = {
+    **dict.fromkeys(("fp32", "f32", "32", "32-true", "single", "tf32"), "float32"),
+    **dict.fromkeys(("fp16", "f16", "half", "16", "16-mixed", "16-true", "mixed_float16"), "float16"),
+    **dict.fromkeys(("bf16", "bf16-mixed", "bf16-true", "mixed_bfloat16"), "bfloat16"),
+    **dict.fromkeys(("fp64", "f64", "64", "64-true", "double"), "float64"),
+}
 CPU_EMULATED_DTYPES = {"float16"}
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of a CPU with native bfloat16 math
 EMULATED_ON_CPU = "emulated on a CPU"
@@ -65,11 +72,11 @@ def asked_for_a_gpu_ran_on_cpu(meta: dict, training_info: dict) -> str | None:
 
 
 def precision_class(precision: object, kind: str | None = None) -> str | None:
-    """The dtype trained in (a Keras policy name read as its dtype); float16 on a CPU is marked emulated,
-    a class of its own (many times slower than float16 on a GPU)."""
+    """The dtype trained in, however it is spelled (DTYPE_ALIASES); float16 on a CPU is marked emulated, a
+    class of its own (many times slower than float16 on a GPU)."""
     if not isinstance(precision, str) or not precision.strip():
         return None
-    dtype = POLICY_DTYPES.get(precision.strip().lower(), precision.strip().lower())
+    dtype = DTYPE_ALIASES.get(precision.strip().lower(), precision.strip().lower())
     return f"{dtype} ({EMULATED_ON_CPU})" if kind == "cpu" and dtype in CPU_EMULATED_DTYPES else dtype
 
 

@@ -65,8 +65,10 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "framework (training.json `framework`; tensorflow when absent in a run with "
             "`tensorflow_version` or a Model Garden `config`, written before the field; else unknown), "
             "preset, backbone, image size, "
-            "batch size, the dtype trained in (training.json `precision`, a Keras policy such as "
-            "mixed_float16 read as its dtype; float16 on a CPU is a class of its own, float16 "
+            "batch size, the dtype trained in (training.json `precision`, however a framework spells it: "
+            "FP32, 32-true and tf32 read as float32, fp16, half, 16-mixed and the Keras policy "
+            "mixed_float16 as float16, bf16, bf16-mixed and mixed_bfloat16 as bfloat16; float16 on a "
+            "CPU is a class of its own, float16 "
             "(emulated on a CPU)) and a dataset fingerprint (a hash of training.json `dataset_info`). "
             "A field the run does not record is unknown.",
         ),

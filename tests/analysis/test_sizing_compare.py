@@ -35,6 +35,29 @@ def test_workload_signature_fields_and_defaults() -> None:
     assert signature.workload({**info, "dataset_info": {"seed": 1}})["dataset"] != wl["dataset"]
 
 
+@pytest.mark.parametrize(
+    ("spelled", "dtype"),
+    [("FP32", "float32"), ("32-true", "float32"), ("tf32", "float32"), ("fp16", "float16"),
+     ("16-mixed", "float16"), ("half", "float16"), ("BF16", "bfloat16"), ("bf16-mixed", "bfloat16"),
+     ("mixed_bfloat16", "bfloat16"), ("fp8", "fp8")],
+)  # fmt: skip
+def test_a_dtype_is_one_class_however_a_framework_spells_it(spelled: str, dtype: str) -> None:
+    info = reference_gpu().training_info
+    assert signature.workload({**info, "precision": spelled})["precision"] == dtype
+    plain = signature.workload({**info, "precision": dtype})
+    assert signature.differences(plain, signature.workload({**info, "precision": spelled})) == []
+
+
+def test_a_job_declared_fp32_compares_with_one_declared_float32() -> None:
+    """A lab's GPU job declared `--precision FP32`, its CPU run float32: the same work, and the MFU's peak
+    is the GPU's TF32 one, not 'no peak for precision fp32'."""
+    gpu = with_info(reference_gpu(), precision="FP32")
+    data = to_json(build_report([reference_cpu(), gpu], ReportSettings()))
+    (comparison,) = data["comparisons"]
+    assert comparison["like_for_like"] is True and comparison["differences"] == []
+    assert "no peak for precision" not in str(data)
+
+
 def test_mismatched_workloads_are_compared_but_marked() -> None:
     """The issue's case: a CPU small/batch-2 baseline against a GPU standard/640 px/batch-16 run."""
     gpu = with_info(reference_gpu(), preset="standard", backbone="resnet50", image_size=640, batch_size=16,

@@ -260,6 +260,7 @@ def test_gpu_problems_are_one_line_and_exit_1_before_anything_is_recorded(
         (["--progress-regex", "(?P<step>"], [PY], "--progress-regex '(?P<step>': not a regular expression"),
         (["--batch", "0"], [PY], "--batch must be at least 1"),
         (["--precision", "Float 32"], [PY], "--precision 'Float 32': expected a dtype name"),
+        (["--precision", "_bf16"], [PY], "--precision '_bf16': expected a dtype name"),
         ([], ["no-such-program-xyz"], "no-such-program-xyz: command not found"),
         (["--preset", "small"], [PY], "unrecognized arguments: --preset small"),
     ],
@@ -274,6 +275,12 @@ def test_usage_errors_are_one_line_and_exit_2(
         code = int(str(exc.code))
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1 and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("precision", ["16-mixed", "bf16-mixed", "32-true", "FP16", "mixed_float16"])
+def test_precision_takes_the_spellings_frameworks_use(precision: str) -> None:
+    args = jobtimed.build_parser().parse_args(["5s", "--precision", precision])
+    assert jobtimed.options_problem(args, [PY]) is None
 
 
 def test_collect_run_with_a_progress_option_writes_the_step_log_and_without_one_does_not(

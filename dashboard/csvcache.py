@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from dashboard import parsecache
-from runformat.textfile import text_encoding
+from runformat.textfile import absent_because, text_encoding
 
 WARNINGS_ATTR = "warnings"
 
@@ -46,7 +46,7 @@ class CsvCache:
         try:
             stat = path.stat()
         except OSError:
-            missing = [f"{path.name} is missing"] if required else []
+            missing = [absent_because(path)] if required else []
             return with_warnings(pd.DataFrame(), missing)
         identity, stamp = (stat.st_dev, stat.st_ino), (stat.st_mtime_ns, stat.st_size)
         with self._lock:

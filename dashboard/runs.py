@@ -37,6 +37,7 @@ from runformat.diskfull import DISK_FULL
 from runformat.jsonio import read_object
 from runformat.progress import progress_of
 from runformat.records import RunRecord, TrainingRecord, as_record, raw_of, training_framework
+from runformat.textfile import absent_because
 from runformat.tuning import TuningTag, tuning_of
 from sizing.analysis.validate import checked_frame, gpu_memory_bytes, impossible_cells
 
@@ -245,7 +246,7 @@ def _load_run(path: Path, run_id: str, kind: str) -> RunInfo:
     if note:
         warnings.append(note)
     if not (path / TELEMETRY_CSV).is_file():
-        warnings.append(f"{TELEMETRY_CSV} is missing")
+        warnings.append(absent_because(path / TELEMETRY_CSV))
     return RunInfo(run_id, path, kind, files.meta, training, files.evaluation or {}, tuple(warnings))
 
 

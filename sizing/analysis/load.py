@@ -28,19 +28,17 @@ from runformat import (
 from runformat.layout import child_dirs
 from runformat.reader import read_run
 from runformat.records import raw_of
-from runformat.textfile import text_encoding
+from runformat.textfile import absent_because, text_encoding
 from sizing.analysis.jobs import node_place
 from sizing.analysis.validate import validated_run
 from sizing.model import RunData, UsageError
-
-COMPRESSED = (".gz", ".xz", ".bz2", ".zst", ".zip")  # an archived run's CSVs
 
 
 def read_csv_file(path: Path, numeric: bool = True) -> tuple[pd.DataFrame, str | None]:
     """The complete rows of a CSV; a truncated last line is dropped (and said)."""
     if not path.is_file():
-        packed = [name for suffix in COMPRESSED if (path.parent / (name := path.name + suffix)).is_file()]
-        return pd.DataFrame(), f"{packed[0]} is compressed: decompress it to read it" if packed else None
+        why = absent_because(path)
+        return pd.DataFrame(), None if why.endswith(" is missing") else why
     try:
         raw = path.read_bytes()
     except OSError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 from pathlib import Path
@@ -109,6 +110,20 @@ def test_missing_files_give_empty_frames(data_dir: Path, run_ids: dict[str, str]
     assert runs.read_detections(run) == {}
     assert runs.read_telemetry(run).empty
     assert runs.run_warnings(run) == ["telemetry.csv is missing"]
+
+
+def test_an_archived_telemetry_csv_is_named_not_called_missing(
+    data_dir: Path, run_ids: dict[str, str]
+) -> None:
+    """As the sizing report says it: the run's telemetry lies beside it compressed."""
+    run_dir = data_dir / "runs" / run_ids["gpu"]
+    telemetry = run_dir / "telemetry.csv"
+    (run_dir / "telemetry.csv.gz").write_bytes(gzip.compress(telemetry.read_bytes()))
+    telemetry.unlink()
+    run = runs.get_run(data_dir, run_ids["gpu"])
+    compressed = "telemetry.csv.gz is compressed: decompress it to read it"
+    assert runs.run_warnings(run) == [compressed]
+    assert runs.read_telemetry(run).attrs["warnings"] == [compressed]
 
 
 def test_training_and_phases(data_dir: Path, run_ids: dict[str, str]) -> None:

@@ -136,8 +136,10 @@ def number(value: object) -> float | None:
 
 
 def times_of(telemetry: pd.DataFrame) -> np.ndarray:
-    if telemetry.empty or "time_unix" not in telemetry:
-        return np.array([])
+    """time_unix as floats, one per row (NaN where unknown, all NaN without the column): a mask made from
+    it always fits the frame."""
+    if "time_unix" not in telemetry:
+        return np.full(len(telemetry), np.nan)
     return pd.to_numeric(telemetry["time_unix"], errors="coerce").to_numpy(dtype=float)
 
 

@@ -76,7 +76,7 @@ def temperature_summaries(
 ) -> list[ThermalSummary]:
     """Peak and time at or above threshold_c for the CPU sensor and every GPU."""
     times = times_of(telemetry)
-    if times.size == 0:
+    if not np.isfinite(times).any():
         return []
     intervals = sample_intervals(times, nominal_interval_s)
     found = []
@@ -101,7 +101,7 @@ def gpu_throttling(
 ) -> list[ThrottleSummary]:
     """Per GPU and per reason category present at least once: samples, events and time."""
     times = times_of(telemetry)
-    if times.size == 0:
+    if not np.isfinite(times).any():
         return []
     intervals = sample_intervals(times, nominal_interval_s)
     found = []

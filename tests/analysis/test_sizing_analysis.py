@@ -17,7 +17,7 @@ from sizing.analysis import money, thermal
 from sizing.analysis import throughput as tp
 from sizing.analysis.run import RunAnalysis, analyse_run
 from sizing.analysis.stats import ratio_ci95, spread, t95
-from sizing.model import Prices, Thresholds, count_events, train_windows
+from sizing.model import Prices, Thresholds, count_events, times_of, train_windows
 
 PRICES = Prices(
     tariff_per_kwh=0.15, cpu_price=1000.0, gpu_price=2000.0, amortise_years=3.0, value_per_hour=10.0
@@ -196,6 +196,15 @@ def test_gpu_reasons_decoded_by_category(gpu: RunAnalysis) -> None:
 def test_each_nvml_reason_has_its_category(bits: int, categories: set[str]) -> None:
     telemetry = telemetry_frame(0.0, 3, gpu0_throttle_reasons=float(bits))
     assert {t.category for t in thermal.gpu_throttling(telemetry, 1.0)} == categories
+
+
+def test_times_fit_their_frame_even_without_a_time_column() -> None:
+    """A mask made from a frame's times always fits the frame (an empty array indexed nothing)."""
+    timeless = pd.DataFrame({"gpu0_util_pct": [10.0, 20.0, 30.0]})
+    assert times_of(timeless).shape == (3,) and np.isnan(times_of(timeless)).all()
+    assert timeless[times_of(timeless) < 5.0].empty
+    assert thermal.temperature_summaries(timeless, 80.0, 1.0) == []
+    assert thermal.gpu_throttling(timeless, 1.0) == []
 
 
 def test_count_events_and_windows() -> None:

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
 from runformat import (
+    EXAMPLES_SUBDIR,
     PHASES_CSV,
     RUN_JSON,
+    RUNS_SUBDIR,
     TELEMETRY_CSV,
     TRAINING_CSV,
     TRAINING_JSON,
@@ -29,6 +32,7 @@ from runformat.layout import child_dirs
 from runformat.reader import read_run
 from runformat.records import raw_of
 from runformat.textfile import absent_because, text_encoding
+from sizing.analysis.copies import same_measurement
 from sizing.analysis.jobs import node_place
 from sizing.analysis.validate import validated_run
 from sizing.model import RunData, UsageError
@@ -109,16 +113,36 @@ def _is_run_dir(path: Path) -> bool:
     return any((path / name).is_file() for name in RUN_FILES)
 
 
+SEARCH_DEPTH = 6  # runs copied into a tree: data/<machine>/runs/<id>, an unpacked archive's data/runs/<id>
+NOT_RUN_TREES = frozenset({"datasets", "node_modules", "__pycache__"})
+
+
+def _run_dirs_below(path: Path, depth: int) -> list[Path]:
+    """The run directories under `path`, at most `depth` levels down; a run directory's own folders and
+    hidden ones are not searched."""
+    found = []
+    for child in child_dirs(path):
+        if child.name.startswith(".") or child.name in NOT_RUN_TREES:
+            continue
+        if _is_run_dir(child):
+            found.append(child)
+        elif depth > 1:
+            found += _run_dirs_below(child, depth - 1)
+    return found
+
+
 def runs_under(path: Path) -> list[Path]:
-    """A run directory itself; else the run directories in it (a folder of runs), and for a data
-    directory those in its runs/ and examples/ (runformat.run_dirs: an id in both once, from runs/).
-    [path] when it holds none, so that its own error names it."""
+    """A run directory itself; else every run directory under it, SEARCH_DEPTH levels down (a folder of
+    runs, a data directory, runs copied from another machine into a folder of their own), an id in both
+    runs/ and examples/ once, from runs/ (runformat.run_dirs). [path] when it holds none, so that its own
+    error names it."""
     if _is_run_dir(path):
         return [path]
-    found: dict[str, Path] = {}
-    for candidate in (*run_dirs(path), *child_dirs(path)):
-        if candidate.name not in found and _is_run_dir(candidate):
-            found[candidate.name] = candidate
+    shadowed = {path / EXAMPLES_SUBDIR / run.name for run in child_dirs(path / RUNS_SUBDIR)}
+    found: dict[Path, Path] = {}
+    for candidate in (*run_dirs(path), *_run_dirs_below(path, SEARCH_DEPTH)):
+        if candidate not in shadowed and _is_run_dir(candidate):
+            found.setdefault(candidate.resolve(), candidate)
     return list(found.values()) or [path]
 
 
@@ -129,12 +153,31 @@ def load_runs(data_dir: Path, specs: Sequence[str]) -> list[RunData]:
     given_twice = sorted({p.name for p in paths if paths.count(p) > 1})
     if given_twice:
         raise UsageError(f"run given twice: {', '.join(given_twice)}")
-    runs = [load_run_dir(path) for path in paths]
-    ids = [r.run_id for r in runs]
-    duplicates = sorted({i for i in ids if ids.count(i) > 1 and not _nodes_of_one_job(runs, i)})
-    if duplicates:
-        raise UsageError(f"run given twice: {', '.join(duplicates)}")
-    return runs
+    return _one_per_id([load_run_dir(path) for path in paths], paths)
+
+
+def _one_per_id(runs: list[RunData], paths: list[Path]) -> list[RunData]:
+    """The runs with a copy of one under the same id (a backup, a second unpacked archive: every file
+    read the same) counted once, the first found, with a warning; the same id for different measurements
+    is refused, except for the nodes of one multi-node job."""
+    kept: list[RunData] = []
+    where: dict[str, Path] = {}
+    for run, path in zip(runs, paths, strict=True):
+        first = next((i for i, k in enumerate(kept) if k.run_id == run.run_id), None)
+        if first is None or _nodes_of_one_job(runs, run.run_id):
+            kept.append(run)
+            where.setdefault(run.run_id, path)
+        elif kept[first].meta == run.meta and same_measurement(kept[first], run):
+            note = (
+                f"{run.run_id}: also at {path}, the same measurement: counted once, "
+                f"from {where[run.run_id]}"
+            )
+            kept[first] = replace(kept[first], warnings=(*kept[first].warnings, note))
+        else:
+            raise UsageError(
+                f"run given twice: {run.run_id} ({where[run.run_id]} and {path} differ: give one of them)"
+            )
+    return kept
 
 
 def _nodes_of_one_job(runs: Sequence[RunData], run_id: str) -> bool:

@@ -271,8 +271,8 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
         found.append((UNSURE, f"Left out as incomplete: {named}."))
     analyses = [a for c in options for a in c.group.analyses] + (list(base.analyses) if base else [])
     found += [(UNSURE, text if text.endswith(".") else f"{text}.") for a in analyses for text in a.caveats]
-    if any(c.interval is None or c.interval.basis != sp.REPEATS for c in options):
-        found.append((UNSURE, f"One run a side: {sp.SPREAD_NOT_MEASURED}; repeat the runs to bound it."))
+    single = _single_runs(options, base)
+    found += [(UNSURE, single)] if single else []
     unrecorded = [
         a.run_id for c in options for a in c.group.analyses if a.verdict.numbers.get("cpu_util_pct") is None
     ]
@@ -389,3 +389,18 @@ def decision_json(d: Decision) -> dict:
         "caveats": list(d.caveats),
         "caveats_not_shown": d.caveats_not_shown,
     }  # fmt: skip
+
+
+def _single_runs(options: Sequence[Comparison], base: Group | None) -> str | None:
+    """Which side's run-to-run spread is not measured: one run a side, or the one side with a single run."""
+    if not options or all(c.interval is not None and c.interval.basis == sp.REPEATS for c in options):
+        return None
+    once = [c.group.name for c in options if len(c.group.analyses) < 2]
+    base_once = base is not None and len(base.analyses) < 2
+    if base_once and once:
+        return f"One run a side: {sp.SPREAD_NOT_MEASURED}; repeat the runs to bound it."
+    if base_once:
+        return f"One run of the baseline: its {sp.SPREAD_NOT_MEASURED}; repeat it to bound it."
+    if once:
+        return f"One run of {', '.join(once)}: its {sp.SPREAD_NOT_MEASURED}; repeat it to bound it."
+    return None

@@ -370,3 +370,30 @@ def test_a_gpu_that_did_no_work_marks_its_option_and_invalidates_it(util: float,
     assert bool(said) is idle
     if idle:
         assert said[0] == decision.caveats[0] and "the rate is its host's, not a GPU's" in said[0]
+
+
+def test_the_caveat_names_the_side_whose_spread_is_not_measured() -> None:
+    """Repeats on one side only: 'One run a side' would say the repeated side was run once too."""
+    def every_caveat(runs: list[RunData]) -> list[str]:
+        ctx = build_report(runs, ReportSettings()).context
+        return [text for _, text in dc.caveats(ctx, dc._gpu_options(ctx))]
+
+    gpus = [gpu_at("gpu-a", 0.1), gpu_at("gpu-b", 0.101)]
+    caveats = every_caveat([reference_cpu(), *gpus])
+    assert "One run of the baseline: its run-to-run spread not measured; repeat it to bound it." in caveats
+    assert not any(c.startswith("One run a side") for c in caveats)
+    cpus = [renamed(reference_cpu(), "cpu-a"), _slower(renamed(reference_cpu(), "cpu-b"))]
+    report = build_report([*cpus, reference_gpu()], ReportSettings())
+    name = next(g.name for g in report.context.groups if g.kind == "gpu")
+    once = f"One run of {name}: its run-to-run spread not measured; repeat it to bound it."
+    assert once in every_caveat([*cpus, reference_gpu()])
+    alone = every_caveat([reference_cpu(), reference_gpu()])
+    assert "One run a side: run-to-run spread not measured; repeat the runs to bound it." in alone
+
+
+def _slower(run: RunData) -> RunData:
+    """The run with each step 1 % longer: a repeat, not a copy of the same measurement."""
+    frame = run.training.copy()
+    start = frame["time_unix"].iloc[0]
+    frame["time_unix"] = start + (frame["time_unix"] - start) * 1.01
+    return replace(run, training=frame)

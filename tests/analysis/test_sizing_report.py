@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from sizingfixtures import reference_cpu, reference_gpu, write_run
+from sizingfixtures import reference_cpu, reference_gpu, renamed, write_run
 
 from sizing import Prices, ReportSettings, build_report
 from sizing import cli as report
@@ -303,6 +304,35 @@ def test_a_folder_of_runs_or_a_data_directory_sizes_every_run_in_it(crafted_data
     empty.mkdir()
     assert report.main([str(empty), "--out", str(out)]) == 2
     assert "nothing to size: run 'empty' has neither" in capsys.readouterr().err
+
+
+def test_runs_copied_deeper_into_a_data_directory_are_found_and_a_backup_counted_once(
+    crafted_data_dir: Path, capsys
+) -> None:
+    """The GPU machine's runs unpacked into data/gpu-box/runs/ were not seen: "No GPU run to compare". A
+    backup of one under the same id is one measurement; the same id for two different ones is refused."""
+    from sizing.analysis.load import load_runs
+
+    data = crafted_data_dir
+    (data / "runs" / "ref-gpu").rename(data / "moved")
+    write_run(data / "gpu-box" / "home" / "runs", reference_gpu())
+    write_run(data / "backup" / "old", reference_gpu())
+    write_run(data / "examples" / "ref-cpu" / "nested", renamed(reference_gpu(), "in-a-run"))  # not searched
+    write_run(data / "datasets" / "waldo", renamed(reference_gpu(), "in-a-dataset"))  # not searched
+    whole = load_runs(data, [str(data)])
+    assert sorted(r.run_id for r in whole) == ["moved", "ref-cpu", "ref-gpu"]
+    (gpu,) = [r for r in whole if r.run_id == "ref-gpu"]
+    assert gpu.warnings[-1] == (
+        f"ref-gpu: also at {(data / 'gpu-box' / 'home' / 'runs' / 'ref-gpu').resolve()}, the same "
+        f"measurement: counted once, from {(data / 'backup' / 'old' / 'ref-gpu').resolve()}"
+    )
+    shutil.rmtree(data / "gpu-box" / "home" / "runs" / "ref-gpu")
+    write_run(data / "gpu-box" / "home" / "runs", renamed(reference_cpu(), "ref-gpu"))
+    out = data / "report.md"
+    assert report.main([str(data), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m sizing: error: run given twice: ref-gpu (") and err.count("\n") == 1
+    assert "differ: give one of them" in err
 
 
 def test_an_out_that_cannot_be_written_is_one_line_and_no_temporary(crafted_data_dir: Path, capsys) -> None:

@@ -210,6 +210,15 @@ def _same_work(c: Comparison, ctx: ReportContext) -> bool:
     return c.like_for_like or bool(pair and pair.same_task)
 
 
+def _not_the_same_work(options: Sequence[Comparison]) -> str:
+    """No option trains the baseline's workload: known to differ, or only not known to be the same."""
+    if any(c.differences for c in options):
+        return "No GPU run trains the baseline's workload: no speedup compares the same work."
+    unknown = ", ".join(dict.fromkeys(f for c in options for f in c.unknown_fields))
+    return (f"No GPU run is known to train the baseline's workload ({unknown} not recorded): no speedup is "
+            "known to compare the same work.")  # fmt: skip
+
+
 def _like_for_like_elsewhere(ctx: ReportContext, options: Sequence[Comparison]) -> list[str]:
     """For GPU options not like for like with the baseline: another CPU group of the report that trains
     their workload, and the --baseline that compares them; one line per such CPU group."""
@@ -251,9 +260,7 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
         if options and _no_cpu_group(ctx):
             found.append((UNSURE, f"{NO_CPU_RUN}: the lines compare GPUs with a GPU, not with CPUs."))
     if options and not any(_same_work(c, ctx) for c in options):
-        found.append(
-            (INVALIDATES, "No GPU run trains the baseline's workload: no speedup compares the same work.")
-        )
+        found.append((INVALIDATES, _not_the_same_work(options)))
     found += [(INVALIDATES, text) for text in _like_for_like_elsewhere(ctx, options)]
     for c in options:
         own = sp.repeats_disagree(c.group.analyses)

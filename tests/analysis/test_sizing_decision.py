@@ -397,3 +397,17 @@ def _slower(run: RunData) -> RunData:
     start = frame["time_unix"].iloc[0]
     frame["time_unix"] = start + (frame["time_unix"] - start) * 1.01
     return replace(run, training=frame)
+
+
+def test_a_workload_only_not_known_to_match_is_not_said_to_differ() -> None:
+    """No batch size on record: the runs may train the same work, so the caveat must not say they do not."""
+    unknown = {k: v for k, v in reference_gpu().training_info.items() if k != "batch_size"}
+    gpu = replace(reference_gpu(), training_info=unknown)
+    caveats = build_report([reference_cpu(), gpu], ReportSettings()).decision.caveats
+    assert (
+        "No GPU run is known to train the baseline's workload (batch_size not recorded): no speedup is known "
+        "to compare the same work." in caveats
+    )
+    differs = with_info(reference_gpu(), batch_size=8)
+    caveats = build_report([reference_cpu(), differs], ReportSettings()).decision.caveats
+    assert "No GPU run trains the baseline's workload: no speedup compares the same work." in caveats

@@ -93,6 +93,8 @@ def load_run_dir(path: Path) -> RunData:
 
 def resolve_run(data_dir: Path, spec: str) -> Path:
     """A run id under data_dir/runs or data_dir/examples, else a run directory path."""
+    if not spec.strip():
+        raise UsageError("an empty run given (an unset shell variable?): name a run id or directory")
     if is_valid_run_id(spec):
         found = resolve_run_dir(data_dir, spec)
         if found is not None:

@@ -304,6 +304,10 @@ def test_a_folder_of_runs_or_a_data_directory_sizes_every_run_in_it(crafted_data
     empty.mkdir()
     assert report.main([str(empty), "--out", str(out)]) == 2
     assert "nothing to size: run 'empty' has neither" in capsys.readouterr().err
+    assert report.main(["", "--data-dir", str(crafted_data_dir), "--out", str(out)]) == 2  # "$RUN" unset
+    assert capsys.readouterr().err == (
+        "python -m sizing: error: an empty run given (an unset shell variable?): name a run id or directory\n"
+    )
 
 
 def test_runs_copied_deeper_into_a_data_directory_are_found_and_a_backup_counted_once(

@@ -127,6 +127,18 @@ def working_gpus(samples: pd.DataFrame, gpus: list[int], attribution_known: bool
     return busy or gpus
 
 
+def charged_that_worked(charged: Charged, samples: pd.DataFrame) -> Charged:
+    """With no record of which GPUs trained: those that did work in `samples` (working_gpus) where others
+    idled, so idle neighbours are neither charged, priced nor named; otherwise `charged` as it is."""
+    busy = working_gpus(samples, charged.columns, attribution_known=False)
+    if charged.known or len(charged.columns) < 2 or len(busy) == len(charged.columns):
+        return charged
+    idle = ", ".join(f"gpu{i}" for i in charged.columns if i not in busy)
+    how = (f"the {len(busy)} of {len(charged.columns)} GPUs that did work ({idle} under 1 % busy; which "
+           "trained is not recorded)")  # fmt: skip
+    return charged._replace(columns=busy, how=how)
+
+
 def energy_warnings(run_id: str, kind: str, energy: en.Energy | None) -> list[str]:
     """What the energy figure lacks, and what its sources' checks found."""
     if energy is None:
@@ -257,6 +269,7 @@ def analyse_run(
         measured, window = samples_in(telemetry, training_window), training_window
     span = spans.measurement_span(telemetry, meta, kind, gpus, window)
     measured = spans.verdict_samples(measured, span)
+    gpus, attribution = charged_that_worked(charged, measured)[:2]
     judged = span.shared if span is not None and span.shared is not None else window  # a merged log's share
     gaps = runchecks.telemetry_gaps(times_of(measured), judged, number(meta.get("interval_s")))
     few = runchecks.few_samples(len(measured))
@@ -280,7 +293,7 @@ def analyse_run(
     state = gpu_state.read_gpu_state(
         run, kind, gpus, samples_in(telemetry, training_window), training_window, thresholds
     )
-    hw = signature.hardware(meta, info, kind, state.signature)
+    hw = signature.hardware(meta, info, kind, state.signature, None if attribution_known else gpus)
     tdp = prices.tdp_for(str(hw.get("host") or ""), str(hw.get("cpu_model") or ""))
     interval = number(meta.get("interval_s"))
     steady_energy, training_energy = (

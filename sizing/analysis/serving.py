@@ -1,11 +1,12 @@
 """Serving: what the trained model costs to run, from each run's inference.json (RunData.inference, checked
 with the run's other files) and its loaded telemetry.
 
-Pure functions over RunData (sizing.analysis.load), under the same model as training: the same GPU attribution
-(sizing.analysis.run.charged_gpu_columns), the same energy sources with coverage and the TDP estimate with its
-idle floor (analysis.energy), the same prices, life and utilisation (analysis.money). Per runtime × batch
-size: images/s, p99 ms per image, J per 1,000 images over the cell's own window, $ per million images, and
-how many CPU cores one GPU replaces for this model, from like-for-like runs only unless none is.
+Pure functions over RunData (sizing.analysis.load), under the same model as training: the same GPU
+attribution (sizing.analysis.run.charged_gpu_columns, charged_that_worked), the same energy sources with
+coverage and the TDP estimate with its idle floor (analysis.energy), the same prices, life and utilisation
+(analysis.money). Per runtime × batch size: images/s, p99 ms per image, J per 1,000 images over the cell's
+own window, $ per million images, and how many CPU cores one GPU replaces for this model, from like-for-like
+runs only unless none is.
 Definitions: docs/sizing.md, "Serving".
 """
 
@@ -20,7 +21,7 @@ from runformat.records import CellRecord, InferenceRecord, as_record
 from sizing.analysis import money, signature
 from sizing.analysis.energy import energy_in, energy_usd
 from sizing.analysis.gpu_state import gpu_state_of
-from sizing.analysis.run import charged_gpu_columns
+from sizing.analysis.run import charged_gpu_columns, charged_that_worked
 from sizing.model import Prices, RunData, number, samples_in
 from sizing.text import NO_PRICE, NOT_MEASURED, fmt_usd
 
@@ -92,8 +93,10 @@ def run_rows(
 def _row(run: RunData, device: str, runtime: str, cell: CellRecord, prices: Prices) -> ServingRow:
     """The row of a measured cell: run_rows has checked its images/s and window."""
     start, end = float(cell.start_unix), float(cell.end_unix)
-    hardware = signature.hardware(run.meta, run.training_info, device)
-    gpus, attribution, attribution_known, _ = charged_gpu_columns(run, device)
+    charged = charged_that_worked(charged_gpu_columns(run, device), samples_in(run.telemetry, (start, end)))
+    gpus, attribution, attribution_known, _ = charged
+    named = None if attribution_known else gpus
+    hardware = signature.hardware(run.meta, run.training_info, device, charged=named)
     tdp = prices.tdp_for(str(hardware.get("host") or ""), str(hardware.get("cpu_model") or ""))
     energy = energy_in(run.telemetry, (start, end), gpus, tdp, prices.idle_fraction, device == "gpu",
                        number(run.meta.get("interval_s")))  # fmt: skip

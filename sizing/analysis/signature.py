@@ -176,12 +176,22 @@ def used_gpus(meta: dict, training_info: dict) -> tuple[list[dict], str]:
     return gpus, f"all {len(gpus)} GPUs (training.json names none)"
 
 
-def hardware(meta: dict, training_info: dict, kind: str, gpu_settings: str | None = None) -> dict:
+def hardware(
+    meta: dict,
+    training_info: dict,
+    kind: str,
+    gpu_settings: str | None = None,
+    charged: Sequence[int] | None = None,
+) -> dict:
     """`gpu_settings`: the GPU's state that changes what it can do (analysis.gpu_state: 'power cap 200 W',
-    'MIG', 'clocks held by a setting', 'shared'); None for a GPU at its defaults, alone on its board."""
+    'MIG', 'clocks held by a setting', 'shared'); None for a GPU at its defaults, alone on its board.
+    `charged`: the run.json GPUs (by position) charged when training.json does not name them."""
     system = meta.get("system") or {}
     mem = number(system.get("mem_total_bytes"))
     gpus, _ = used_gpus(meta, training_info) if kind == "gpu" else ([], "")
+    if kind == "gpu" and charged is not None:
+        listed = listed_gpus(meta)
+        gpus = [listed[i] for i in charged if i < len(listed)] or gpus
     names = [str(g.get("name")) for g in gpus if g.get("name")]
     if kind == "gpu" and not names:
         names = [str(n) for n in training_info.get("gpu_names") or [] if n][:1]

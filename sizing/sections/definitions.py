@@ -220,8 +220,10 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
         (
             "GPU attribution",
             "a GPU run is charged for the GPUs the training used: training.json `gpu_uuids` matched "
-            "to run.json's GPUs; a host with one GPU, its GPU; otherwise every GPU, with a warning in "
-            "the headline. Serving charges by the same rule. The limiting GPU of data-parallel "
+            "to run.json's GPUs; a host with one GPU, its GPU; otherwise the GPUs that did work (mean "
+            "utilization ≥ 1 % over the measurement window, so idle neighbours are neither charged, "
+            "priced nor named), every GPU when all or none did, with a warning in the headline. Serving "
+            "charges by the same rule over each cell's window. The limiting GPU of data-parallel "
             "training is the least busy of them.",
         ),
         (

@@ -21,17 +21,21 @@ UNSAID = "the run does not say which GPUs trained"
 
 
 def test_a_run_that_does_not_say_which_gpus_trained_is_warned_in_the_headline() -> None:
-    run = multi_gpu("multi", [0.0, 0.0, 95.0, 0.0], [60.0, 60.0, 300.0, 60.0], None)
+    """Every GPU busy: every GPU charged; some idle: the ones that did work (idle neighbours were charged,
+    priced and named too: a 1-GPU job on a 4-GPU host read '4 × ...')."""
+    run = multi_gpu("multi", [90.0, 92.0, 95.0, 93.0], [300.0, 300.0, 300.0, 300.0], None)
     report = build_report([reference_cpu(), run], ReportSettings(Prices(gpu_price=2000.0, cpu_price=1000.0)))
     assert f"energy and price charged for all 4 GPUs: {UNSAID}" in report.headline[1]
     data = to_json(report)
     assert data["runs"][1]["hardware_price_usd"] == 1000.0 + 4 * 2000.0  # --gpu-price USD is each GPU
-    assert data["runs"][1]["gpu_attribution_known"] is False and data["runs"][1]["charged_gpus"] == [
-        0,
-        1,
-        2,
-        3,
-    ]
+    assert data["runs"][1]["gpu_attribution_known"] is False
+    assert data["runs"][1]["charged_gpus"] == [0, 1, 2, 3]
+    run = multi_gpu("multi", [0.0, 0.0, 95.0, 0.0], [60.0, 60.0, 300.0, 60.0], None)
+    report = build_report([reference_cpu(), run], ReportSettings(Prices(gpu_price=2000.0, cpu_price=1000.0)))
+    assert f"energy and price charged for the 1 of 4 GPUs that did work: {UNSAID}" in report.headline[1]
+    data = to_json(report)
+    assert data["runs"][1]["hardware_price_usd"] == 1000.0 + 2000.0
+    assert data["runs"][1]["gpu_attribution_known"] is False and data["runs"][1]["charged_gpus"] == [2]
     named = build_report([reference_cpu(), with_info(run, gpu_uuids=["GPU-2"])], ReportSettings())
     assert UNSAID not in named.headline[1]
     assert to_json(named)["runs"][1]["charged_gpus"] == [2]
@@ -86,12 +90,16 @@ def test_serving_charges_the_gpus_the_training_used(tmp_path: Path) -> None:
     assert row["energy_method"] == "GPU board (NVML energy counter) + CPU package (RAPL)"
 
 
-def test_serving_without_attribution_charges_every_gpu_and_says_so(tmp_path: Path) -> None:
+def test_serving_without_attribution_charges_the_gpu_that_worked_and_says_so(tmp_path: Path) -> None:
+    """Training's rule: gpu0 idled through the cell, so only gpu1 is charged; the row says the run does not
+    name it."""
     _two_gpu_serving_run(tmp_path, [])
     report = build_report([load_run_dir(tmp_path / "runs" / "serve")], ReportSettings())
     (row,) = to_json(report)["sections"]["serving"]["rows"]
-    assert row["joules_per_1000_images"] == pytest.approx((60.0 + 300.0 + 50.0) * 2 / 800 * 1000)
-    assert row["energy_method"].endswith("charged for all 2 GPUs: the run does not say which GPUs it used")
+    assert row["joules_per_1000_images"] == pytest.approx((300.0 + 50.0) * 2 / 800 * 1000)
+    assert row["energy_method"].endswith(
+        "charged for the 1 of 2 GPUs that did work: the run does not say which GPUs it used"
+    )
 
 
 def test_serving_reads_the_loaded_telemetry_of_a_run_without_time_unix(tmp_path: Path) -> None:

@@ -40,11 +40,11 @@ def test_only_the_gpu_the_training_used_is_charged() -> None:
     assert result.verdict.numbers["gpu_util_pct"] == pytest.approx(95.0)
 
 
-def test_without_uuids_every_gpu_is_charged_and_said() -> None:
+def test_without_uuids_the_gpus_that_did_work_are_charged_and_said() -> None:
     result = analyse_run(four_gpu_host(2, None), Prices(), Thresholds())
-    assert result.charged_gpus == (0, 1, 2, 3)
-    assert result.j_per_1k_examples == pytest.approx((300 + 3 * 60 + 50) * 1000 / 20)
-    assert any("all 4 GPUs" in w for w in result.warnings)
+    assert result.charged_gpus == (2,)
+    assert result.j_per_1k_examples == pytest.approx((300 + 50) * 1000 / 20)
+    assert any("the 1 of 4 GPUs that did work (gpu0, gpu1, gpu3 under 1 % busy" in w for w in result.warnings)
 
 
 def test_energy_says_what_it_covers_and_marks_estimates() -> None:

@@ -79,6 +79,35 @@ def test_gpus_that_did_work_with_no_world_size_are_the_peak_and_give_a_lower_bou
     assert stated.mfu == pytest.approx(room(one).mfu)
 
 
+def test_idle_neighbours_are_neither_charged_priced_nor_named_when_no_gpu_is_declared() -> None:
+    """Four GPUs on the host, two busy, training.json naming none: the option was '4 × H100' with four
+    boards' energy and price while its MFU counted two. Now the two that did work are the run's GPUs."""
+    one = with_flops(on_gpu(reference_gpu()))
+    copies = {c.replace("gpu0_", f"gpu{i}_"): one.telemetry[c] for i in (1, 2, 3)
+              for c in one.telemetry if c.startswith("gpu0_")}  # fmt: skip
+    telemetry = one.telemetry.assign(**copies)
+    for i in (2, 3):  # idle boards: no work, idle power
+        telemetry[[f"gpu{i}_util_pct", f"gpu{i}_power_w"]] = [0.0, 60.0]
+        telemetry = telemetry.drop(columns=[c for c in telemetry if c.startswith(f"gpu{i}_energy")])
+    gpus = [{**one.meta["system"]["gpus"][0], "index": i, "uuid": f"GPU-{i}"} for i in range(4)]
+    info = {k: v for k, v in one.training_info.items() if k not in ("gpu_uuids", "world_size")}
+    four = replace(with_system(one, gpus=gpus), telemetry=telemetry, training_info=info)
+    prices = Prices(gpu_price=30_000.0, cpu_price=5_000.0, value_per_hour=10.0)
+    report = build_report([reference_cpu(), four], ReportSettings(prices=prices))
+    (option,) = report.decision.options
+    assert option.line.startswith(f"2 × {H100}: ") and "MFU ≥ 2 % (TF32)" in option.line
+    (a,) = [a for a in report.analyses if a.kind == "gpu"]
+    assert a.charged_gpus == (0, 1) and a.hardware["gpus"] == [H100, H100]
+    assert a.hardware_price.usd == pytest.approx(5_000.0 + 2 * 30_000.0)
+    idle_columns = [c for c in telemetry if c.startswith(("gpu2_", "gpu3_"))]
+    two_only = replace(four, telemetry=telemetry.drop(columns=idle_columns))
+    alone = analyse_run(two_only, Prices(), Thresholds())
+    assert a.steady_energy.total_j == pytest.approx(alone.steady_energy.total_j)
+    said = (f"{a.run_id}: energy charged for the 2 of 4 GPUs that did work (gpu2, gpu3 under 1 % busy; which "
+            "trained is not recorded); record gpu_uuids to charge only the used GPU")  # fmt: skip
+    assert said in report.warnings
+
+
 @pytest.mark.parametrize(
     ("name", "changes", "dtype", "tflops"),
     [

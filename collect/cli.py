@@ -10,8 +10,8 @@ from pathlib import Path
 
 from collect.importers import nvsmi
 from collect.jobpatterns import PatternError, compile_patterns
-from collect.jobrecord import JobDeclared, JobRecorder, job_environment
-from collect.jobtimed import add_progress_options, options_problem, progress_lines
+from collect.jobrecord import JobRecorder, job_environment
+from collect.jobtimed import add_progress_options, declared_of, options_problem, progress_lines
 from collect.session import (
     EXIT_COLLECTOR_FAILED,
     EXIT_INTERRUPTED,
@@ -247,7 +247,8 @@ def main(argv: list[str]) -> int:
 def _asks_progress(args: argparse.Namespace) -> bool:
     return any(
         getattr(args, name) is not None
-        for name in ("progress_regex", "progress_format", "workload_name", "batch", "precision")
+        for name in ("progress_regex", "progress_format", "workload_name", "batch", "precision",
+                     "flops_per_example")
     )
 
 
@@ -260,7 +261,7 @@ def _job(args: argparse.Namespace, command: list[str]) -> tuple[JobRecorder | No
     problem = options_problem(args, command)
     if problem:
         return None, problem
-    declared = JobDeclared(args.workload_name, args.batch, args.precision)
+    declared = declared_of(args)
     return JobRecorder(command, patterns, declared, args.device, args.duration, hides_gpus=False), None
 
 

@@ -5,7 +5,8 @@
 `step` (whole number, global, ≥ 1) makes the line a step; `examples` (cumulative) and `loss` are optional;
 `time_unix` (time.time() when the step ended) is optional, the time the collector read the line otherwise.
 A line may declare what the job is: `batch_size` (global, whole number), `precision`, `framework`,
-`framework_version`, `library`, `workload_name` (the last value given wins). Every other key is kept: the
+`framework_version`, `library`, `workload_name`, `flops_per_example` (forward + backward FLOPs of one
+training example, a number > 0) (the last value given wins). Every other key is kept: the
 file stays in the run directory as written, and the numeric keys of the first step become training.csv
 columns. A line that is not a JSON object, or whose known keys have the wrong type, is skipped and counted.
 """
@@ -31,6 +32,7 @@ DECLARATIONS = {
     "framework_version": str,
     "library": str,
     "workload_name": str,
+    "flops_per_example": float,  # forward + backward FLOPs of one training example: the report's MFU
 }
 STEP_KEYS = ("step", "examples", "loss", "time_unix", "epoch")
 TIME_SLACK_S = 5.0  # a line's own time_unix is believed within the run, give or take this
@@ -64,7 +66,9 @@ def parse_record(line: bytes, seen_at: float, start_unix: float) -> Parsed:
             return Parsed(problem=f"{key} is not a whole number ≥ 1")
         if kind is str and not (isinstance(value, str) and value.strip()):
             return Parsed(problem=f"{key} is not a non-empty string")
-        declared[key] = int(value) if kind is int else value.strip()
+        if kind is float and not (_is_number(value) and math.isfinite(value) and value > 0):
+            return Parsed(problem=f"{key} is not a number > 0")
+        declared[key] = {int: int, float: float}[kind](value) if kind is not str else value.strip()
     if "step" not in record:
         return Parsed(declared=declared)
     step = record["step"]

@@ -43,6 +43,7 @@ class JobDeclared:
     workload_name: str | None = None
     batch_size: int | None = None
     precision: str | None = None
+    flops_per_example: float | None = None
 
 
 def callbacks_path() -> str | None:
@@ -114,6 +115,7 @@ class JobRecorder:
             "workload_name": self.declared.workload_name,
             "batch_size": self.declared.batch_size,
             "precision": self.declared.precision,
+            "flops_per_example": self.declared.flops_per_example,
         }
 
     # ---- while it runs ---------------------------------------------------------------------------
@@ -217,6 +219,7 @@ class JobRecorder:
             "batch_size": self.declared.batch_size or declared.get("batch_size"),
             "precision": self.declared.precision or declared.get("precision"),
             "workload": self._workload(declared),
+            **self._flops(declared),
             "duration_budget_s": self.budget_s,
             "start_unix": round(self.start_unix, 6),
             "end_unix": round(end_unix, 6) if end_unix else None,
@@ -230,6 +233,15 @@ class JobRecorder:
         if error:
             record["error"] = error
         return record
+
+    def _flops(self, declared: dict[str, Any]) -> dict[str, Any]:
+        """training.json `flops` from the FLOPs per example the job declared; {} when it declared none."""
+        per_example = self.declared.flops_per_example
+        method = "declared by the user (--flops-per-example)"
+        if per_example is None:
+            per_example = declared.get("flops_per_example")
+            method = "declared by the job (protocol flops_per_example)"
+        return {"flops": {"per_example": per_example, "method": method}} if per_example is not None else {}
 
     def _workload(self, declared: dict[str, Any]) -> dict[str, Any]:
         if self.declared.workload_name:

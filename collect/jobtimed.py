@@ -52,6 +52,10 @@ def add_progress_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--batch", type=int, help="the job's global batch (examples per step): examples/s")
     parser.add_argument("--precision", help="what the job trains in: float32, bf16-mixed, mixed_float16...")
+    parser.add_argument(
+        "--flops-per-example", type=float, metavar="FLOPS",
+        help="forward + backward FLOPs of one training example (about 3 × the forward pass's): the MFU",
+    )  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,7 +88,15 @@ def options_problem(args: argparse.Namespace, command: list[str]) -> str | None:
         return f"--precision {args.precision!r}: expected a dtype name (float32, bfloat16, mixed_float16...)"
     if args.workload_name is not None and not args.workload_name.strip():
         return "--workload-name is empty"
+    flops = args.flops_per_example
+    if flops is not None and not (math.isfinite(flops) and flops > 0):
+        return f"--flops-per-example {flops:g}: expected a number of FLOPs > 0 (e.g. 7.8e9)"
     return data_dir_problem(args.data_dir) or command_problem(command)
+
+
+def declared_of(args: argparse.Namespace) -> JobDeclared:
+    """What the command line says the job is."""
+    return JobDeclared(args.workload_name, args.batch, args.precision, args.flops_per_example)
 
 
 def gpu_problem(hardware: Hardware) -> str | None:
@@ -142,7 +154,7 @@ def main(argv: Sequence[str], hardware: Hardware | None = None) -> int:
             exposition = PrometheusExposition(args.prometheus)
         except ExpositionError as exc:
             return _usage(str(exc))
-    declared = JobDeclared(args.workload_name, args.batch, args.precision)
+    declared = declared_of(args)
     recorder = JobRecorder(command, patterns, declared, args.device, budget_s)
     try:
         return _run(args, command, recorder, budget_s, interval_s, hardware, exposition)
@@ -266,10 +278,11 @@ def matching_command(args: argparse.Namespace, command: list[str]) -> str:
         parts += ["--progress-format", args.progress_format]
     for regex in args.progress_regex or []:
         parts += ["--progress-regex", regex]
-    for flag, value in (("--workload-name", args.workload_name), ("--batch", args.batch),
-                        ("--precision", args.precision)):  # fmt: skip
+    declared = (("--workload-name", args.workload_name), ("--batch", args.batch),
+                ("--precision", args.precision), ("--flops-per-example", args.flops_per_example))  # fmt: skip
+    for flag, value in declared:
         if value is not None:
-            parts += [flag, str(value)]
+            parts += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
     if args.data_dir != Path("data"):
         parts += ["--data-dir", str(args.data_dir)]
     return shlex.join([*parts, "--", *command])

@@ -62,7 +62,8 @@ class ProgressFile:
 
     def declare(self, **facts: Any) -> None:
         """What the job is: batch_size (global), precision, framework, framework_version, library,
-        workload_name. None values are left out."""
+        workload_name, flops_per_example (forward + backward FLOPs of one example: the report's MFU). None
+        values are left out."""
         known = {name: value for name, value in facts.items() if value is not None}
         if known:
             self.write(known)

@@ -24,7 +24,7 @@ def _flops(info: dict) -> tuple[float | None, str | None, str | None]:
     flops = info.get("flops")
     if not isinstance(flops, dict):
         if isinstance(info.get("workload"), dict):  # a lab's own job: our counter cannot count its model
-            return None, None, "the job declares no FLOPs per example (training.json flops)"
+            return None, None, "the job declares no FLOPs per example: give --flops-per-example"
         return None, None, f"training.json has no FLOP count: {COUNT_FLOPS}"
     per_example = number(flops.get("per_example"))
     method = flops.get("method") if isinstance(flops.get("method"), str) else None

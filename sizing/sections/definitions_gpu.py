@@ -71,7 +71,8 @@ def gpu_definitions(t: Thresholds) -> tuple[tuple[str, str], ...]:
             "MFU",
             "model FLOPs utilization = achieved FLOP/s / peak FLOP/s. Achieved: training.json "
             "`flops.per_example` (forward + backward FLOPs of one training example, counted once: `python "
-            "-m training flops RUN_DIR`; ops counted as zero, `flops.uncounted`, make it an undercount) × "
+            "-m training flops RUN_DIR`; a job's, declared with `--flops-per-example` or the protocol's "
+            "`flops_per_example`; ops counted as zero, `flops.uncounted`, make it an undercount) × "
             "the steady examples/s. Peak: the dense peak of the dtype the math ran in × the devices trained "
             "in parallel (training.json `world_size`; when absent, the GPUs the run's verdict reads, those "
             "its gpu_uuids name, else those that did work, more than one making the MFU a lower bound; a "

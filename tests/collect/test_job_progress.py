@@ -148,6 +148,8 @@ def test_a_protocol_record_is_checked_key_by_key() -> None:
     assert good.step.time_unix == seen
     assert parse_record(b'{"batch_size": 32, "precision": "bf16"}', seen, START).declared == {
         "batch_size": 32, "precision": "bf16"}  # fmt: skip
+    assert parse_record(b'{"flops_per_example": 7800000000}', seen, START).declared == {
+        "flops_per_example": 7.8e9}  # fmt: skip
     problems = {
         b"step 3": "not JSON",
         b"[1, 2]": "not a JSON object",
@@ -159,6 +161,9 @@ def test_a_protocol_record_is_checked_key_by_key() -> None:
         b'{"step": 1, "examples": -5}': "examples is not a count ≥ 0",
         b'{"step": 1, "batch_size": 0}': "batch_size is not a whole number ≥ 1",
         b'{"framework": ""}': "framework is not a non-empty string",
+        b'{"flops_per_example": 0}': "flops_per_example is not a number > 0",
+        b'{"flops_per_example": "7.8e9"}': "flops_per_example is not a number > 0",
+        b'{"flops_per_example": true}': "flops_per_example is not a number > 0",
     }
     assert {line: parse_record(line, seen, START).problem for line in problems} == problems
 

@@ -117,7 +117,37 @@ def test_the_same_untouched_job_on_the_cpu_and_a_gpu_compares_like_for_like_in_s
     assert baseline_rate in report["decision"]["baseline"]
     gpu_run = next(r for r in report["runs"] if r["run_id"] == gpu.name)
     reason = gpu_run["headroom"]["mfu_not_known_reason"]
-    assert reason == "the job declares no FLOPs per example (training.json flops)"
+    assert reason == "the job declares no FLOPs per example: give --flops-per-example"
     jsonschema.validate(report, json.loads((REPO / "docs" / "sizing.schema.json").read_text()))
     figure = training_figure(discover_runs(data))  # the dashboard's Training plot draws the job's steps
     assert figure is not None and 80 in {max(t.y) for t in figure.data if t.y is not None and len(t.y)}
+
+
+def test_a_job_that_declares_its_flops_per_example_gets_an_mfu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--flops-per-example (with --batch and --precision): the report's MFU for a lab's own model, which
+    our counter cannot count; the command printed for the other device keeps it."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    monkeypatch.setattr(gpu_state, "STATE_PERIOD_S", 0.1)
+    monkeypatch.setenv("JOB_STEP_S", "0.01")
+    data = tmp_path / "data"
+    hardware = Hardware(load_nvml=lambda: FakeNvml([FakeGpu()]), environ={})
+    declared = ["--batch", "4", "--precision", "float32", "--flops-per-example", "2.5e9"]
+    options = ["6s", "--interval", "0.1s", "--data-dir", str(data), "--device", "gpu", *declared,
+               "--progress-regex", r"step (?P<step>\d+)"]  # fmt: skip
+    assert jobtimed.main([*options, "--", sys.executable, str(script)], hardware=hardware) == 0
+    printed = capsys.readouterr().out
+    assert "./scripts/collect_cpu.sh 6s --progress-regex " in printed
+    assert " --flops-per-example 2.5e+09 " in printed
+    (run,) = (data / "runs").iterdir()
+    assert read_json(run / "training.json")["flops"] == {
+        "per_example": 2.5e9, "method": "declared by the user (--flops-per-example)"}  # fmt: skip
+    out = tmp_path / "report.json"
+    assert sizing_main(["--data-dir", str(data), "--out", str(out), run.name]) == 0
+    (sized,) = json.loads(out.read_text())["runs"]
+    room = sized["headroom"]
+    assert room["mfu"] == pytest.approx(2.5e9 * sized["examples_per_s"] / room["peak_flops_per_s"])
+    assert room["math_dtype"] == "tf32"
+    assert room["flops_method"] == "declared by the user (--flops-per-example)"

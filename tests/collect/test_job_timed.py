@@ -261,6 +261,8 @@ def test_gpu_problems_are_one_line_and_exit_1_before_anything_is_recorded(
         (["--batch", "0"], [PY], "--batch must be at least 1"),
         (["--precision", "Float 32"], [PY], "--precision 'Float 32': expected a dtype name"),
         (["--precision", "_bf16"], [PY], "--precision '_bf16': expected a dtype name"),
+        (["--flops-per-example", "0"], [PY], "--flops-per-example 0: expected a number of FLOPs > 0"),
+        (["--flops-per-example", "nan"], [PY], "--flops-per-example nan: expected a number of FLOPs > 0"),
         ([], ["no-such-program-xyz"], "no-such-program-xyz: command not found"),
         (["--preset", "small"], [PY], "unrecognized arguments: --preset small"),
     ],

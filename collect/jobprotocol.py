@@ -6,7 +6,7 @@
 `time_unix` (time.time() when the step ended) is optional, the time the collector read the line otherwise.
 A line may declare what the job is: `batch_size` (global, whole number), `precision`, `framework`,
 `framework_version`, `library`, `workload_name`, `flops_per_example` (forward + backward FLOPs of one
-training example, a number > 0) (the last value given wins). Every other key is kept: the
+training example, a number > 0); the last value given wins. Every other key is kept: the
 file stays in the run directory as written, and the numeric keys of the first step become training.csv
 columns. A line that is not a JSON object, or whose known keys have the wrong type, is skipped and counted.
 """
@@ -68,7 +68,7 @@ def parse_record(line: bytes, seen_at: float, start_unix: float) -> Parsed:
             return Parsed(problem=f"{key} is not a non-empty string")
         if kind is float and not (_is_number(value) and math.isfinite(value) and value > 0):
             return Parsed(problem=f"{key} is not a number > 0")
-        declared[key] = {int: int, float: float}[kind](value) if kind is not str else value.strip()
+        declared[key] = value.strip() if kind is str else kind(value)
     if "step" not in record:
         return Parsed(declared=declared)
     step = record["step"]

@@ -151,34 +151,38 @@ def runs_under(path: Path) -> list[Path]:
 def load_runs(data_dir: Path, specs: Sequence[str]) -> list[RunData]:
     if not specs:
         raise UsageError("no runs given")
-    paths = [run.resolve() for spec in specs for run in runs_under(resolve_run(data_dir, spec))]
+    found = [(run.resolve(), spec) for spec in specs for run in runs_under(resolve_run(data_dir, spec))]
+    paths = [path for path, _ in found]
     given_twice = sorted({p.name for p in paths if paths.count(p) > 1})
     if given_twice:
         raise UsageError(f"run given twice: {', '.join(given_twice)}")
-    return _one_per_id([load_run_dir(path) for path in paths], paths)
+    return _one_per_id([(load_run_dir(path), path, spec) for path, spec in found])
 
 
-def _one_per_id(runs: list[RunData], paths: list[Path]) -> list[RunData]:
-    """The runs with a copy of one under the same id (a backup, a second unpacked archive: every file
-    read the same) counted once, the first found, with a warning; the same id for different measurements
-    is refused, except for the nodes of one multi-node job."""
+def _one_per_id(found: list[tuple[RunData, Path, str]]) -> list[RunData]:
+    """One run per id, the first found, except for the nodes of one multi-node job. Another under the same
+    id is left out with a warning when it is a copy (every file read the same: a backup, a second unpacked
+    archive) or was found in the same folder given (a stale copy elsewhere in a data directory); two runs
+    named apart under one id are refused."""
+    runs = [run for run, _, _ in found]
     kept: list[RunData] = []
-    where: dict[str, Path] = {}
-    for run, path in zip(runs, paths, strict=True):
-        first = next((i for i, k in enumerate(kept) if k.run_id == run.run_id), None)
-        if first is None or _nodes_of_one_job(runs, run.run_id):
+    first_of: dict[str, tuple[int, Path, str]] = {}
+    for run, path, spec in found:
+        if run.run_id not in first_of or _nodes_of_one_job(runs, run.run_id):
+            first_of.setdefault(run.run_id, (len(kept), path, spec))
             kept.append(run)
-            where.setdefault(run.run_id, path)
-        elif kept[first].meta == run.meta and same_measurement(kept[first], run):
-            note = (
-                f"{run.run_id}: also at {path}, the same measurement: counted once, "
-                f"from {where[run.run_id]}"
-            )
-            kept[first] = replace(kept[first], warnings=(*kept[first].warnings, note))
+            continue
+        index, first_path, first_spec = first_of[run.run_id]
+        if kept[index].meta == run.meta and same_measurement(kept[index], run):
+            note = f"{run.run_id}: also at {path}, the same measurement: counted once, from {first_path}"
+        elif spec == first_spec:
+            note = (f"{run.run_id}: another run under this id, at {path}, differs from the one sized (at "
+                    f"{first_path}): left out; give its path to size it")  # fmt: skip
         else:
             raise UsageError(
-                f"run given twice: {run.run_id} ({where[run.run_id]} and {path} differ: give one of them)"
+                f"run given twice: {run.run_id} ({first_path} and {path} differ: give one of them)"
             )
+        kept[index] = replace(kept[index], warnings=(*kept[index].warnings, note))
     return kept
 
 

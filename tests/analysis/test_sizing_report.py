@@ -331,9 +331,17 @@ def test_runs_copied_deeper_into_a_data_directory_are_found_and_a_backup_counted
         f"measurement: counted once, from {(data / 'backup' / 'old' / 'ref-gpu').resolve()}"
     )
     shutil.rmtree(data / "gpu-box" / "home" / "runs" / "ref-gpu")
-    write_run(data / "gpu-box" / "home" / "runs", renamed(reference_cpu(), "ref-gpu"))
+    write_run(data / "gpu-box" / "home" / "runs", renamed(reference_cpu(), "ref-gpu"))  # a stale other run
+    whole = load_runs(data, [str(data)])
+    (gpu,) = [r for r in whole if r.run_id == "ref-gpu"]
+    backup, stale = data / "backup" / "old" / "ref-gpu", data / "gpu-box" / "home" / "runs" / "ref-gpu"
+    assert gpu.meta["device"] == "gpu" and gpu.warnings[-1] == (
+        f"ref-gpu: another run under this id, at {stale.resolve()}, differs from the one sized (at "
+        f"{backup.resolve()}): left out; give its path to size it"
+    )
     out = data / "report.md"
-    assert report.main([str(data), "--out", str(out)]) == 2
+    named_apart = [str(backup), str(stale)]
+    assert report.main([*named_apart, "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("python -m sizing: error: run given twice: ref-gpu (") and err.count("\n") == 1
     assert "differ: give one of them" in err

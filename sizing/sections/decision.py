@@ -409,5 +409,6 @@ def _single_runs(options: Sequence[Comparison], base: Group | None) -> str | Non
     if base_once:
         return f"One run of the baseline: its {sp.SPREAD_NOT_MEASURED}; repeat it to bound it."
     if once:
-        return f"One run of {', '.join(once)}: its {sp.SPREAD_NOT_MEASURED}; repeat it to bound it."
+        its, it = ("its", "it") if len(once) == 1 else ("their", "them")
+        return f"One run of {', '.join(once)}: {its} {sp.SPREAD_NOT_MEASURED}; repeat {it} to bound it."
     return None

@@ -43,7 +43,7 @@ NO_SINGLE_LIMIT = "no single limit in the counters"
 NOT_ATTRIBUTABLE = "not attributable: the board was not the run's alone"
 MIG_PEAK_UNKNOWN = "a MIG slice: its share of the board's peak is not known"
 FROM_UTILIZATION = "from utilization only"
-GPU_NOT_RECORDED = "GPU not recorded"  # neither utilization nor a profiling counter in the window
+GPU_NOT_RECORDED = "GPU activity not recorded"  # neither utilization nor a profiling counter in the window
 
 COUNTERS = {
     "tensor_active_pct": "tensor active",

@@ -118,6 +118,6 @@ def gpu_definitions(t: Thresholds) -> tuple[tuple[str, str], ...]:
             "else no single limit in the counters. Each with its numbers, in the bottleneck "
             "section and, as a label beside the MFU, in every GPU comparison's headline line. A run "
             "without the counters keeps its utilization verdict (Verdicts), said from utilization only; "
-            "one without utilization either says the GPU was not recorded.",
+            "one without utilization either says the GPU's activity was not recorded.",
         ),
     )

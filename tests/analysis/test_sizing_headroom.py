@@ -175,7 +175,7 @@ def test_a_gpu_run_without_gpu_readings_says_the_gpu_was_not_recorded() -> None:
     bare = replace(run, telemetry=run.telemetry[[c for c in run.telemetry if not c.startswith("gpu")]])
     h = room(bare)
     assert h.limit == hr.GPU_NOT_RECORDED and not h.limit_from_counters
-    said = "why not known (GPU not recorded: no utilization or profiling counter in the window)"
+    said = "why not known (GPU activity not recorded: no utilization or profiling counter in the window)"
     assert hr.limit_text(h) == said
     (option,) = build_report([reference_cpu(), bare], ReportSettings()).decision.options
     assert f"(TF32): {said}." in option.line

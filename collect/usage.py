@@ -74,6 +74,7 @@ def dataset_problem(dataset: Path) -> str | None:
 
 
 PRESET_NAMES = ("small", "standard")
+FRAMEWORK_NAMES = {"tf": "tensorflow", "torch": "torch"}  # --framework -> training.json's `framework`
 
 
 def options_problem(argv: list[str]) -> str | None:
@@ -93,6 +94,8 @@ def options_problem(argv: list[str]) -> str | None:
     args, _ = parser.parse_known_args(argv)
     if args.preset not in PRESET_NAMES:
         return f"--preset {args.preset}: expected one of {', '.join(PRESET_NAMES)}"
+    if args.framework not in FRAMEWORK_NAMES:
+        return f"--framework {args.framework}: expected tf (TensorFlow Model Garden) or torch (torchvision)"
     counts = counts_problem(args.device, args.framework, args.procs, args.gpus)
     if counts:
         return counts

@@ -35,7 +35,8 @@ Options (passed through):
 
 Your own training job instead (no training of ours, no export or inference after it):
   ./scripts/collect_cpu.sh DURATION [--label TEXT] [--progress-format keras|lightning|hf|tqdm]
-      [--progress-regex REGEX] [--workload-name NAME] [--batch N] [--precision DTYPE] -- COMMAND [ARGS...]
+      [--progress-regex REGEX] [--workload-name NAME] [--batch N] [--precision DTYPE]
+      [--flops-per-example FLOPS] -- COMMAND [ARGS...]
   runs COMMAND with no GPU visible to CUDA, stops it at DURATION (SIGINT, SIGTERM 20 s later) and turns
   its progress into the run's step log (README, "Your own training job"; exit 124 when DURATION stopped it).
 Exit codes: the training's own (0 ok), 124 hard time limit hit, 130 interrupted, 2 usage error

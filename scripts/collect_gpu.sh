@@ -37,7 +37,8 @@ Options (passed through):
 
 Your own training job instead (no training of ours, no export or inference after it):
   ./scripts/collect_gpu.sh DURATION [--label TEXT] [--progress-format keras|lightning|hf|tqdm]
-      [--progress-regex REGEX] [--workload-name NAME] [--batch N] [--precision DTYPE] -- COMMAND [ARGS...]
+      [--progress-regex REGEX] [--workload-name NAME] [--batch N] [--precision DTYPE]
+      [--flops-per-example FLOPS] -- COMMAND [ARGS...]
   runs COMMAND (after checking that NVML sees a GPU), stops it at DURATION (SIGINT, SIGTERM 20 s later),
   turns its progress into the run's step log and records which GPUs it used (README, "Your own training
   job"; exit 124 when DURATION stopped it).

@@ -35,6 +35,18 @@ def test_bad_duration_is_one_line_and_exit_2(script: str, duration: str) -> None
 
 
 @pytest.mark.parametrize("script", ["collect_cpu.sh", "collect_gpu.sh"])
+def test_an_unknown_framework_is_refused_before_anything_is_installed(script: str, tmp_path: Path) -> None:
+    """`--framework pytorch` was read as TensorFlow by the installer: 3.3 GB installed, then refused."""
+    venv = tmp_path / "venv"
+    result = run_script(script, "10m", "--framework", "pytorch", WORKBENCH_VENV=str(venv))
+    assert result.returncode == 2 and not venv.exists()
+    assert result.stderr == (
+        f"{script}: error: --framework pytorch: expected tf (TensorFlow Model Garden) or torch (torchvision) "
+        "(see --help)\n"
+    )
+
+
+@pytest.mark.parametrize("script", ["collect_cpu.sh", "collect_gpu.sh"])
 def test_no_arguments_prints_usage_and_exit_2(script: str) -> None:
     result = run_script(script)
     assert result.returncode == 2

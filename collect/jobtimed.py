@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import math
 import os
-import re
 import shlex
 import sys
 from collections.abc import Sequence
@@ -28,13 +27,12 @@ from collect.progress import ProgressReporter
 from collect.session import SessionError, SessionOptions, SessionResult, run_session
 from collect.sources import Hardware
 from collect.sources.nvml import nvml_text, visible_gpu_indices
-from collect.usage import command_problem, data_dir_problem
+from collect.usage import JOB_PRECISION, command_problem, data_dir_problem
 from runformat import format_duration, parse_duration
 from runformat.cli import USAGE_ERROR
 
 NO_GPU = 1
 SHOWN_LAST_LINES = 8
-_PRECISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")  # float32, bf16-mixed, 16-mixed, FP16
 
 
 def add_progress_options(parser: argparse.ArgumentParser) -> None:
@@ -84,7 +82,7 @@ def options_problem(args: argparse.Namespace, command: list[str]) -> str | None:
         return "missing command after --"
     if args.batch is not None and args.batch < 1:
         return "--batch must be at least 1"
-    if args.precision is not None and not _PRECISION.match(args.precision):
+    if args.precision is not None and not JOB_PRECISION.match(args.precision):
         return f"--precision {args.precision!r}: expected a dtype name (float32, bfloat16, mixed_float16...)"
     if args.workload_name is not None and not args.workload_name.strip():
         return "--workload-name is empty"

@@ -27,7 +27,7 @@ from collect.sources import Hardware
 from collect.sweep import new_sweep, run_sweep, sweep_exit_code, sweep_lines
 from collect.timed_summary import summary_lines
 from collect.tune_sweep import MIXED_DTYPE, RunRequest, run_tuning, tuning_plan
-from collect.usage import FRAMEWORK_NAMES, PRESET_NAMES, data_dir_problem, dataset_problem
+from collect.usage import FRAMEWORK_NAMES, PRECISIONS, PRESET_NAMES, data_dir_problem, dataset_problem
 from runformat import COMMAND_LOG, RUN_JSON, TRAINING_JSON, format_duration, parse_duration
 from runformat.cli import USAGE_ERROR
 from runformat.diskfull import DISK_FULL
@@ -36,7 +36,6 @@ from runformat.records import RunRecord, TrainingRecord, read_record
 from runformat.tuning import Setting
 
 NO_GPU = 1
-PRECISIONS = ("float32", "mixed")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -75,6 +76,8 @@ def dataset_problem(dataset: Path) -> str | None:
 
 PRESET_NAMES = ("small", "standard")
 FRAMEWORK_NAMES = {"tf": "tensorflow", "torch": "torch"}  # --framework -> training.json's `framework`
+PRECISIONS = ("float32", "mixed")  # our workload's --precision
+JOB_PRECISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")  # a job's: float32, bf16-mixed, FP16
 
 
 def options_problem(argv: list[str]) -> str | None:
@@ -82,7 +85,8 @@ def options_problem(argv: list[str]) -> str | None:
     (the entry-point scripts call this with the system python3); other options are left to the parser."""
     import argparse
 
-    argv = argv[: argv.index("--")] if "--" in argv else argv  # a job's own command is not ours to read
+    job = "--" in argv
+    argv = argv[: argv.index("--")] if job else argv  # a job's own command is not ours to read
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--dataset", type=Path)
@@ -91,7 +95,15 @@ def options_problem(argv: list[str]) -> str | None:
     parser.add_argument("--framework", default="tf")
     parser.add_argument("--procs")
     parser.add_argument("--gpus")
+    parser.add_argument("--batch")
+    parser.add_argument("--precision")
     args, _ = parser.parse_known_args(argv)
+    if args.batch is not None and not (args.batch.isdigit() and int(args.batch) >= 1):
+        return f"--batch {args.batch}: expected a whole number ≥ 1"
+    if args.precision is not None and not job and args.precision not in PRECISIONS:
+        return f"--precision {args.precision}: expected {' or '.join(PRECISIONS)}"
+    if args.precision is not None and job and not JOB_PRECISION.match(args.precision):
+        return f"--precision {args.precision!r}: expected a dtype name (float32, bfloat16, mixed_float16...)"
     if args.preset not in PRESET_NAMES:
         return f"--preset {args.preset}: expected one of {', '.join(PRESET_NAMES)}"
     if args.framework not in FRAMEWORK_NAMES:

@@ -35,15 +35,25 @@ def test_bad_duration_is_one_line_and_exit_2(script: str, duration: str) -> None
 
 
 @pytest.mark.parametrize("script", ["collect_cpu.sh", "collect_gpu.sh"])
-def test_an_unknown_framework_is_refused_before_anything_is_installed(script: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--framework", "pytorch"], "--framework pytorch: expected tf (TensorFlow Model Garden) or torch "
+         "(torchvision)"),
+        (["--batch", "0"], "--batch 0: expected a whole number ≥ 1"),
+        (["--precision", "bfloat16"], "--precision bfloat16: expected float32 or mixed"),
+        (["--precision", "_x", "--", "python3", "t.py"], "--precision '_x': expected a dtype name (float32, "
+         "bfloat16, mixed_float16...)"),
+    ],
+)  # fmt: skip
+def test_a_bad_option_is_refused_before_anything_is_installed(
+    script: str, options: list[str], said: str, tmp_path: Path
+) -> None:
     """`--framework pytorch` was read as TensorFlow by the installer: 3.3 GB installed, then refused."""
     venv = tmp_path / "venv"
-    result = run_script(script, "10m", "--framework", "pytorch", WORKBENCH_VENV=str(venv))
+    result = run_script(script, "10m", *options, WORKBENCH_VENV=str(venv))
     assert result.returncode == 2 and not venv.exists()
-    assert result.stderr == (
-        f"{script}: error: --framework pytorch: expected tf (TensorFlow Model Garden) or torch (torchvision) "
-        "(see --help)\n"
-    )
+    assert result.stderr == f"{script}: error: {said} (see --help)\n"
 
 
 @pytest.mark.parametrize("script", ["collect_cpu.sh", "collect_gpu.sh"])

@@ -65,6 +65,8 @@ class RunAnalysis:
     device_mismatch: str | None = None  # recorded for a GPU, trained on the CPU (signature)
     measurement_span: spans.MeasurementSpan | None = None  # the span the verdict's CPU and GPU columns share
     measured_window: tuple[float, float] | None = None  # the window the verdict read: steady, else training
+    # GPUs the run does not count as its own that were busy over the measurement window: (index, mean util)
+    busy_other_gpus: tuple[tuple[int, float], ...] = ()
 
     @property
     def energy_is_estimate(self) -> bool:
@@ -137,6 +139,12 @@ def charged_that_worked(charged: Charged, samples: pd.DataFrame) -> Charged:
     how = (f"the {len(busy)} of {len(charged.columns)} GPUs that did work ({idle} under 1 % busy; which "
            "trained is not recorded)")  # fmt: skip
     return charged._replace(columns=busy, how=how)
+
+
+def _busy_others(samples: pd.DataFrame, gpus: list[int]) -> tuple[tuple[int, float], ...]:
+    """The GPUs outside `gpus` whose mean utilization in `samples` is 1 % or more, with it."""
+    others = ((i, mean_of(samples, f"gpu{i}_util_pct")) for i in gpu_indices(samples) if i not in gpus)
+    return tuple((i, m) for i, m in others if m is not None and m >= 1.0)
 
 
 def energy_warnings(run_id: str, kind: str, energy: en.Energy | None) -> list[str]:
@@ -348,6 +356,7 @@ def analyse_run(
         device_mismatch=mismatch,
         measurement_span=span,
         measured_window=window,
+        busy_other_gpus=_busy_others(measured, gpus),
     )
     system = meta.get("system") if isinstance(meta.get("system"), dict) else {}
     gpu_names = analysis.hardware.get("gpus") or []

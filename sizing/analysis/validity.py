@@ -122,10 +122,15 @@ def gpu_idle(g: Group) -> str:
     for a in g.analyses:
         busiest = a.verdict.numbers.get("gpu_util_max_pct")
         if busiest is not None and busiest < IDLE_GPU_UTIL_PCT and not a.gpu_state.utilization_note:
-            return (
+            said = (
                 f"its GPU did no work ({a.run_id}: the busiest used GPU {busiest:.1f} % busy on average, "
                 f"< {IDLE_GPU_UTIL_PCT:g} %, while it trained): the rate is its host's, not a GPU's"
             )
+            if a.busy_other_gpus:
+                others = ", ".join(f"gpu{i} {mean:.0f} %" for i, mean in a.busy_other_gpus)
+                said += (f", unless it trained on the busy GPU its record does not name ({others}): then "
+                         "training.json's gpu_uuids are wrong")  # fmt: skip
+            return said
     return ""
 
 

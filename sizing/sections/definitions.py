@@ -196,7 +196,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "GPUs' fault reasons and their share of the training's samples). A GPU run whose busiest used "
             f"GPU averaged under {validity.IDLE_GPU_UTIL_PCT:g} % busy over the measurement window did no "
             "work (a job whose code never moved to the GPU; a shared or MIG board says nothing of it): its "
-            "option is marked so and its rate is called its host's.",
+            "option is marked so and its rate is called its host's, unless another GPU of the host, one "
+            "the run does not name, was busy then: the caveat says so, since the record of its GPUs may "
+            "be wrong.",
         ),
         (
             "Windows",

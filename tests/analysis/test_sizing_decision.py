@@ -372,6 +372,20 @@ def test_a_gpu_that_did_no_work_marks_its_option_and_invalidates_it(util: float,
         assert said[0] == decision.caveats[0] and "the rate is its host's, not a GPU's" in said[0]
 
 
+def test_an_idle_named_gpu_beside_a_busy_unnamed_one_says_the_record_may_be_wrong() -> None:
+    """training.json names gpu0, idle, while gpu1 was busy: either another job used gpu1 (the rate is the
+    host's) or the record names the wrong GPU; the caveat must not claim the first alone."""
+    from energyfixtures import multi_gpu
+
+    run = multi_gpu("named-idle", [0.0, 95.0], [60.0, 300.0], ["GPU-0"])
+    decision = build_report([reference_cpu(), run], ReportSettings()).decision
+    (said,) = [c for c in decision.caveats if "its GPU did no work" in c]
+    assert said.endswith(
+        "the rate is its host's, not a GPU's, unless it trained on the busy GPU its record does not name "
+        "(gpu1 95 %): then training.json's gpu_uuids are wrong."
+    )
+
+
 def test_the_caveat_names_the_side_whose_spread_is_not_measured() -> None:
     """Repeats on one side only: 'One run a side' would say the repeated side was run once too."""
     def every_caveat(runs: list[RunData]) -> list[str]:

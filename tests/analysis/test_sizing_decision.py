@@ -26,6 +26,7 @@ from sizing.cli import main as sizing_main
 from sizing.model import RunData, Thresholds
 from sizing.output.render import render_markdown
 from sizing.sections import decision as dc
+from sizing.sections import decision_caveats as dcv
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
 H100_RUNS = ["20261124T111406Z-cpu-vm", "20261124T110829Z-gpu-vm", "20261124T113233Z-gpu-vm",
@@ -242,7 +243,7 @@ def test_caveats_are_at_most_three_the_weightiest_first() -> None:
     telemetry["gpu0_util_pct"] = np.where(np.arange(len(telemetry)) < 5, 60.0, 95.0)  # busy before training
     runs = [reference_cpu(), replace(shared, telemetry=telemetry)]
     report = build_report(runs, ReportSettings())
-    weighted = dc.caveats(report.context, [c for c in report.context.comparisons if not c.is_baseline])
+    weighted = dcv.caveats(report.context, [c for c in report.context.comparisons if not c.is_baseline])
     weights = [w for w, _ in weighted]
     assert weights == sorted(weights) and len(weights) == 4
     assert report.decision.caveats[0] == "shared-gpu: GPU utilization not attributable: the GPU was shared."
@@ -317,9 +318,9 @@ def test_a_gpu_run_without_host_columns_says_the_host_was_not_recorded() -> None
     host = [c for c in gpu.telemetry.columns if c.startswith(("cpu", "disk", "proc_"))]
     report = build_report([reference_cpu(), replace(gpu, telemetry=gpu.telemetry.drop(columns=host))],
                           ReportSettings())  # fmt: skip
-    weighted = dc.caveats(report.context, [c for c in report.context.comparisons if not c.is_baseline])
+    weighted = dcv.caveats(report.context, [c for c in report.context.comparisons if not c.is_baseline])
     said = "The host was not recorded (ref-gpu): what the GPU waited on is not known."
-    assert (dc.UNSURE, said) in weighted
+    assert (dcv.UNSURE, said) in weighted
 
 
 def test_only_failed_gpu_runs_say_so_instead_of_asking_for_one() -> None:
@@ -390,7 +391,7 @@ def test_the_caveat_names_the_side_whose_spread_is_not_measured() -> None:
     """Repeats on one side only: 'One run a side' would say the repeated side was run once too."""
     def every_caveat(runs: list[RunData]) -> list[str]:
         ctx = build_report(runs, ReportSettings()).context
-        return [text for _, text in dc.caveats(ctx, dc._gpu_options(ctx))]
+        return [text for _, text in dcv.caveats(ctx, dcv.gpu_options(ctx))]
 
     gpus = [gpu_at("gpu-a", 0.1), gpu_at("gpu-b", 0.101)]
     caveats = every_caveat([reference_cpu(), *gpus])

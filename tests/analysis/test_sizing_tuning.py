@@ -24,7 +24,7 @@ from sizing.analysis import tuning as tn
 from sizing.cli import main as sizing_main
 from sizing.model import RunData, UsageError
 from sizing.output.render import render_html, render_markdown
-from sizing.sections import decision as dc
+from sizing.sections import decision_caveats as dcv
 
 USER = Setting(2)
 GPU_BEST = Setting(8, "bfloat16", compile=True)
@@ -176,12 +176,12 @@ def test_trials_that_did_not_count_are_listed_with_why_and_bound_the_best() -> N
         in markdown
     )
     options = [c for c in report.context.comparisons if not c.is_baseline]
-    weighted = dc.caveats(report.context, options)
+    weighted = dcv.caveats(report.context, options)
     expected = (
         "Each side's best is the best of the trials that ran, not the device's limit: GPU batch 16, "
         "bfloat16, compile: failed (out of memory); GPU batch 8, float16, compile: failed (non-finite loss)."
     )
-    assert weighted[-1] == (dc.PARTIAL, expected)
+    assert weighted[-1] == (dcv.PARTIAL, expected)
 
 
 def test_batches_differ_is_said_and_the_same_batch_is_not() -> None:

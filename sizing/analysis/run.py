@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -89,6 +90,9 @@ class RunAnalysis:
         return self.energy_usd_per_1k_examples + self.hardware_usd_per_1k_examples
 
 
+WORKED_UTIL_PCT = 1.0  # a GPU whose mean utilization is below this did no work
+
+
 class Charged(NamedTuple):
     """The gpu<i> column indices whose energy is the run's (the GPUs the training used), how that was
     decided, whether the run says so (False: every GPU is charged because it does not), and training.json
@@ -120,31 +124,31 @@ def charged_gpu_columns(run: RunData, kind: str) -> Charged:
     return Charged([i for i, g in enumerate(listed) if g in used], how, known, match.unmatched)
 
 
+def busy_gpus(samples: pd.DataFrame, indices: Iterable[int]) -> list[tuple[int, float]]:
+    """(index, mean utilization) of the GPUs among `indices` that did work in `samples`: a mean of
+    WORKED_UTIL_PCT or more."""
+    means = ((i, mean_of(samples, f"gpu{i}_util_pct")) for i in indices)
+    return [(i, m) for i, m in means if m is not None and m >= WORKED_UTIL_PCT]
+
+
 def working_gpus(samples: pd.DataFrame, gpus: list[int], attribution_known: bool) -> list[int]:
     """The GPUs whose utilization judges the run: the charged ones; when the run does not say which
-    trained, those that did work (mean utilization ≥ 1 %), so idle neighbours do not read as underused."""
+    trained, those that did work, so idle neighbours do not read as underused."""
     if attribution_known:
         return gpus
-    busy = [i for i in gpus if (m := mean_of(samples, f"gpu{i}_util_pct")) is not None and m >= 1.0]
-    return busy or gpus
+    return [i for i, _ in busy_gpus(samples, gpus)] or gpus
 
 
 def charged_that_worked(charged: Charged, samples: pd.DataFrame) -> Charged:
     """With no record of which GPUs trained: those that did work in `samples` (working_gpus) where others
-    idled, so idle neighbours are neither charged, priced nor named; otherwise `charged` as it is."""
+    idled, so idle neighbours are neither charged, priced nor named, nor judged; otherwise `charged`."""
     busy = working_gpus(samples, charged.columns, attribution_known=False)
     if charged.known or len(charged.columns) < 2 or len(busy) == len(charged.columns):
         return charged
     idle = ", ".join(f"gpu{i}" for i in charged.columns if i not in busy)
-    how = (f"the {len(busy)} of {len(charged.columns)} GPUs that did work ({idle} under 1 % busy; which "
-           "trained is not recorded)")  # fmt: skip
+    how = (f"the {len(busy)} of {len(charged.columns)} GPUs that did work ({idle} under "
+           f"{WORKED_UTIL_PCT:g} % busy; which trained is not recorded)")  # fmt: skip
     return charged._replace(columns=busy, how=how)
-
-
-def _busy_others(samples: pd.DataFrame, gpus: list[int]) -> tuple[tuple[int, float], ...]:
-    """The GPUs outside `gpus` whose mean utilization in `samples` is 1 % or more, with it."""
-    others = ((i, mean_of(samples, f"gpu{i}_util_pct")) for i in gpu_indices(samples) if i not in gpus)
-    return tuple((i, m) for i, m in others if m is not None and m >= 1.0)
 
 
 def energy_warnings(run_id: str, kind: str, energy: en.Energy | None) -> list[str]:
@@ -321,7 +325,6 @@ def analyse_run(
         *thermal.gpu_throttling(in_training, interval),
         thermal.cpu_frequency_drops(in_training, thresholds, interval, baseline_mhz),
     ]
-    working = working_gpus(measured, gpus, attribution_known)
     analysis = RunAnalysis(
         run_id=run.run_id,
         label=str(meta.get("label") or run.run_id),
@@ -340,10 +343,10 @@ def analyse_run(
         verdict=verdict(
             kind,
             measured,
-            working,
+            gpus,
             measured_throttles,
             thresholds,
-            gpu_findings(measured, working, listed_gpus(run.meta), thresholds, state.held_low),
+            gpu_findings(measured, gpus, listed_gpus(run.meta), thresholds, state.held_low),
             state.utilization_note,
         ),
         evaluation=dict(run.evaluation),
@@ -356,10 +359,10 @@ def analyse_run(
         device_mismatch=mismatch,
         measurement_span=span,
         measured_window=window,
-        busy_other_gpus=_busy_others(measured, gpus),
+        busy_other_gpus=tuple(busy_gpus(measured, (i for i in gpu_indices(measured) if i not in gpus))),
     )
     system = meta.get("system") if isinstance(meta.get("system"), dict) else {}
     gpu_names = analysis.hardware.get("gpus") or []
-    room = headroom(info, system, kind, gpu_names, rate, measured, working, analysis.verdict, thresholds,
+    room = headroom(info, system, kind, gpu_names, rate, measured, gpus, analysis.verdict, thresholds,
                     mig_slice=state.mig, board_not_attributable=state.not_attributable)  # fmt: skip
     return replace(analysis, headroom=room)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from sizing.analysis import bottleneck, signature
 from sizing.analysis.compare import Comparison, Group
-from sizing.analysis.run import RunAnalysis
+from sizing.analysis.run import WORKED_UTIL_PCT, RunAnalysis
 from sizing.analysis.runchecks import RATE_MISMATCH_FRACTION, too_few_steps
 from sizing.analysis.sessions import DRIFT_WARN_FRACTION
 from sizing.analysis.throughput import FROM_STEP_LOG
@@ -111,7 +111,7 @@ def gpu_waited(g: Group) -> str:
 
 
 GPU_HELD_DOWN = (bottleneck.THERMALLY_THROTTLED, bottleneck.HW_SLOWDOWN)
-IDLE_GPU_UTIL_PCT = 1.0  # every used GPU's mean utilization below this while the run trained: it did no work
+IDLE_GPU_UTIL_PCT = WORKED_UTIL_PCT  # every used GPU below this while the run trained: it did no work
 
 
 def gpu_idle(g: Group) -> str:

@@ -27,7 +27,7 @@ from collect.progress import ProgressReporter
 from collect.session import SessionError, SessionOptions, SessionResult, run_session
 from collect.sources import Hardware
 from collect.sources.nvml import nvml_text, visible_gpu_indices
-from collect.usage import JOB_PRECISION, command_problem, data_dir_problem
+from collect.usage import batch_problem, command_problem, data_dir_problem, job_precision_problem
 from runformat import format_duration, parse_duration
 from runformat.cli import USAGE_ERROR
 
@@ -80,10 +80,8 @@ def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 def options_problem(args: argparse.Namespace, command: list[str]) -> str | None:
     if not command:
         return "missing command after --"
-    if args.batch is not None and args.batch < 1:
-        return "--batch must be at least 1"
-    if args.precision is not None and not JOB_PRECISION.match(args.precision):
-        return f"--precision {args.precision!r}: expected a dtype name (float32, bfloat16, mixed_float16...)"
+    if problem := batch_problem(args.batch) or job_precision_problem(args.precision):
+        return problem
     if args.workload_name is not None and not args.workload_name.strip():
         return "--workload-name is empty"
     flops = args.flops_per_example

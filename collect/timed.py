@@ -27,7 +27,14 @@ from collect.sources import Hardware
 from collect.sweep import new_sweep, run_sweep, sweep_exit_code, sweep_lines
 from collect.timed_summary import summary_lines
 from collect.tune_sweep import MIXED_DTYPE, RunRequest, run_tuning, tuning_plan
-from collect.usage import FRAMEWORK_NAMES, PRECISIONS, PRESET_NAMES, data_dir_problem, dataset_problem
+from collect.usage import (
+    FRAMEWORK_NAMES,
+    PRECISIONS,
+    PRESET_NAMES,
+    batch_problem,
+    data_dir_problem,
+    dataset_problem,
+)
 from runformat import COMMAND_LOG, RUN_JSON, TRAINING_JSON, format_duration, parse_duration
 from runformat.cli import USAGE_ERROR
 from runformat.diskfull import DISK_FULL
@@ -220,8 +227,8 @@ def main(argv: Sequence[str]) -> int:
         line = "python -m collect timed: error: --tune-budget and --tune-space go with --tune"
         print(line, file=sys.stderr)
         return USAGE_ERROR
-    if args.batch is not None and args.batch < 1:
-        print("python -m collect timed: error: --batch must be at least 1", file=sys.stderr)
+    if problem := batch_problem(args.batch):
+        print(f"python -m collect timed: error: {problem}", file=sys.stderr)
         return USAGE_ERROR
     if args.keep_checkpoints is not None and args.keep_checkpoints < 1:
         print("python -m collect timed: error: --keep-checkpoints must be at least 1", file=sys.stderr)

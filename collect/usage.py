@@ -80,6 +80,20 @@ PRECISIONS = ("float32", "mixed")  # our workload's --precision
 JOB_PRECISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")  # a job's: float32, bf16-mixed, FP16
 
 
+def batch_problem(batch: str | int | None) -> str | None:
+    """--batch as given (text before anything is installed, a number after argparse): a whole number ≥ 1."""
+    if batch is None or (str(batch).isdigit() and int(batch) >= 1):
+        return None
+    return f"--batch {batch}: expected a whole number ≥ 1"
+
+
+def job_precision_problem(precision: str | None) -> str | None:
+    """A job's --precision: a dtype's name, as frameworks spell it (float32, bf16-mixed, FP16...)."""
+    if precision is None or JOB_PRECISION.match(precision):
+        return None
+    return f"--precision {precision!r}: expected a dtype name (float32, bfloat16, mixed_float16...)"
+
+
 def options_problem(argv: list[str]) -> str | None:
     """The first problem of the timed-run options in argv that can be seen without installing anything
     (the entry-point scripts call this with the system python3); other options are left to the parser."""
@@ -98,12 +112,12 @@ def options_problem(argv: list[str]) -> str | None:
     parser.add_argument("--batch")
     parser.add_argument("--precision")
     args, _ = parser.parse_known_args(argv)
-    if args.batch is not None and not (args.batch.isdigit() and int(args.batch) >= 1):
-        return f"--batch {args.batch}: expected a whole number ≥ 1"
+    if problem := batch_problem(args.batch):
+        return problem
     if args.precision is not None and not job and args.precision not in PRECISIONS:
         return f"--precision {args.precision}: expected {' or '.join(PRECISIONS)}"
-    if args.precision is not None and job and not JOB_PRECISION.match(args.precision):
-        return f"--precision {args.precision!r}: expected a dtype name (float32, bfloat16, mixed_float16...)"
+    if job and (problem := job_precision_problem(args.precision)):
+        return problem
     if args.preset not in PRESET_NAMES:
         return f"--preset {args.preset}: expected one of {', '.join(PRESET_NAMES)}"
     if args.framework not in FRAMEWORK_NAMES:

@@ -258,7 +258,7 @@ def test_gpu_problems_are_one_line_and_exit_1_before_anything_is_recorded(
     [
         ([], [], "missing command after --"),
         (["--progress-regex", "(?P<step>"], [PY], "--progress-regex '(?P<step>': not a regular expression"),
-        (["--batch", "0"], [PY], "--batch must be at least 1"),
+        (["--batch", "0"], [PY], "--batch 0: expected a whole number ≥ 1"),
         (["--precision", "Float 32"], [PY], "--precision 'Float 32': expected a dtype name"),
         (["--precision", "_bf16"], [PY], "--precision '_bf16': expected a dtype name"),
         (["--flops-per-example", "0"], [PY], "--flops-per-example 0: expected a number of FLOPs > 0"),

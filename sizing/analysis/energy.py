@@ -30,6 +30,8 @@ CPU_RAPL = "CPU package (RAPL)"
 GPU_NOT_REPORTED = "GPU board not reported"
 CROSS_CHECK_TOLERANCE = 0.10
 MIN_VALID_W = 1.0  # no GPU board or CPU package draws less while powered: a stuck counter or a 0 W gauge
+MAX_BOARD_W = 2000.0  # no GPU board draws more (the largest, B300 and MI355X, are rated 1,400 W)
+POWER_LIMIT_SLACK = 1.5  # a board's mean draw over the window stays within its power limit; this is slack
 
 
 def gpu_name(index: int | str) -> str:
@@ -37,15 +39,33 @@ def gpu_name(index: int | str) -> str:
     return index if isinstance(index, str) else f"gpu{index}"
 
 
-def _plausible(sources: list[SourceEnergy], checks: list[str]) -> list[SourceEnergy]:
-    """The sources whose mean power a powered board or package can draw; the others named in checks."""
+def _plausible(
+    sources: list[SourceEnergy], checks: list[str], ceiling: tuple[float, str] | None = None
+) -> list[SourceEnergy]:
+    """The sources whose mean power a powered board or package can draw (at most `ceiling`'s watts, when
+    given with what sets it); the others named in checks."""
     kept = []
     for s in sources:
         if s.mean_w is not None and s.mean_w < MIN_VALID_W and not s.is_estimate:
             checks.append(f"{s.source} {s.method} reads {s.mean_w:.1f} W (stuck or not supported): ignored")
+        elif s.mean_w is not None and ceiling is not None and s.mean_w > ceiling[0]:
+            checks.append(
+                f"{s.source} {s.method} reads {s.mean_w:,.1f} W, more than {ceiling[1]}: ignored "
+                "(a wrong unit?)"
+            )
         else:
             kept.append(s)
     return kept
+
+
+def board_ceiling(limits_w: np.ndarray | None) -> tuple[float, str]:
+    """The most a board's mean power can be, and what sets it: POWER_LIMIT_SLACK × its power limit as
+    recorded (the highest in the run), where that is one a board can have; else MAX_BOARD_W."""
+    recorded = limits_w[np.isfinite(limits_w) & (limits_w > 0)] if limits_w is not None else np.array([])
+    limit = float(recorded.max()) if recorded.size else None
+    if limit is None or limit * POWER_LIMIT_SLACK >= MAX_BOARD_W:
+        return MAX_BOARD_W, f"any GPU board draws ({MAX_BOARD_W:,.0f} W)"
+    return limit * POWER_LIMIT_SLACK, f"{POWER_LIMIT_SLACK:g} × its {limit:,.0f} W power limit"
 
 
 @dataclass(frozen=True)
@@ -212,7 +232,7 @@ def _gpu_sources(
     checks = []
     if from_counter is not None and from_counter.resets:
         checks.append(f"{name} energy counter reset {from_counter.resets} time(s) (integrated piecewise)")
-    valid = _plausible(read, checks)
+    valid = _plausible(read, checks, board_ceiling(values_of(telemetry, f"{name}_power_limit_w")))
     counted = [s for s in valid if s is from_counter]
     integrated = [s for s in valid if s is not from_counter]
     if counted and integrated and (counter_w := counted[0].mean_w) is not None:

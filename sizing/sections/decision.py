@@ -16,7 +16,7 @@ from sizing.analysis.validity import gpu_idle, like_for_like_text
 from sizing.context import ReportContext
 from sizing.sections import tuning as tuned_text
 from sizing.sections.decision_caveats import NO_CPU_RUN, caveats, gpu_options, no_cpu_group
-from sizing.sections.money_text import energy_unknown_reason, energy_unknown_word, life_text
+from sizing.sections.money_text import energy_doubt, energy_unknown_reason, energy_unknown_word, life_text
 from sizing.text import fmt, fmt_usd, steps_only_rate
 
 MAX_CAVEATS = 3
@@ -71,7 +71,10 @@ def _energy(g: Group) -> str:
         return f"energy {energy_unknown_word(energy_unknown_reason(g))}"
     partial = any(a.steady_energy is not None and a.steady_energy.is_partial for a in g.analyses)
     estimate = "≈ " if g.energy_is_estimate else ""
-    return f"{estimate}{fmt(g.j_per_1k_examples.mean, 0, ' J')}" + (" (GPU board only)" if partial else "")
+    notes = ["GPU board only"] if partial else []
+    if doubt := energy_doubt(g):
+        notes.append(f"doubtful: {doubt}")
+    return f"{estimate}{fmt(g.j_per_1k_examples.mean, 0, ' J')}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _usd(g: Group) -> tuple[str, float | None, bool]:

@@ -8,7 +8,13 @@ from sizing.analysis import sessions as ss
 from sizing.analysis import speedup as sp
 from sizing.analysis import validity
 from sizing.analysis.coverage import COMPLETE_COVERAGE, MAX_GAP_INTERVALS
-from sizing.analysis.energy import CROSS_CHECK_TOLERANCE, ESTIMATE_SPACING_S, MIN_VALID_W
+from sizing.analysis.energy import (
+    CROSS_CHECK_TOLERANCE,
+    ESTIMATE_SPACING_S,
+    MAX_BOARD_W,
+    MIN_VALID_W,
+    POWER_LIMIT_SLACK,
+)
 from sizing.analysis.jobs import NODE_STRAGGLER_GAP_PCT
 from sizing.analysis.runchecks import LOSS_ROSE_FACTOR, MIN_VERDICT_SAMPLES, RATE_MISMATCH_FRACTION
 from sizing.analysis.spans import SHORT_SPAN_FRACTION
@@ -255,7 +261,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "package alone; without the CPU package it says GPU board only. A GPU's counter is "
             f"cross-checked against its integrated power (flagged above {CROSS_CHECK_TOLERANCE:.0%}); "
             f"a measured source that averages under {MIN_VALID_W:g} W (a stuck counter, a 0 W gauge) is "
-            "ignored.",
+            f"ignored, and so is a GPU source that averages over {POWER_LIMIT_SLACK:g} × the board's power "
+            f"limit (`gpu<N>_power_limit_w`, the highest in the run), or over {MAX_BOARD_W:,.0f} W where no "
+            "limit is recorded: more than the board can draw (a wrong unit, such as mW or mJ).",
         ),
         (
             "GPU energy source",

@@ -111,10 +111,16 @@ def attribution_note(g: Group) -> str:
     )
 
 
-def energy_checks_note(g: Group) -> str:
-    """The headline's note when a GPU counter and its power disagree (resets are in the warnings)."""
+def energy_doubt(g: Group) -> str:
+    """The first disagreement between a GPU's energy counter and its integrated power ('' when none;
+    resets are in the warnings)."""
     checks = [c for a in g.analyses if a.steady_energy for c in a.steady_energy.checks if "differ by" in c]
-    return f" — energy doubtful: {checks[0]}" if checks else ""
+    return checks[0] if checks else ""
+
+
+def energy_checks_note(g: Group) -> str:
+    """The headline's note when a GPU counter and its power disagree."""
+    return f" — energy doubtful: {doubt}" if (doubt := energy_doubt(g)) else ""
 
 
 def assumptions(c: Comparison, ctx: ReportContext) -> str:

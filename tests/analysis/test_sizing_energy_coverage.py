@@ -108,8 +108,13 @@ def test_counter_and_power_that_disagree_are_flagged_in_the_headline() -> None:
         in (headline[1])
     )
     assert any("differ by 33%" in w for w in data["warnings"])
-    agreeing, _ = report_json([reference_cpu(), fine_gpu()])
+    (option,) = data["decision"]["options"]  # the Decision's figure carries the same doubt
+    assert "J (doubtful: gpu0 energy counter (300.0 W) and integrated power (200.0 W) differ by 33%)" in (
+        option["line"]
+    )
+    agreeing, data = report_json([reference_cpu(), fine_gpu()])
     assert "doubtful" not in agreeing[1]
+    assert "doubtful" not in data["decision"]["options"][0]["line"]
 
 
 def test_a_counter_that_only_goes_down_never_gives_negative_joules() -> None:

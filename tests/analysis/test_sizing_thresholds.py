@@ -45,6 +45,8 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - energy.ESTIMATE_SPACING_S = 1: integrated power is an ESTIMATE at a spacing ≥. Pinned: here
 - energy.CROSS_CHECK_TOLERANCE = 0.1: a counter and integrated power flagged apart by >. Pinned: here
 - energy.MIN_VALID_W = 1: a measured source averaging < it is ignored. Pinned: here
+- energy.MAX_BOARD_W = 2000: a GPU source averaging > it is ignored (power limit unknown). Pinned: here
+- energy.POWER_LIMIT_SLACK = 1.5: a GPU source averaging > it × the power limit is ignored. Pinned: here
 - gpu_state.SHARED_BEFORE_UTIL_PCT = 10: shared, util before the training ≥.
   Pinned: gpu_state::before_the_first_train_phase_busy; gpu_state::gpu_state_before_training
 - gpu_state.SHARED_BEFORE_MEM_BYTES = 2147483648: shared, memory before the training ≥.
@@ -140,7 +142,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 60
+    assert len(found) == 62
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 

@@ -76,6 +76,35 @@ def test_a_source_averaging_under_the_minimum_is_ignored(watts: float, ignored: 
     assert (found.gpu_j is None) is ignored
 
 
+@pytest.mark.parametrize(
+    ("watts", "ignored"), [(energy.MAX_BOARD_W, False), (energy.MAX_BOARD_W + BELOW, True)]
+)
+def test_a_gpu_source_averaging_over_what_any_board_draws_is_ignored(watts: float, ignored: bool) -> None:
+    found = _counter_energy(np.arange(0.0, 51.0), (0.0, 50.0), watts=watts)
+    assert any("more than any GPU board draws" in c for c in found.checks) is ignored
+    assert (found.gpu_j is None) is ignored
+
+
+@pytest.mark.parametrize(("factor", "ignored"), [(energy.POWER_LIMIT_SLACK, False),
+                                                 (energy.POWER_LIMIT_SLACK + BELOW, True)])  # fmt: skip
+def test_a_gpu_source_averaging_over_the_slack_times_its_power_limit_is_ignored(
+    factor: float, ignored: bool
+) -> None:
+    found = _counter_energy(np.arange(0.0, 51.0), (0.0, 50.0), watts=400.0 * factor, gpu0_power_limit_w=400.0)
+    assert any("1.5 × its 400 W power limit: ignored (a wrong unit?)" in c for c in found.checks) is ignored
+    assert (found.gpu_j is None) is ignored
+
+
+def test_an_energy_counter_in_millijoules_gives_way_to_integrated_power() -> None:
+    times = np.arange(0.0, 61.0)
+    frame = pd.DataFrame({"time_unix": times, "gpu0_energy_j": 300_000.0 * times, "gpu0_power_w": 300.0,
+                          "gpu0_power_limit_w": 700.0})  # fmt: skip
+    found = energy.energy_in(frame, (0.0, 60.0), [0], None, 0.3, is_gpu_run=True, nominal_interval_s=1.0)
+    assert found.gpu_j == pytest.approx(300.0 * 60.0)
+    assert energy.GPU_POWER.split(" (")[1] in found.gpu_covers
+    assert not any("differ by" in c for c in found.checks)
+
+
 # Sessions, stability and the steady rate (sizing.analysis.sessions, sizing.analysis.runchecks)
 
 

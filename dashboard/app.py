@@ -15,7 +15,7 @@ import dash
 from dash import MATCH, Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
-from dashboard import figures, timebase, views
+from dashboard import timebase, views
 from dashboard.runs import discover_runs
 from dashboard.tabs import (
     components,
@@ -48,7 +48,7 @@ TABS: tuple[Tab, ...] = (
 
 
 def create_app(
-    data_dir: Path, refresh_ms: int = REFRESH_MS, max_points: int = figures.MAX_POINTS
+    data_dir: Path, refresh_ms: int = REFRESH_MS, max_points: int = timebase.MAX_POINTS
 ) -> dash.Dash:
     """The app over data_dir; `max_points` per trace of the time-series views (the bench lifts it)."""
     data_dir = Path(data_dir)
@@ -106,10 +106,10 @@ def _controls(runs: list) -> Any:
                     dcc.RadioItems(
                         id=X_MODE_ID,
                         options=[
-                            {"label": "seconds", "value": figures.X_SECONDS},
-                            {"label": "% of runtime", "value": figures.X_PERCENT},
+                            {"label": "seconds", "value": timebase.X_SECONDS},
+                            {"label": "% of runtime", "value": timebase.X_PERCENT},
                         ],
-                        value=figures.X_SECONDS,
+                        value=timebase.X_SECONDS,
                         inline=True,
                     ),
                     html.Label("window, % of each run's runtime"),
@@ -119,7 +119,7 @@ def _controls(runs: list) -> Any:
                             min=0,
                             max=100,
                             step=0.5,
-                            value=list(figures.FULL_WINDOW),
+                            value=list(timebase.FULL_WINDOW),
                             marks={p: f"{p}%" for p in range(0, 101, 10)},
                             allowCross=False,
                         ),
@@ -133,7 +133,7 @@ def _controls(runs: list) -> Any:
     )
 
 
-def register_frame(app: dash.Dash, data_dir: Path, max_points: int = figures.MAX_POINTS) -> None:
+def register_frame(app: dash.Dash, data_dir: Path, max_points: int = timebase.MAX_POINTS) -> None:
     """The run list and data version, the warnings, and the zoom of every time-series panel of any tab."""
 
     @app.callback(

@@ -19,14 +19,7 @@ import plotly.graph_objects as go
 
 from dashboard.colors import colors_for
 from dashboard.runs import RunInfo, read_telemetry, read_training
-from dashboard.timebase import (
-    FULL_WINDOW,
-    MAX_POINTS,
-    X_PERCENT,
-    X_SECONDS,
-    clock_of,
-    series_xy,
-)
+from dashboard.timebase import WHOLE_RUN, X_PERCENT, TimeView, clock_of, series_xy
 from runformat.columns import (
     TIME_COLUMNS,
     UTIL_PCT,
@@ -105,14 +98,7 @@ def run_colors(runs: Sequence[RunInfo]) -> dict[str, str]:
     return colors_for((run.run_id, run.device) for run in runs)
 
 
-def metric_figure(
-    runs: Sequence[RunInfo],
-    metric: Metric,
-    x_mode: str = X_SECONDS,
-    window: tuple[float, float] = FULL_WINDOW,
-    x_range: tuple[float, float] | None = None,
-    max_points: int = MAX_POINTS,
-) -> go.Figure:
+def metric_figure(runs: Sequence[RunInfo], metric: Metric, view: TimeView = WHOLE_RUN) -> go.Figure:
     """One line per matching column per run; a note instead of lines where no run has the data."""
     names, colors = display_names(runs), run_colors(runs)
     figure = go.Figure()
@@ -121,7 +107,7 @@ def metric_figure(
         frame = read_telemetry(run)
         columns = metric.columns(frame.columns)
         for position, column in enumerate(columns):
-            x, y = series_xy(run, frame, column, x_mode, window, x_range, max_points)
+            x, y = series_xy(run, frame, column, view)
             if not len(x):
                 continue
             suffix = f" · {_short_column(column)}" if len(columns) > 1 or column.startswith("gpu") else ""
@@ -135,9 +121,9 @@ def metric_figure(
                     line={"color": colors[run.run_id], "dash": dashes[position % len(dashes)], "width": 1.5},
                 )
             )
-    style_time_figure(figure, metric.title, metric.unit, x_mode, x_range)
+    style_time_figure(figure, metric.title, metric.unit, view.x_mode, view.x_range)
     not_recorded = f"{metric.title}: not recorded in the selected runs (no readings in any row)"
-    explain_empty(figure, x_range, not_recorded)
+    explain_empty(figure, view.x_range, not_recorded)
     return figure
 
 
@@ -147,24 +133,18 @@ def per_core_columns(run: RunInfo) -> list[tuple[int, str]]:
     return [(index, cpu_column(index, UTIL_PCT)) for index in core_indices(frame.columns)]
 
 
-def heatmap_figure(
-    run: RunInfo,
-    x_mode: str = X_SECONDS,
-    window: tuple[float, float] = FULL_WINDOW,
-    bins: int = HEATMAP_BINS,
-    x_range: tuple[float, float] | None = None,
-) -> go.Figure | None:
-    """Per-core utilization of one run: mean per time bin, one row per logical CPU; None without readings."""
+def heatmap_figure(run: RunInfo, view: TimeView = WHOLE_RUN, bins: int = HEATMAP_BINS) -> go.Figure | None:
+    """Per-core utilization of one run: mean per time bin, one row per logical CPU; None without readings.
+
+    The view's x_mode, window and x_range apply; `bins`, not its max_points, sets the resolution.
+    """
     frame = read_telemetry(run)
     cores = per_core_columns(run)
     clock = clock_of(run, frame)
     if clock is None or not cores or not len(clock.seconds):
         return None
     base, seconds = clock.base, clock.seconds
-    low_s, high_s = base.window_s(window)
-    if x_range is not None:
-        scale = base.span_s / 100.0 if x_mode == X_PERCENT else 1.0
-        low_s, high_s = max(low_s, x_range[0] * scale), min(high_s, x_range[1] * scale)
+    low_s, high_s = view.bounds_s(base)
     low_s, high_s = max(low_s, float(seconds[0])), min(high_s, float(seconds[-1]))
     if high_s <= low_s:
         return None
@@ -177,7 +157,7 @@ def heatmap_figure(
     centers = (edges[:-1] + edges[1:]) / 2
     figure = go.Figure(
         go.Heatmap(
-            x=base.x(centers + base.origin_unix, x_mode),
+            x=base.x(centers + base.origin_unix, view.x_mode),
             y=[f"cpu{n}" for n, _ in cores],
             z=z,
             zmin=0,
@@ -187,7 +167,7 @@ def heatmap_figure(
             hovertemplate="%{y} at %{x:.4~g}: %{z:.0f} %<extra></extra>",
         )
     )
-    style_time_figure(figure, f"Per-core utilization · {run.label}", "", x_mode, x_range)
+    style_time_figure(figure, f"Per-core utilization · {run.label}", "", view.x_mode, view.x_range)
     figure.update_layout(height=max(220, 60 + 22 * len(cores)), showlegend=False)
     return figure
 
@@ -204,32 +184,25 @@ def timeseries_columns(runs: Sequence[RunInfo]) -> list[str]:
     return list(telemetry) + list(training)
 
 
-def any_metric_figure(
-    runs: Sequence[RunInfo],
-    column: str | None,
-    x_mode: str = X_SECONDS,
-    window: tuple[float, float] = FULL_WINDOW,
-    x_range: tuple[float, float] | None = None,
-    max_points: int = MAX_POINTS,
-) -> go.Figure:
+def any_metric_figure(runs: Sequence[RunInfo], column: str | None, view: TimeView = WHOLE_RUN) -> go.Figure:
     """The picked column (a telemetry column, or `training.<column>`) of every run, on one axis."""
     if not column:
         figure = go.Figure()
-        style_time_figure(figure, "Time series", "", x_mode, None)
+        style_time_figure(figure, "Time series", "", view.x_mode, None)
         _say_instead(figure, "pick a metric")
         return figure
     is_training = column.startswith("training.")
     name = column.removeprefix("training.")
     metric = Metric(re.escape(name), name, unit_of(name))
     if not is_training:
-        return metric_figure(runs, metric, x_mode, window, x_range, max_points)
+        return metric_figure(runs, metric, view)
     names, colors = display_names(runs), run_colors(runs)
     figure = go.Figure()
     for run in runs:
-        x, y = series_xy(run, read_training(run), name, x_mode, window, x_range, max_points)
+        x, y = series_xy(run, read_training(run), name, view)
         if len(x):
             figure.add_trace(line_trace(x, y, names[run.run_id], colors[run.run_id], True, run.run_id))
-    style_time_figure(figure, f"training · {name}", metric.unit, x_mode, x_range)
+    style_time_figure(figure, f"training · {name}", metric.unit, view.x_mode, view.x_range)
     if not figure.data:
         _say_instead(figure, f"training · {name}: not recorded in the selected runs")
     return figure

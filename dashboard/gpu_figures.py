@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from dashboard.figures import display_names, explain_empty, line_trace, run_colors, style_time_figure
 from dashboard.runs import RunInfo, read_telemetry
-from dashboard.timebase import FULL_WINDOW, MAX_POINTS, X_SECONDS, series_xy
+from dashboard.timebase import WHOLE_RUN, TimeView, series_xy
 from runformat.columns import gpu_column, gpu_indices
 
 # The GPU tab's profiling counters (runformat/gpm.py) beside utilization, per GPU: (suffix, name, dash).
@@ -35,14 +35,7 @@ def _reads_gpm(frame: pd.DataFrame, index: int) -> bool:
     return any(frame[column].notna().any() for column in columns if column in frame)
 
 
-def gpu_activity_figure(
-    runs: Sequence[RunInfo],
-    index: int,
-    x_mode: str = X_SECONDS,
-    window: tuple[float, float] = FULL_WINDOW,
-    x_range: tuple[float, float] | None = None,
-    max_points: int = MAX_POINTS,
-) -> go.Figure:
+def gpu_activity_figure(runs: Sequence[RunInfo], index: int, view: TimeView = WHOLE_RUN) -> go.Figure:
     """GPU `index`'s utilization beside its SM, tensor and DRAM activity, for each run that read them."""
     names, colors = display_names(runs), run_colors(runs)
     title = f"GPU {index}: utilization beside SM, tensor and DRAM activity (profiling counters)"
@@ -52,13 +45,13 @@ def gpu_activity_figure(
         if not _reads_gpm(frame, index):
             continue
         for suffix, label, dash in GPU_ACTIVITY:
-            x, y = series_xy(run, frame, gpu_column(index, suffix), x_mode, window, x_range, max_points)
+            x, y = series_xy(run, frame, gpu_column(index, suffix), view)
             if len(x):
                 trace = line_trace(
                     x, y, f"{names[run.run_id]} · {label}", colors[run.run_id], True, run.run_id
                 )
                 trace.line.dash = dash
                 figure.add_trace(trace)
-    style_time_figure(figure, title, "%", x_mode, x_range)
-    explain_empty(figure, x_range, f"{title}: not recorded in the selected runs")
+    style_time_figure(figure, title, "%", view.x_mode, view.x_range)
+    explain_empty(figure, view.x_range, f"{title}: not recorded in the selected runs")
     return figure

@@ -13,7 +13,7 @@ from plotly.subplots import make_subplots
 
 from dashboard.figures import PERCENT_RANGE, Metric, display_names, line_trace, run_colors, x_title
 from dashboard.runs import RunInfo, read_telemetry, read_training
-from dashboard.timebase import FULL_WINDOW, MAX_POINTS, X_SECONDS, clock_of, series_xy
+from dashboard.timebase import FULL_WINDOW, WHOLE_RUN, TimeView, clock_of, series_xy
 from runformat.columns import gpu_pattern
 
 SUMMARY_METRICS: list[tuple[str, Metric]] = [
@@ -120,20 +120,14 @@ def component_stats(run: RunInfo, window: tuple[float, float] = FULL_WINDOW) -> 
 TRAINING_ROWS = (("step", "global step"), ("loss_total", "total loss"), ("examples_per_s", "examples/s"))
 
 
-def training_figure(
-    runs: Sequence[RunInfo],
-    x_mode: str = X_SECONDS,
-    window: tuple[float, float] = FULL_WINDOW,
-    max_points: int = MAX_POINTS,
-    x_range: tuple[float, float] | None = None,
-) -> go.Figure | None:
+def training_figure(runs: Sequence[RunInfo], view: TimeView = WHOLE_RUN) -> go.Figure | None:
     """Steps, loss and examples/s over time, above the CPU and GPU utilization on the same clock.
 
     Only the training rows some run has data for are drawn; None when no selected run has training.csv.
     """
     names, colors = display_names(runs), run_colors(runs)
     training_series = {
-        (run.run_id, column): series_xy(run, read_training(run), column, x_mode, window, x_range, max_points)
+        (run.run_id, column): series_xy(run, read_training(run), column, view)
         for run in runs
         for column, _ in TRAINING_ROWS
     }
@@ -156,7 +150,7 @@ def training_figure(
                 figure.add_trace(trace, row=row, col=1)
         telemetry = read_telemetry(run, ["time_unix", "cpu_util_pct", "gpu0_util_pct"])
         for column, dash in (("cpu_util_pct", "solid"), ("gpu0_util_pct", "dot")):
-            x, y = series_xy(run, telemetry, column, x_mode, window, x_range, max_points)
+            x, y = series_xy(run, telemetry, column, view)
             if len(x):
                 name = f"{names[run.run_id]} · {column.split('_')[0]} utilization"
                 trace = line_trace(x, y, name, colors[run.run_id], True, run.run_id)
@@ -166,12 +160,12 @@ def training_figure(
         height=170 + 170 * len(rows),
         title="Training progress, aligned with telemetry",
         margin={"t": 70, "l": 60, "r": 20, "b": 40},
-        uirevision=f"training-{x_mode}",
+        uirevision=f"training-{view.x_mode}",
         legend={"orientation": "h", "y": -0.08},
         showlegend=True,
     )
-    figure.update_xaxes(title_text=x_title(x_mode), row=len(rows), col=1)
-    if x_range is not None:
-        figure.update_xaxes(range=list(x_range))
+    figure.update_xaxes(title_text=x_title(view.x_mode), row=len(rows), col=1)
+    if view.x_range is not None:
+        figure.update_xaxes(range=list(view.x_range))
     figure.update_yaxes(range=PERCENT_RANGE, row=len(rows), col=1)
     return figure

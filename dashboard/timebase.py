@@ -45,6 +45,28 @@ class TimeBase:
         return low_s, high_s
 
 
+@dataclass(frozen=True)
+class TimeView:
+    """What part of each run a time figure shows and how: the x axis (seconds or % of runtime), the window
+    (% of runtime), a zoom (x_range, in the x axis's unit) and the most points one line keeps."""
+
+    x_mode: str = X_SECONDS
+    window: tuple[float, float] = FULL_WINDOW
+    x_range: tuple[float, float] | None = None
+    max_points: int = MAX_POINTS
+
+    def bounds_s(self, base: TimeBase) -> tuple[float, float]:
+        """The shown part of a run in seconds since its origin: the window, narrowed to x_range if any."""
+        low_s, high_s = base.window_s(self.window)
+        if self.x_range is not None:
+            scale = base.span_s / 100.0 if self.x_mode == X_PERCENT else 1.0
+            low_s, high_s = max(low_s, self.x_range[0] * scale), min(high_s, self.x_range[1] * scale)
+        return low_s, high_s
+
+
+WHOLE_RUN = TimeView()
+
+
 def time_base(run: RunInfo, time_unix: np.ndarray) -> TimeBase:
     """Origin: run.json's start (all files align on it); 100 %: the run's duration, else its last sample."""
     first = float(time_unix[0]) if len(time_unix) else 0.0
@@ -139,26 +161,16 @@ def _make_clock(run: RunInfo, times: np.ndarray) -> Clock:
 
 
 def series_xy(
-    run: RunInfo,
-    frame: pd.DataFrame,
-    column: str,
-    x_mode: str,
-    window: tuple[float, float] = FULL_WINDOW,
-    x_range: tuple[float, float] | None = None,
-    max_points: int = MAX_POINTS,
+    run: RunInfo, frame: pd.DataFrame, column: str, view: TimeView = WHOLE_RUN
 ) -> tuple[np.ndarray, np.ndarray]:
-    """x (seconds or %) and y of `column`, cut to the window (% of runtime) and x_range, downsampled."""
+    """x (seconds or %) and y of `column`, cut to the view's window and x_range, downsampled."""
     clock = clock_of(run, frame) if column in frame else None
     if clock is None:
         return np.empty(0), np.empty(0)
     base = clock.base
-    low_s, high_s = base.window_s(window)
-    if x_range is not None:
-        scale = base.span_s / 100.0 if x_mode == X_PERCENT else 1.0
-        low_s, high_s = max(low_s, x_range[0] * scale), min(high_s, x_range[1] * scale)
-    rows = visible_slice(clock.seconds, low_s, high_s)
-    x, y = downsample(clock.seconds[rows], clock.values(frame, column)[rows], max_points)
-    return (x * (100.0 / base.span_s) if x_mode == X_PERCENT else x), y
+    rows = visible_slice(clock.seconds, *view.bounds_s(base))
+    x, y = downsample(clock.seconds[rows], clock.values(frame, column)[rows], view.max_points)
+    return (x * (100.0 / base.span_s) if view.x_mode == X_PERCENT else x), y
 
 
 _X_RANGE = re.compile(r"(xaxis\d*)\.range(\[0\])?")

@@ -24,7 +24,7 @@ from dashboard.runs import (
     read_training,
     run_warnings,
 )
-from dashboard.timebase import window_of, zoom_range
+from dashboard.timebase import MAX_POINTS, TimeView, window_of, zoom_range
 from runformat import format_duration
 from runformat.tuning import TRIAL
 
@@ -136,14 +136,13 @@ def timeseries_figure(
     x_mode: str,
     window: Sequence[float] | None,
     relayout: dict[str, Any] | None,
-    max_points: int = figures.MAX_POINTS,
+    max_points: int = MAX_POINTS,
 ) -> Any:
     runs = selected_runs(data_dir, run_ids)
     if not runs:
         return figures.empty_figure("select runs in the picker above")
-    figure = figures.any_metric_figure(
-        runs, column, x_mode, window_of(window), zoom_range(relayout), max_points
-    )
+    time_view = TimeView(x_mode, window_of(window), zoom_range(relayout), max_points)
+    figure = figures.any_metric_figure(runs, column, time_view)
     drawn = {trace.legendgroup for trace in figure.data}
     lacking = [run.label for run in runs if run.run_id not in drawn]
     if drawn and lacking:
@@ -163,14 +162,14 @@ def component_view(
     runs = selected_runs(data_dir, run_ids)
     if not runs:
         return [hint("Select runs in the picker above.")]
-    span = window_of(window)
+    time_view = TimeView(x_mode, window_of(window))
     graphs: list[Any] = []
     not_anywhere: list[str] = []
     partly: list[Any] = []
     for index, metric in enumerate(figures.COMPONENT_METRICS[component]):
         if component == "gpu" and index == 1:  # the profiling counters, right after utilization
-            graphs += _gpu_activity_graphs(runs, x_mode, span)
-        figure = figures.metric_figure(runs, metric, x_mode, span)
+            graphs += _gpu_activity_graphs(runs, time_view)
+        figure = figures.metric_figure(runs, metric, time_view)
         drawn = {trace.legendgroup for trace in figure.data}
         if not drawn:
             not_anywhere.append(metric.title)
@@ -182,7 +181,7 @@ def component_view(
     if component == "processor":
         lacking = []
         for run in runs:
-            heatmap = figures.heatmap_figure(run, x_mode, span)
+            heatmap = figures.heatmap_figure(run, time_view)
             if heatmap is None:
                 lacking.append(run.label)
             else:
@@ -205,29 +204,29 @@ def zoomed_panel(
     x_mode: str,
     window: Sequence[float] | None,
     relayout: dict[str, Any] | None,
-    max_points: int = figures.MAX_POINTS,
+    max_points: int = MAX_POINTS,
 ) -> Any:
     """A component or training graph redrawn for the x range the user zoomed to, at full detail."""
     runs = selected_runs(data_dir, run_ids)
-    span, x_range = window_of(window), zoom_range(relayout)
+    time_view = TimeView(x_mode, window_of(window), zoom_range(relayout), max_points)
     figure = None
     if view == "training":
-        figure = overview.training_figure(runs, x_mode, span, max_points, x_range)
+        figure = overview.training_figure(runs, time_view)
     elif panel.startswith("metric-") and view in figures.COMPONENT_METRICS:
         metrics = figures.COMPONENT_METRICS[view]
         index = int(panel.removeprefix("metric-")) if panel.removeprefix("metric-").isdigit() else -1
         if 0 <= index < len(metrics):
-            figure = figures.metric_figure(runs, metrics[index], x_mode, span, x_range, max_points)
+            figure = figures.metric_figure(runs, metrics[index], time_view)
     elif view == "gpu" and panel.startswith("gpm-") and panel.removeprefix("gpm-").isdigit():
         index = int(panel.removeprefix("gpm-"))
-        figure = gpu_figures.gpu_activity_figure(runs, index, x_mode, span, x_range, max_points)
+        figure = gpu_figures.gpu_activity_figure(runs, index, time_view)
     elif panel.startswith("heatmap-"):
         run = next((r for r in runs if r.run_id == panel.removeprefix("heatmap-")), None)
-        figure = figures.heatmap_figure(run, x_mode, span, x_range=x_range) if run else None
+        figure = figures.heatmap_figure(run, time_view) if run else None
     if figure is not None:
         return figure
-    if x_range is not None:
-        return figures.empty_range_figure(panel, x_mode, x_range)
+    if time_view.x_range is not None:
+        return figures.empty_range_figure(panel, x_mode, time_view.x_range)
     return figures.empty_figure("not recorded in the selected runs")
 
 
@@ -286,7 +285,7 @@ def training_view(
         children.append(
             hint(f"Not training runs (no training.csv or training.json): {', '.join(untrained)}.")
         )
-    figure = overview.training_figure(trained, x_mode, window_of(window))
+    figure = overview.training_figure(trained, TimeView(x_mode, window_of(window)))
     if figure is None:
         children.append(hint("No training steps in training.csv yet, in the selected window."))
     else:
@@ -313,11 +312,11 @@ def _graph(figure: Any, name: str | dict[str, str]) -> Any:
     return dcc.Graph(figure=figure, id=graph_id, config=GRAPH_CONFIG, className="graph")
 
 
-def _gpu_activity_graphs(runs: Sequence[RunInfo], x_mode: str, span: tuple[float, float]) -> list[Any]:
+def _gpu_activity_graphs(runs: Sequence[RunInfo], time_view: TimeView) -> list[Any]:
     """One graph per GPU that some run read profiling counters of; nothing for runs without them."""
     indices = sorted({index for run in runs for index in gpu_figures.gpm_gpu_indices(run)})
     return [
-        _graph(gpu_figures.gpu_activity_figure(runs, index, x_mode, span), panel_id("gpu", f"gpm-{index}"))
+        _graph(gpu_figures.gpu_activity_figure(runs, index, time_view), panel_id("gpu", f"gpm-{index}"))
         for index in indices
     ]
 

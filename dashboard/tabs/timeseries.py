@@ -24,7 +24,7 @@ def layout() -> list[Any]:
     ]
 
 
-def register(app: dash.Dash, data_dir: Path, max_points: int = figures.MAX_POINTS) -> None:
+def register(app: dash.Dash, data_dir: Path, max_points: int = timebase.MAX_POINTS) -> None:
     register_choices(app, data_dir, METRIC_ID, views.metric_choices)
 
     @app.callback(

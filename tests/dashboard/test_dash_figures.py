@@ -9,6 +9,7 @@ import pytest
 from dashfixtures import make_run
 
 from dashboard import figures, overview, runs, timebase
+from dashboard.timebase import TimeView
 
 
 def _runs(data_dir: Path, run_ids: dict[str, str], *names: str) -> list[runs.RunInfo]:
@@ -41,22 +42,22 @@ def test_visible_slice_includes_one_neighbour_each_side() -> None:
 def test_series_xy_seconds_percent_window_and_zoom(data_dir: Path, run_ids: dict[str, str]) -> None:
     (cpu,) = _runs(data_dir, run_ids, "cpu")
     frame = runs.read_telemetry(cpu)
-    x, _ = timebase.series_xy(cpu, frame, "cpu_util_pct", figures.X_SECONDS)
+    x, _ = timebase.series_xy(cpu, frame, "cpu_util_pct", TimeView(timebase.X_SECONDS))
     assert len(x) == 120 and x[0] == pytest.approx(0.0, abs=0.01) and x[-1] == pytest.approx(119.0, abs=0.01)
-    px, _ = timebase.series_xy(cpu, frame, "cpu_util_pct", figures.X_PERCENT)
+    px, _ = timebase.series_xy(cpu, frame, "cpu_util_pct", TimeView(timebase.X_PERCENT))
     assert px[-1] == pytest.approx(119.0 / 120.0 * 100.0, abs=0.01)
-    wx, _ = timebase.series_xy(cpu, frame, "cpu_util_pct", figures.X_SECONDS, window=(50.0, 75.0))
+    wx, _ = timebase.series_xy(cpu, frame, "cpu_util_pct", TimeView(timebase.X_SECONDS, window=(50.0, 75.0)))
     assert wx[0] == pytest.approx(59.0, abs=0.01) and wx[-1] == pytest.approx(90.0, abs=0.01)
-    zx, _ = timebase.series_xy(cpu, frame, "cpu_util_pct", figures.X_PERCENT, x_range=(10.0, 20.0))
+    zx, _ = timebase.series_xy(cpu, frame, "cpu_util_pct", TimeView(timebase.X_PERCENT, x_range=(10.0, 20.0)))
     assert zx[0] <= 10.0 < zx[1] and zx[-2] < 20.0 <= zx[-1]
-    nx, _ = timebase.series_xy(cpu, frame, "no_such_column", figures.X_SECONDS)
+    nx, _ = timebase.series_xy(cpu, frame, "no_such_column", TimeView(timebase.X_SECONDS))
     assert len(nx) == 0
 
 
 def test_series_is_aligned_on_run_start(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path, duration_s=60, start_unix=1_800_000_000.0)
     run = runs.open_run_dir(run_dir)
-    x, _ = timebase.series_xy(run, runs.read_training(run), "step", figures.X_SECONDS)
+    x, _ = timebase.series_xy(run, runs.read_training(run), "step", TimeView(timebase.X_SECONDS))
     assert x[0] == pytest.approx(3.0 + 8.0)  # training starts 3 s after the collector; first step takes 8 s
 
 
@@ -82,11 +83,10 @@ def test_long_series_are_downsampled(tmp_path: Path) -> None:
     run = runs.open_run_dir(
         make_run(tmp_path, duration_s=600, interval_s=0.1, with_training=False, with_eval=False)
     )
-    figure = figures.metric_figure([run], figures.Metric("cpu_util_pct", "CPU", "%"), max_points=500)
+    metric = figures.Metric("cpu_util_pct", "CPU", "%")
+    figure = figures.metric_figure([run], metric, TimeView(max_points=500))
     assert len(figure.data[0].x) == 500
-    zoomed = figures.metric_figure(
-        [run], figures.Metric("cpu_util_pct", "CPU", "%"), x_range=(100.0, 110.0), max_points=500
-    )
+    zoomed = figures.metric_figure([run], metric, TimeView(x_range=(100.0, 110.0), max_points=500))
     assert 100 <= len(zoomed.data[0].x) <= 103  # the zoomed range at full resolution
     assert list(zoomed.layout.xaxis.range) == [100.0, 110.0]
 
@@ -139,7 +139,7 @@ def test_timeseries_columns_and_any_metric(data_dir: Path, run_ids: dict[str, st
     columns = figures.timeseries_columns(selected)
     assert columns[0] == "late_ms" and "gpu0_power_w" in columns and "training.loss_total" in columns
     assert "time_unix" not in columns and "training.time_unix" not in columns
-    loss = figures.any_metric_figure(selected, "training.loss_total", figures.X_PERCENT)
+    loss = figures.any_metric_figure(selected, "training.loss_total", TimeView(timebase.X_PERCENT))
     assert len(loss.data) == 2 and loss.layout.xaxis.title.text == "% of runtime"
     assert figures.any_metric_figure(selected, None).layout.annotations[0].text == "pick a metric"
 
@@ -167,7 +167,7 @@ def test_rows_out_of_time_order_or_without_time_are_placed_or_dropped(tmp_path: 
     path.write_text("\n".join([header, *rows]) + "\n")
     run = runs.open_run_dir(run_dir)
     frame = runs.read_telemetry(run)
-    x, y = timebase.series_xy(run, frame, "cpu_util_pct", figures.X_SECONDS)
+    x, y = timebase.series_xy(run, frame, "cpu_util_pct", TimeView(timebase.X_SECONDS))
     assert len(x) == 9 and np.all(np.diff(x) > 0)
     by_time = frame.dropna(subset=["time_unix"]).sort_values("time_unix")["cpu_util_pct"].to_numpy()
     assert y.tolist() == by_time.tolist()

@@ -13,6 +13,7 @@ import pandas as pd
 from dashfixtures import make_run
 
 from dashboard import gpu_figures, runs, views
+from dashboard.timebase import TimeView
 
 
 def _with_gpm(run_dir: Path, gpm_source: dict[str, Any], read: dict[int, float]) -> Path:
@@ -74,9 +75,9 @@ def test_activity_beside_utilization_for_each_gpu_that_has_it(tmp_path: Path) ->
 def test_long_runs_are_downsampled(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path, device="gpu", gpus=1, duration_s=2000, interval_s=0.1, with_training=False)
     run = runs.open_run_dir(_with_gpm(run_dir, HALF_SUPPORTED, {0: 40.0}))
-    figure = gpu_figures.gpu_activity_figure([run], 0, max_points=500)
+    figure = gpu_figures.gpu_activity_figure([run], 0, TimeView(max_points=500))
     assert len(figure.data) == 4 and all(len(trace.x) == 500 for trace in figure.data)
-    zoomed = gpu_figures.gpu_activity_figure([run], 0, x_range=(100.0, 110.0), max_points=500)
+    zoomed = gpu_figures.gpu_activity_figure([run], 0, TimeView(x_range=(100.0, 110.0), max_points=500))
     assert all(99.0 <= trace.x[0] <= 100.0 and 110.0 <= trace.x[-1] <= 111.0 for trace in zoomed.data)
 
 

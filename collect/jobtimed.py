@@ -29,7 +29,9 @@ from collect.sources import Hardware
 from collect.sources.nvml import nvml_text, visible_gpu_indices
 from collect.usage import batch_problem, command_problem, data_dir_problem, job_precision_problem
 from runformat import format_duration, parse_duration
+from runformat.bursts import burst_ends, bursts_hint, bursts_text
 from runformat.cli import USAGE_ERROR
+from runformat.progress import step_rows
 
 NO_GPU = 1
 SHOWN_LAST_LINES = 8
@@ -232,6 +234,13 @@ def summary_lines(
     return lines
 
 
+def step_log_bursts(path: Path, start_unix: float | None) -> int:
+    """How many bursts training.csv's rows came in (runformat.bursts); 0 when each row is timed."""
+    rows = step_rows(path)
+    ends = burst_ends([row.time_unix for row in rows], start_unix) if rows is not None else None
+    return len(ends) if ends else 0
+
+
 def progress_lines(training: dict, recorder: JobRecorder) -> list[str]:
     """One line for the steps (or for their absence, with the job's last lines), one per input problem."""
     progress = training.get("progress") or {}
@@ -241,10 +250,13 @@ def progress_lines(training: dict, recorder: JobRecorder) -> list[str]:
         span = steps.last.time_unix - steps.first.time_unix
         rate = (steps.last.step - steps.first.step) / span if span > 0 else None
         text = f"  progress: step {steps.last.step} ({steps.rows} rows, from the {progress.get('from')})"
-        text += f", {rate:.3g} steps/s after the first" if rate else ""
+        bursts = step_log_bursts(steps.path, training.get("start_unix"))
+        text += f", {rate:.3g} steps/s after the first" if rate and not bursts else ""
         text += f", first step after {training.get('first_step_s')} s"
         text += f", loss {steps.last.loss:.4g}" if steps.last.loss is not None else ""
         lines.append(text)
+        if bursts:
+            lines.append(f"  warning: the rows {bursts_text(bursts)}: {bursts_hint(progress.get('from'))}")
     else:
         ran = (training.get("end_unix") or 0) - (training.get("start_unix") or 0)
         asked = progress.get("patterns") or "no pattern"

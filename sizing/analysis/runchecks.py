@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from runformat.bursts import bursts_hint, bursts_text
 from runformat.diskfull import DISK_FULL
 from runformat.progress import LOSS_NOT_FINITE_FROM_STEP
 from sizing.analysis import coverage
@@ -107,6 +108,14 @@ def loss_rose(training: pd.DataFrame) -> str | None:
 def rate_problems(run_id: str, rate: Throughput, training_info: dict) -> list[str]:
     """Warnings about the steady rate: sessions, training.json's own rate, drift within the run."""
     found = []
+    if rate.bursts:
+        measured = (
+            "the rate is read between the bursts' last rows (the last burst left out)"
+            if rate.steps_per_s
+            else "too few bursts to time its steps: rate unknown"
+        )
+        hint = bursts_hint((training_info.get("progress") or {}).get("from"))
+        found.append(f"{run_id}: training.csv's rows {bursts_text(rate.bursts)}; {measured}; {hint}")
     if rate.sessions > 1:
         found.append(
             f"{run_id}: training.csv holds {rate.sessions} training sessions (a resumed run, or a pause: the "

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from runformat.bursts import burst_ends
 from sizing.analysis import sessions as ss
+from sizing.analysis.jobcheck import is_job
 from sizing.model import number
 
 DEFAULT_WARMUP_STEPS = 20
@@ -46,6 +48,7 @@ class Throughput:
     steps_per_s_ci95: tuple[float, float] | None = None  # within-run, by batch means
     first_third_steps_per_s: float | None = None
     last_third_steps_per_s: float | None = None
+    bursts: int = 0  # bursts the step log's rows came in (runformat.bursts); 0: each row timed
 
     @property
     def drift_fraction(self) -> float | None:
@@ -109,7 +112,14 @@ def throughput(training: pd.DataFrame, training_info: dict) -> Throughput:
     elapsed = training_elapsed(rows, training_info)
     first_step = number(training_info.get("first_step_s"))
     first_step = float(elapsed[0]) if first_step is None else first_step
-    steady = ss.steady_sessions(rows, lambda count: warmup_steps(count, training_info))
+    times = rows["time_unix"].to_numpy(dtype=float)
+    start = float(times[0] - elapsed[0]) if np.isfinite(elapsed[0]) else None
+    ends = burst_ends(times.tolist(), start) if is_job(training_info) else None  # ours times each step
+    if ends is None:
+        steady = ss.steady_sessions(rows, lambda count: warmup_steps(count, training_info))
+        warmup = steady.warmup
+    else:  # only each burst's last row is timed (steps_between_bursts)
+        steady, warmup = steps_between_bursts(rows, ends, warmup_steps(len(rows), training_info))
     rate = steady.steps_per_s
     start, end = steady.longest if steady.longest else (None, None)
     stride = number(training_info.get("loss_read_every_steps"))
@@ -120,7 +130,7 @@ def throughput(training: pd.DataFrame, training_info: dict) -> Throughput:
         len(rows),
         int((elapsed <= budget).sum()) if budget else None,
         budget,
-        steady.warmup,
+        warmup,
         steady.steady_steps,
         start,
         end,
@@ -134,7 +144,19 @@ def throughput(training: pd.DataFrame, training_info: dict) -> Throughput:
         ss.batch_means_ci95(rate, batches),
         first_third,
         last_third,
+        len(ends) if ends is not None else 0,
     )
+
+
+def steps_between_bursts(rows: pd.DataFrame, ends: list[int], warmup_rows: int) -> tuple[ss.Steady, int]:
+    """The steady increments of a step log that came in bursts (runformat.bursts), and its warm-up in rows.
+
+    A burst's last row is a time mark: its step was done by then, while the steps its buffer still held
+    lag by about one buffer. So the marks run from the burst the warm-up ends in to the last burst but one:
+    the last is often the buffer emptied at exit, with no lag, which would overstate the last interval."""
+    warm = next(k for k, end in enumerate(ends) if end >= warmup_rows - 1)
+    marks = rows.iloc[ends[:-1]].reset_index(drop=True)
+    return ss.steady_sessions(marks, lambda count: min(warm + 1, count)), ends[warm] + 1
 
 
 def throughput_from_totals(info: dict, size: float | None) -> Throughput:

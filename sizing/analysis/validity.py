@@ -168,6 +168,9 @@ def rate_doubts(analyses: Sequence[RunAnalysis]) -> list[str]:
             found.append(f"{a.run_id}'s rate {few}")
         if a.throughput.sessions > 1:
             found.append(f"{a.run_id} was resumed or paused ({a.throughput.sessions} sessions)")
+        if (bursts := a.throughput.bursts) and a.throughput.steps_per_s is None:
+            plural = "s" * (bursts != 1)
+            found.append(f"{a.run_id}'s step log came in {bursts} burst{plural}: its steps are not timed")
         if a.incomplete:
             found.append(f"{a.run_id} is incomplete ({a.incomplete})")
     return found
@@ -222,6 +225,7 @@ def run_json_fields(a: RunAnalysis, ctx: ReportContext) -> dict:
         "in_averages": a not in ctx.left_out,
         "sessions": t.sessions if t.source == FROM_STEP_LOG else None,
         "session_gaps_s": t.session_gaps_s if t.source == FROM_STEP_LOG else None,
+        "step_log_bursts": t.bursts if t.source == FROM_STEP_LOG else None,
         "steps_per_s_ci95_low": ci[0] if ci else None,
         "steps_per_s_ci95_high": ci[1] if ci else None,
         "steps_per_s_first_third": t.first_third_steps_per_s,

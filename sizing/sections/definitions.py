@@ -3,6 +3,7 @@ into docs/sizing.md (a test checks they agree). Numbers come from the Thresholds
 
 from __future__ import annotations
 
+from runformat import bursts
 from sizing.analysis import bottleneck as b
 from sizing.analysis import sessions as ss
 from sizing.analysis import speedup as sp
@@ -153,7 +154,16 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "measurement window is the longest session's steady span; time to N steps counts training "
             "time only: each resumed session's elapsed_s continues from the end of the one before). "
             "Warned when it differs from training.json `steady_steps_per_s` by more than "
-            f"{RATE_MISMATCH_FRACTION:.0%}.",
+            f"{RATE_MISMATCH_FRACTION:.0%}. A job's step log whose rows came in bursts (at least "
+            f"{bursts.BURST_ROW_SHARE:.0%} of its row gaps under {bursts.BURST_GAP_S * 1000:g} ms, adding up "
+            f"to under {bursts.BURST_TIME_SHARE:.0%} of its span from the training's start: block-buffered "
+            "output read a buffer at a time, or progress lines without their own time read together) is "
+            "timed by each burst's last row only "
+            f"(bursts less than {bursts.MERGE_SHARE:.0%} of the mean gap between bursts apart are one "
+            "write read in parts): its steady span runs from the end of the burst the warm-up ends in to "
+            "the end of the last burst but one (the last is often the buffer emptied at exit); with fewer "
+            "than three bursts the rate is unknown (said in the Decision's caveats). Our own training "
+            "times each step itself, so its rows are never read so.",
         ),
         (
             "Valid runs",

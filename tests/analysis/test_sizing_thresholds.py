@@ -45,6 +45,13 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - energy.ESTIMATE_SPACING_S = 1: integrated power is an ESTIMATE at a spacing ≥. Pinned: here
 - energy.CROSS_CHECK_TOLERANCE = 0.1: a counter and integrated power flagged apart by >. Pinned: here
 - energy.MIN_VALID_W = 1: a measured source averaging < it is ignored. Pinned: here
+- bursts.BURST_GAP_S = 0.001: rows less than it apart came in one write (runformat.bursts).
+  Pinned: bursts::gap_of_the_burst_limit
+- bursts.BURST_ROW_SHARE = 0.5: a step log in bursts, ≥ this share of its row gaps within bursts.
+  Pinned: bursts::share_of_gaps_within_bursts
+- bursts.BURST_TIME_SHARE = 0.1: …and those gaps < this share of its span. Pinned: bursts::time_within_bursts
+- bursts.MERGE_SHARE = 0.1: bursts closer than it × the mean gap between bursts are one.
+  Pinned: bursts::merge_share_of_the_mean_gap
 - energy.MAX_BOARD_W = 2000: a GPU source averaging > it is ignored (power limit unknown). Pinned: here
 - energy.POWER_LIMIT_SLACK = 1.5: a GPU source averaging > it × the power limit is ignored. Pinned: here
 - gpu_state.SHARED_BEFORE_UTIL_PCT = 10: shared, util before the training ≥.
@@ -136,13 +143,14 @@ def resolve(name: str) -> float:
     owner, attribute = name.split(".")
     if owner == "Thresholds":
         return getattr(T, attribute)
-    package = {"model": "sizing", "decision": "sizing.sections"}.get(owner, "sizing.analysis")
+    packages = {"model": "sizing", "decision": "sizing.sections", "bursts": "runformat"}
+    package = packages.get(owner, "sizing.analysis")
     return getattr(importlib.import_module(f"{package}.{owner}"), attribute)
 
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 62
+    assert len(found) == 66
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 

@@ -29,7 +29,7 @@ from collect.sources import Hardware
 from collect.sources.nvml import nvml_text, visible_gpu_indices
 from collect.usage import batch_problem, command_problem, data_dir_problem, job_precision_problem
 from runformat import format_duration, parse_duration
-from runformat.bursts import burst_ends, bursts_hint, bursts_text
+from runformat.bursts import burst_ends, bursts_hint, bursts_text, worth_saying
 from runformat.cli import USAGE_ERROR
 from runformat.progress import step_rows
 
@@ -251,11 +251,11 @@ def progress_lines(training: dict, recorder: JobRecorder) -> list[str]:
         rate = (steps.last.step - steps.first.step) / span if span > 0 else None
         text = f"  progress: step {steps.last.step} ({steps.rows} rows, from the {progress.get('from')})"
         bursts = step_log_bursts(steps.path, training.get("start_unix"))
-        text += f", {rate:.3g} steps/s after the first" if rate and not bursts else ""
+        text += f", {rate:.3g} steps/s after the first" if rate and not worth_saying(bursts) else ""
         text += f", first step after {training.get('first_step_s')} s"
         text += f", loss {steps.last.loss:.4g}" if steps.last.loss is not None else ""
         lines.append(text)
-        if bursts:
+        if worth_saying(bursts):
             lines.append(f"  warning: the rows {bursts_text(bursts)}: {bursts_hint(progress.get('from'))}")
     else:
         ran = (training.get("end_unix") or 0) - (training.get("start_unix") or 0)

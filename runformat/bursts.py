@@ -15,6 +15,7 @@ from itertools import pairwise
 BURST_GAP_S = 0.001  # rows less than this apart came in one write (no step and its print take so little)
 BURST_ROW_SHARE = 0.5  # a step log is bursty when at least this share of its row gaps are within bursts…
 BURST_TIME_SHARE = 0.1  # …and those gaps add up to less than this share of its span (tiny steps do not)
+MANY_BURSTS = 100  # from this many, a burst's lag is about 1 % of the span or less: timed closely enough
 MERGE_SHARE = 0.1  # bursts closer than this share of the mean gap between bursts: one write, read in parts
 UNBUFFERED_HINT = (
     "run the job with its output unbuffered (python -u, PYTHONUNBUFFERED=1 in its container, stdbuf -oL)"
@@ -47,6 +48,11 @@ def bursts_text(count: int) -> str:
         "lines written or read a block at a time, so a row's time is when its block came, not when its step "
         "ended)"
     )
+
+
+def worth_saying(count: int) -> bool:
+    """Whether a log's bursts blur its rate enough to say so (fewer than MANY_BURSTS)."""
+    return 0 < count < MANY_BURSTS
 
 
 def bursts_hint(progress_from: object) -> str:

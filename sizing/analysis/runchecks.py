@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from runformat.bursts import bursts_hint, bursts_text
+from runformat.bursts import bursts_hint, bursts_text, worth_saying
 from runformat.diskfull import DISK_FULL
 from runformat.progress import LOSS_NOT_FINITE_FROM_STEP
 from sizing.analysis import coverage
@@ -108,7 +108,7 @@ def loss_rose(training: pd.DataFrame) -> str | None:
 def rate_problems(run_id: str, rate: Throughput, training_info: dict) -> list[str]:
     """Warnings about the steady rate: sessions, training.json's own rate, drift within the run."""
     found = []
-    if rate.bursts:
+    if worth_saying(rate.bursts) or (rate.bursts and not rate.steps_per_s):
         measured = (
             "the rate is read between the bursts' last rows (the last burst left out)"
             if rate.steps_per_s

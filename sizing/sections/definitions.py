@@ -162,8 +162,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"(bursts less than {bursts.MERGE_SHARE:.0%} of the mean gap between bursts apart are one "
             "write read in parts): its steady span runs from the end of the burst the warm-up ends in to "
             "the end of the last burst but one (the last is often the buffer emptied at exit); with fewer "
-            "than three bursts the rate is unknown (said in the Decision's caveats). Our own training "
-            "times each step itself, so its rows are never read so.",
+            "than three bursts the rate is unknown (said in the Decision's caveats); fewer than "
+            f"{bursts.MANY_BURSTS} bursts are said in the warnings. Our own training times each step "
+            "itself, so its rows are never read so.",
         ),
         (
             "Valid runs",

@@ -170,3 +170,12 @@ def test_a_real_job_with_block_buffered_output_is_sized_at_its_own_pace(
     (sized,) = json.loads(out.read_text())["runs"]
     own = float((tmp_path / "rate").read_text())  # the job's own steps over its own loop time
     assert sized["steps_per_s"] == pytest.approx(own, rel=0.15)
+
+
+@pytest.mark.parametrize(("count", "said"), [(bursts.MANY_BURSTS, False), (bursts.MANY_BURSTS - 1, True)])
+def test_bursts_are_said_below_many_bursts(count: int, said: bool) -> None:
+    """A progress file read every 20 ms comes in thousands of bursts: timed closely enough to say nothing."""
+    log = buffered_log(rate=300.0, steps=30 * count, per_flush=30)
+    found = throughput(log, JOB)
+    assert found.bursts == count and found.steps_per_s == pytest.approx(300.0, rel=1e-3)
+    assert any("bursts" in w for w in runchecks.rate_problems("job", found, JOB)) is said

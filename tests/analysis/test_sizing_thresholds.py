@@ -50,6 +50,8 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - bursts.BURST_ROW_SHARE = 0.5: a step log in bursts, ≥ this share of its row gaps within bursts.
   Pinned: bursts::share_of_gaps_within_bursts
 - bursts.BURST_TIME_SHARE = 0.1: …and those gaps < this share of its span. Pinned: bursts::time_within_bursts
+- bursts.MANY_BURSTS = 100: a job's step log in fewer bursts is said (warnings, the job's summary).
+  Pinned: bursts::said_below_many_bursts
 - bursts.MERGE_SHARE = 0.1: bursts closer than it × the mean gap between bursts are one.
   Pinned: bursts::merge_share_of_the_mean_gap
 - energy.MAX_BOARD_W = 2000: a GPU source averaging > it is ignored (power limit unknown). Pinned: here
@@ -150,7 +152,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 66
+    assert len(found) == 67
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 

@@ -12,7 +12,7 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sizing.analysis.load import load_runs
@@ -84,17 +84,23 @@ def _host_price(text: str) -> tuple[str, float]:
     return host.strip(), _non_negative(usd)
 
 
+def _share(text: str, parse: Callable[[str], float]) -> float:
+    """A fraction as given ("0.5") or as a percentage ("50%"), its number read by `parse`."""
+    body = text.strip()
+    return parse(body[:-1].strip()) / 100.0 if body.endswith("%") else parse(body)
+
+
 def _utilisation(text: str) -> float:
-    value = _positive(text)
+    value = _share(text, _positive)
     if value > 1:
-        raise argparse.ArgumentTypeError(f"must be a fraction > 0 and ≤ 1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a fraction > 0 and ≤ 1 (or a percentage), got {text!r}")
     return value
 
 
 def _fraction(text: str) -> float:
-    value = _non_negative(text)
+    value = _share(text, _non_negative)
     if value >= 1:
-        raise argparse.ArgumentTypeError(f"must be below 1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be below 1 (or 100%), got {text!r}")
     return value
 
 
@@ -117,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="price of one host without GPUs (host name or CPU model); repeatable")  # fmt: skip
     p.add_argument("--amortise-years", type=_positive, default=3.0, help="hardware life in years (default 3)")
     p.add_argument("--utilisation", type=_utilisation, default=DEFAULT_UTILISATION, metavar="FRACTION",
-                   help="how busy the hardware will be over its life, > 0 and ≤ 1 "
+                   help="how busy the hardware will be over its life, > 0 and ≤ 1 (or 50%%) "
                    f"(default {DEFAULT_UTILISATION:g}: round the clock)")  # fmt: skip
     p.add_argument(
         "--value-per-hour", type=_non_negative, help="what an hour of training time saved is worth"
@@ -127,9 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--cpu-tdp", type=_host_tdp, action="append", default=[], metavar="HOST=W",
                    help="CPU TDP of one host (host name or CPU model); repeatable")  # fmt: skip
-    p.add_argument(
-        "--idle-fraction", type=_fraction, default=0.3, help="idle floor of the estimate (default 0.3)"
-    )
+    p.add_argument("--idle-fraction", type=_fraction, default=0.3,
+                   help="idle floor of the estimate (default 0.3, or 30%%)")  # fmt: skip
     p.add_argument("--temp-threshold", type=_finite, default=80.0, help="°C (default 80)")
     p.add_argument("--target-steps", type=_positive_int, default=DEFAULT_TARGET_STEPS, help="default 1000")
     p.add_argument("--target-loss", type=_positive, help="default: the lowest loss every run reached")

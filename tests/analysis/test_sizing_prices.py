@@ -112,6 +112,11 @@ def test_the_report_states_the_utilisation_and_its_default(crafted_data_dir: Pat
     assert sizing_main(["ref-cpu", "ref-gpu", "--data-dir", str(crafted_data_dir), "--out", str(out)]) == 0
     text = out.read_text(encoding="utf-8")
     assert "| Utilisation | 100% of the time busy (default 100%; --utilisation) |" in text
+    shares = ["--utilisation", "50%", "--idle-fraction", "25%"]  # percentages, as the table prints them
+    assert sizing_main(["ref-cpu", "--data-dir", str(crafted_data_dir), *shares, "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "| Utilisation | 50% of the time busy" in text
+    assert "| Idle floor of the estimate | 25% of TDP |" in text
 
 
 @pytest.mark.parametrize(
@@ -119,6 +124,8 @@ def test_the_report_states_the_utilisation_and_its_default(crafted_data_dir: Pat
     [
         (["--utilisation", "0"], "must be greater than 0"),
         (["--utilisation", "1.5"], "must be a fraction > 0 and ≤ 1"),
+        (["--utilisation", "150%"], "must be a fraction > 0 and ≤ 1 (or a percentage), got '150%'"),
+        (["--idle-fraction", "100%"], "must be below 1 (or 100%)"),
         (["--gpu-price", "=5"], "expected USD or MODEL=USD"),
         (["--gpu-price", "H100=-5"], "must be a number ≥ 0"),
         (["--host-price", "5000"], "expected HOST=USD"),

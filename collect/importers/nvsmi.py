@@ -204,8 +204,7 @@ def log_notes(log: GpuLog, rows: list[dict[str, Value]], columns: list[str], sou
     empty = [c for c in columns if not any(row.get(c) is not None for row in rows)]
     if empty:
         notes.append(f"empty in every line ([N/A], [Not Supported] or the like): {', '.join(empty)}")
-    if log.truncated_tail:
-        notes.append(f"warning: {log.truncated_tail}")
+    notes += [f"warning: {said}" for said in (log.left_out_text, log.truncated_tail) if said]
     return notes
 
 
@@ -302,8 +301,9 @@ def main(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"{PROG}: error: {args.file}: {exc.strerror or exc}", file=sys.stderr)
         return USAGE_ERROR
-    if log.truncated_tail:
-        print(f"{PROG}: warning: {log.truncated_tail}", file=sys.stderr)
+    for said in (log.left_out_text, log.truncated_tail):
+        if said:
+            print(f"{PROG}: warning: {said}", file=sys.stderr)
     verb = "merged" if args.into is not None else "imported"
     print(f"collect: {verb} {count} samples of {len(log.gpu_keys)} GPU(s) from {args.file} into {run_dir}",
           file=sys.stderr)  # fmt: skip

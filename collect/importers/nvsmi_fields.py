@@ -189,6 +189,9 @@ class Line:
     description: dict[str, str]
 
 
+MOST_LEFT_OUT = 0.5  # a log at least half of whose lines are not readings is refused, not imported
+
+
 @dataclass
 class GpuLog:
     """What an nvidia-smi log holds, one entry per sample, each with one reading per GPU."""
@@ -203,3 +206,24 @@ class GpuLog:
     kept: dict[str, str] = field(default_factory=dict)  # unknown field -> its column suffix
     notes: list[str] = field(default_factory=list)
     truncated_tail: str | None = None
+    left_out: list[tuple[int, str, str]] = field(default_factory=list)  # line number, problem, its text
+
+    def leave_out(self, number: int, problem: str, text: str, lines: int) -> None:
+        """A line that is not a reading (nvidia-smi's own message, "GPU is lost", a torn write) mid-log:
+        left out and said, unless such lines are half its `lines` or more (then it is not such a log)."""
+        self.left_out.append((number, problem, text))
+        if len(self.left_out) >= MOST_LEFT_OUT * lines:
+            raise NvsmiImportError(f"line {self.left_out[0][0]}: {self.left_out[0][1]}")
+
+    @property
+    def left_out_text(self) -> str | None:
+        """'2 lines that are not readings left out (line 302: 'Unable to …': 1 fields, …)'; None if none."""
+        if not self.left_out:
+            return None
+        number, problem, text = self.left_out[0]
+        shown = text.strip() if len(text.strip()) <= 100 else text.strip()[:99] + "…"
+        count = len(self.left_out)
+        return (
+            f"{count} line{'s' * (count != 1)} that {'are' if count != 1 else 'is'} not a reading left out "
+            f"(line {number}: {shown!r}: {problem})"
+        )

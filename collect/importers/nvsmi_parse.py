@@ -122,7 +122,7 @@ def _parse_query(
         elif last:
             log.truncated_tail = f"line {number} is cut short ({problem}) and was left out"
         else:
-            raise NvsmiImportError(f"line {number}: {problem}")
+            log.leave_out(number, problem, raw, len(body))
     return log, parsed
 
 
@@ -274,8 +274,9 @@ def _parse_dmon(lines: list[tuple[int, str]], ends_cleanly: bool) -> tuple[GpuLo
             )
             if last:
                 log.truncated_tail = f"line {number} is cut short ({problem}) and was left out"
-                continue
-            raise NvsmiImportError(f"line {number}: {problem}")
+            else:
+                log.leave_out(number, problem, raw, len(body))
+            continue
         values = {suffix: parse_value(cells[at], spec) for at, suffix, spec in readers}
         parsed.append(Line(number, moment, cells[gpu_at], values, {"index": cells[gpu_at]}))
     return log, parsed

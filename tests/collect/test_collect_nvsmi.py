@@ -247,7 +247,27 @@ def test_a_truncated_last_line_is_left_out_with_a_warning(tmp_path: Path) -> Non
     lines = text.splitlines()
     middle = write(tmp_path, "middle.csv", "\n".join([*lines[:5], lines[5][:30], *lines[6:]]) + "\n")
     done = importer(str(middle), "--data-dir", str(tmp_path / "other"))
-    assert done.returncode == 2 and "line 6:" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert done.returncode == 0 and "warning: 1 line that is not a reading left out (line 6: " in done.stderr
+    assert len(rows_of(only_run(tmp_path / "other"))) == len(lines) - 2  # the header and line 6
+
+
+def test_nvidia_smis_own_messages_in_the_log_are_left_out_and_said(tmp_path: Path) -> None:
+    """`nvidia-smi -l 1 > gpu.csv 2>&1` logs its own messages too: a GPU lost mid-log keeps every reading."""
+    lines = query_gpu_log([Gpu()], samples=12).splitlines()
+    lost = "Unable to determine the device handle for GPU 0000:00:06.0: GPU is lost.  Reboot the system"
+    log = write(tmp_path, "gpu.csv", "\n".join([*lines[:8], lost, *lines[8:]]) + "\n")
+    done = importer(str(log), "--data-dir", str(tmp_path / "data"))
+    assert done.returncode == 0, done.stderr
+    said = f"warning: 1 line that is not a reading left out (line 9: '{lost}': 1 fields, the header has"
+    assert said in done.stderr
+    run_dir = only_run(tmp_path / "data")
+    assert len(rows_of(run_dir)) == 12
+    notes = read_json(run_dir / "run.json")["notes"]
+    assert any(note.startswith("warning: 1 line that is not a reading") for note in notes)
+    garbled = write(tmp_path, "garbled.csv", "\n".join([lines[0], *[lost] * 6, *lines[1:7]]) + "\n")
+    done = importer(str(garbled), "--data-dir", str(tmp_path / "other"))  # half of it is not readings
+    assert done.returncode == 2 and "line 2: 1 fields" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ MERGE_SHARE = 0.1  # bursts closer than this share of the mean gap between burst
 UNBUFFERED_HINT = (
     "run the job with its output unbuffered (python -u, PYTHONUNBUFFERED=1 in its container, stdbuf -oL)"
 )
+TIME_UNIX_HINT = "give each progress line its own time_unix (time.time() when its step ended)"
 
 
 def burst_ends(times: Sequence[float], start: float | None = None) -> list[int] | None:
@@ -36,9 +37,6 @@ def burst_ends(times: Sequence[float], start: float | None = None) -> list[int] 
     between = [gap for gap in gaps if gap >= BURST_GAP_S] + ([times[0] - start] if start is not None else [])
     apart = max(BURST_GAP_S, MERGE_SHARE * sum(between) / len(between)) if between else BURST_GAP_S
     return [index for index, gap in enumerate(gaps) if gap >= apart] + [len(times) - 1]
-
-
-TIME_UNIX_HINT = "give each progress line its own time_unix (time.time() when its step ended)"
 
 
 def bursts_text(count: int) -> str:

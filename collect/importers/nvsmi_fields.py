@@ -224,6 +224,6 @@ class GpuLog:
         shown = text.strip() if len(text.strip()) <= 100 else text.strip()[:99] + "…"
         count = len(self.left_out)
         return (
-            f"{count} line{'s' * (count != 1)} that {'are' if count != 1 else 'is'} not a reading left out "
+            f"{count} line{'s that are not readings' if count != 1 else ' that is not a reading'} left out "
             f"(line {number}: {shown!r}: {problem})"
         )

@@ -113,8 +113,8 @@ def throughput(training: pd.DataFrame, training_info: dict) -> Throughput:
     first_step = number(training_info.get("first_step_s"))
     first_step = float(elapsed[0]) if first_step is None else first_step
     times = rows["time_unix"].to_numpy(dtype=float)
-    start = float(times[0] - elapsed[0]) if np.isfinite(elapsed[0]) else None
-    ends = burst_ends(times.tolist(), start) if is_job(training_info) else None  # ours times each step
+    began = float(times[0] - elapsed[0]) if np.isfinite(elapsed[0]) else None
+    ends = burst_ends(times.tolist(), began) if is_job(training_info) else None  # ours times each step
     if ends is None:
         steady = ss.steady_sessions(rows, lambda count: warmup_steps(count, training_info))
         warmup = steady.warmup

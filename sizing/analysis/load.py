@@ -102,6 +102,12 @@ def resolve_run(data_dir: Path, spec: str) -> Path:
     path = Path(spec)
     if path.is_dir():
         return path
+    if path.is_file():
+        if path.name.lower().endswith(ARCHIVE_SUFFIXES):
+            hint = ": unpack the archive first (tar xf, unzip) and give the run directory"
+        else:
+            hint = f": give its run directory, {str(path.parent)!r}" if _is_run_dir(path.parent) else ""
+        raise UsageError(f"{spec!r} is a file, not a run directory{hint}")
     raise UsageError(
         f"unknown run {spec!r}: not a run id under {data_dir}/runs or {data_dir}/examples, "
         "nor a run directory"
@@ -109,6 +115,7 @@ def resolve_run(data_dir: Path, spec: str) -> Path:
 
 
 RUN_FILES = (RUN_JSON, TELEMETRY_CSV, TRAINING_JSON, TRAINING_CSV)
+ARCHIVE_SUFFIXES = (".tar", ".tgz", ".tar.gz", ".tar.xz", ".tar.zst", ".tar.bz2", ".zip")
 
 
 def _is_run_dir(path: Path) -> bool:

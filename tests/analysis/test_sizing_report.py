@@ -193,6 +193,22 @@ def test_bad_input_is_one_line_and_exit_2(
     assert not out.exists()
 
 
+def test_a_file_given_for_a_run_says_what_to_give(
+    crafted_data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = crafted_data_dir / "examples" / "ref-cpu"
+    archive = tmp_path / "ref-cpu.tar.gz"
+    archive.write_bytes(b"\x1f\x8b")
+    expected = {
+        run_dir / "run.json": f"is a file, not a run directory: give its run directory, '{run_dir}'",
+        archive: "is a file, not a run directory: unpack the archive first (tar xf, unzip)",
+    }
+    for given, message in expected.items():
+        assert report.main([str(given), "--out", str(tmp_path / "r.md")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err
+
+
 @pytest.mark.parametrize(
     ("out", "message"),
     [("report.txt", "must end in .html, .md or .json"), ("missing/report.md", "does not exist")],

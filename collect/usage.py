@@ -8,6 +8,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 from collect.devicecount import counts_problem
 
@@ -99,9 +100,13 @@ def options_problem(argv: list[str]) -> str | None:
     (the entry-point scripts call this with the system python3); other options are left to the parser."""
     import argparse
 
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            raise ValueError(message)  # one line, said by the caller: not argparse's usage block and exit
+
     job = "--" in argv
     argv = argv[: argv.index("--")] if job else argv  # a job's own command is not ours to read
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser = Parser(add_help=False, allow_abbrev=False)
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--dataset", type=Path)
     parser.add_argument("--preset", default="small")
@@ -111,7 +116,10 @@ def options_problem(argv: list[str]) -> str | None:
     parser.add_argument("--gpus")
     parser.add_argument("--batch")
     parser.add_argument("--precision")
-    args, _ = parser.parse_known_args(argv)
+    try:
+        args, _ = parser.parse_known_args(argv)
+    except ValueError as error:
+        return str(error)
     if problem := batch_problem(args.batch):
         return problem
     if args.precision is not None and not job and args.precision not in PRECISIONS:

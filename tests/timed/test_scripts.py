@@ -44,6 +44,7 @@ def test_bad_duration_is_one_line_and_exit_2(script: str, duration: str) -> None
         (["--precision", "bfloat16"], "--precision bfloat16: expected float32 or mixed"),
         (["--precision", "_x", "--", "python3", "t.py"], "--precision '_x': expected a dtype name (float32, "
          "bfloat16, mixed_float16...)"),
+        (["--batch"], "argument --batch: expected one argument"),  # one line, not argparse's usage block
     ],
 )  # fmt: skip
 def test_a_bad_option_is_refused_before_anything_is_installed(

@@ -13,7 +13,7 @@ from sizing.analysis.copies import fold_copies
 from sizing.analysis.headroom import group_phrase
 from sizing.analysis.jobs import Job, analyse_job, gather_jobs
 from sizing.analysis.run import RunAnalysis, analyse_run
-from sizing.analysis.throughput import NO_WORK_COUNTER, common_target_loss
+from sizing.analysis.throughput import common_target_loss
 from sizing.analysis.validate import nothing_to_size, validated_run
 from sizing.context import ReportContext, ReportSettings
 from sizing.model import RunData, Section, UsageError
@@ -169,7 +169,7 @@ def headline(ctx: ReportContext) -> list[str]:
     if base is None:
         return ["No complete run: nothing to compare.", *validity.left_out_lines(ctx)]
     rate = steps_only_rate(base.examples_per_s.mean, base.steps_per_s.mean) or (
-        f"{fmt(base.examples_per_s.mean, 3, unknown=NO_WORK_COUNTER)} examples/s"
+        f"{fmt(base.examples_per_s.mean, 3, unknown=base.examples_unknown)} examples/s"
     )
     lines = [
         f"Baseline: {base.name} ({rate}; "

@@ -51,6 +51,11 @@ class Group:
         return f"{self.kind.upper()} {self.first.hardware_name} · {self.first.workload_name}"
 
     @property
+    def examples_unknown(self) -> str:
+        """How the group's unknown examples/s reads: the first run's reason (steps not timed, …)."""
+        return self.first.throughput.examples_unknown
+
+    @property
     def machines(self) -> int | None:
         """How many different machines the repeats ran on (signature.machine_count); None: not recorded."""
         return signature.machine_count([a.hardware for a in self.analyses])

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from sizing.analysis import peaks
 from sizing.analysis.signature import precision_class
-from sizing.analysis.throughput import Throughput, examples_unknown
+from sizing.analysis.throughput import Throughput
 from sizing.model import number
 
 COUNT_FLOPS = "count it with `python -m training flops RUN_DIR`"
@@ -101,7 +101,7 @@ def mfu_of(
     elif not peak.known:
         reason = reason or peak.source
     elif rate.examples_per_s is None:
-        reason = reason or f"examples/s {examples_unknown(rate.steps_per_s)}"
+        reason = reason or f"examples/s {rate.examples_unknown}"
     mfu = achieved / total if achieved is not None and total and reason is None else None
     if mfu is not None and mfu > 1:  # more than the hardware can do: an input is wrong, not the run fast
         reason = (

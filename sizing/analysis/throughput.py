@@ -21,6 +21,7 @@ FROM_STEP_LOG = "step log"
 FROM_TOTALS = "from totals"
 NO_WORK_COUNTER = "unknown (no work counter)"
 NO_EXAMPLES_PER_STEP = "unknown (examples per step not known)"  # steps counted, no batch or examples
+NOT_TIMED = "unknown (steps not timed: the step log came in too few bursts)"  # runformat.bursts
 
 
 def examples_unknown(steps_per_s: float | None) -> str:
@@ -49,6 +50,21 @@ class Throughput:
     first_third_steps_per_s: float | None = None
     last_third_steps_per_s: float | None = None
     bursts: int = 0  # bursts the step log's rows came in (runformat.bursts); 0: each row timed
+
+    @property
+    def not_timed(self) -> bool:
+        """Steps counted but not timed: the step log came in too few bursts for a rate."""
+        return bool(self.bursts) and self.steps_per_s is None
+
+    @property
+    def steps_unknown(self) -> str:
+        """How an unknown steps/s reads."""
+        return NOT_TIMED if self.not_timed else NO_WORK_COUNTER
+
+    @property
+    def examples_unknown(self) -> str:
+        """How an unknown examples/s reads: steps not timed, steps without examples, or nothing counted."""
+        return NOT_TIMED if self.not_timed else examples_unknown(self.steps_per_s)
 
     @property
     def drift_fraction(self) -> float | None:

@@ -168,9 +168,6 @@ def rate_doubts(analyses: Sequence[RunAnalysis]) -> list[str]:
             found.append(f"{a.run_id}'s rate {few}")
         if a.throughput.sessions > 1:
             found.append(f"{a.run_id} was resumed or paused ({a.throughput.sessions} sessions)")
-        if (bursts := a.throughput.bursts) and a.throughput.steps_per_s is None:
-            plural = "s" * (bursts != 1)
-            found.append(f"{a.run_id}'s step log came in {bursts} burst{plural}: its steps are not timed")
         if a.incomplete:
             found.append(f"{a.run_id} is incomplete ({a.incomplete})")
     return found

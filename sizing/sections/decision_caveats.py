@@ -9,6 +9,7 @@ from sizing.analysis import concurrency, signature
 from sizing.analysis import speedup as sp
 from sizing.analysis import tuning as tn
 from sizing.analysis.compare import Comparison, Group
+from sizing.analysis.run import RunAnalysis
 from sizing.analysis.validity import gpu_held_down, gpu_idle, group_weak_reasons, rate_doubts
 from sizing.context import ReportContext
 from sizing.sections import tuning as tuned_text
@@ -97,6 +98,7 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
         found += [(INVALIDATES, f"{a.run_id}: {note}.") for a in c.group.analyses
                   if (note := a.gpu_state.utilization_note)]  # fmt: skip
     found += [(INVALIDATES, f"Not in this decision: {why}.") for why in ctx.unsized]
+    found += [(INVALIDATES, _not_timed(a)) for a in ctx.analyses if a.throughput.not_timed]
     found += [(INVALIDATES, f"{a.run_id} was {note}.") for a in ctx.analyses if (note := a.device_mismatch)]
     if ctx.left_out:
         named = ", ".join(f"{a.run_id} ({a.incomplete})" for a in ctx.left_out)
@@ -126,6 +128,16 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
         found.append((PARTIAL, bounded))
     unique = list(dict.fromkeys(found))
     return sorted(unique, key=lambda item: item[0])
+
+
+def _not_timed(a: RunAnalysis) -> str:
+    """Why a run has no rate though it counted steps: its step log came in too few bursts."""
+    bursts = a.throughput.bursts
+    return (
+        f"{a.run_id}'s steps are not timed: its step log came in {bursts} burst{'s' * (bursts != 1)} "
+        "(buffered output), so it has no rate to compare; run the job with its output unbuffered, or give "
+        "each progress line its own time_unix."
+    )
 
 
 def _single_runs(options: Sequence[Comparison], base: Group | None) -> str | None:

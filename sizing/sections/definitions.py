@@ -42,8 +42,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"GPU, sets the speedup. Then at most {dc.MAX_CAVEATS} caveats, the weightiest first: what "
             "makes a figure wrong (a weak baseline, no like-for-like GPU run, repeats that disagree, runs "
             "measured at the same time on one machine, a GPU that did no work, a "
-            "board not the run's alone, a run given that could not be sized, one recorded for a GPU that "
-            "trained on the CPU; and where an option is not like for like, a CPU run of the report that "
+            "board not the run's alone, a run given that could not be sized, a job whose steps are not "
+            "timed (its step log in too few bursts), one recorded for a GPU that trained on the CPU; "
+            "and where an option is not like for like, a CPU run of the report that "
             "trains its workload, with the --baseline that compares them), then what makes it unsure "
             "(runs left out as incomplete, a loss that rose, a verdict on too few samples or on "
             "telemetry with a gap, a GPU whose clocks heat or a HW slowdown "
@@ -162,7 +163,7 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"(bursts less than {bursts.MERGE_SHARE:.0%} of the mean gap between bursts apart are one "
             "write read in parts): its steady span runs from the end of the burst the warm-up ends in to "
             "the end of the last burst but one (the last is often the buffer emptied at exit); with fewer "
-            "than three bursts the rate is unknown (said in the Decision's caveats); fewer than "
+            "than three bursts the rate is unknown (the Decision says why); fewer than "
             f"{bursts.MANY_BURSTS} bursts are said in the warnings. Our own training times each step "
             "itself, so its rows are never read so.",
         ),

@@ -19,6 +19,7 @@ def _short(covers: str) -> str:
 
 NO_EXAMPLES = "no work counter: examples/s unknown"
 STEPS_ONLY = "examples per step not known: examples/s unknown"
+NOT_TIMED = "steps not timed: examples/s unknown"
 
 
 def energy_unknown_reason(g: Group) -> str:
@@ -29,6 +30,8 @@ def energy_unknown_reason(g: Group) -> str:
         if energy is not None and energy.total_j is None:
             return energy.missing
         if a.throughput.examples_per_s is None:
+            if a.throughput.not_timed:
+                return NOT_TIMED
             return STEPS_ONLY if a.throughput.steps_per_s else NO_EXAMPLES
         if energy is None:
             return "no telemetry in the training window"
@@ -40,7 +43,7 @@ def energy_unknown_word(reason: str) -> str:
     but no examples to divide it by), or not measured."""
     if "not attributable" in reason:
         return "not attributable"
-    return "unknown" if reason in (NO_EXAMPLES, STEPS_ONLY) else NOT_MEASURED
+    return "unknown" if reason in (NO_EXAMPLES, STEPS_ONLY, NOT_TIMED) else NOT_MEASURED
 
 
 def energy_phrase(g: Group) -> str:

@@ -82,8 +82,8 @@ def runs_section(ctx: ReportContext) -> Section:
         rows.append((
             a.run_id, a.label, a.kind.upper(), a.hardware_name, a.workload_name,
             t.source, fmt(t.steps_total, 0), budget, fmt_seconds(t.first_step_s),
-            fmt(t.steps_per_s, 3, unknown=tp.NO_WORK_COUNTER),
-            fmt(t.examples_per_s, 3, unknown=tp.examples_unknown(t.steps_per_s)),
+            fmt(t.steps_per_s, 3, unknown=t.steps_unknown),
+            fmt(t.examples_per_s, 3, unknown=t.examples_unknown),
         ))  # fmt: skip
         data.append(
             {
@@ -116,7 +116,7 @@ def comparison_rows(ctx: ReportContext) -> list[tuple[str, ...]]:
         estimate = g.energy_is_estimate
         rows.append((
             g.name, str(len(g.run_ids)),
-            fmt_spread(g.examples_per_s, 3, tp.examples_unknown(g.steps_per_s.mean)), speed, interval,
+            fmt_spread(g.examples_per_s, 3, g.examples_unknown), speed, interval,
             like,
             marked(fmt_spread(g.j_per_1k_examples, 0, f"{NOT_MEASURED} ({mt.energy_unknown_reason(g)})"),
                    estimate),

@@ -139,3 +139,42 @@ def settings_of(
         if held_mhz is None or not sm_max or held_mhz < sm_max - CLOCK_MARGIN_MHZ:
             held.append(line)
     return cap, clocks, evidence + clocks, "; ".join(held)
+
+
+# The gpu_state fields whose change during the training makes its rate a blend of two settings.
+CHANGED_FIELDS = {
+    "power_limit_w": ("power limit", " W"),
+    "applications_clock_sm_mhz": ("SM applications clock", " MHz"),
+    "applications_clock_mem_mhz": ("memory applications clock", " MHz"),
+    "mig_mode": ("MIG mode", ""),
+}
+
+
+def _shown(value: object, unit: str) -> str:
+    amount = number(value)
+    return f"{amount:g}{unit}" if amount is not None else str(value)
+
+
+def setting_changes(
+    state: dict, samples: pd.DataFrame, index: int, window: tuple[float, float] | None
+) -> list[str]:
+    """The settings of GPU `index` that changed inside the training window: gpu_state's `changes` (a field
+    known before, then another value), else its power limit column in telemetry going from one value to
+    another by more than POWER_CAP_MARGIN_W ('power limit 700 W → 300 W 45 s into the training')."""
+    if window is None:
+        return []
+    found = []
+    for change in entries(state.get("changes")):
+        field, when = change.get("field"), number(change.get("time_unix"))
+        if number(change.get("index")) != index or field not in CHANGED_FIELDS or change.get("from") is None:
+            continue
+        if when is not None and window[0] <= when <= window[1]:
+            name, unit = CHANGED_FIELDS[str(field)]
+            before, after = _shown(change.get("from"), unit), _shown(change.get("to"), unit)
+            found.append(f"{name} {before} → {after} {when - window[0]:,.0f} s into the training")
+    limits = values_of(samples, f"gpu{index}_power_limit_w")
+    if not any(line.startswith("power limit") for line in found) and limits is not None:
+        read = limits[np.isfinite(limits)]
+        if read.size and abs(float(read[-1]) - float(read[0])) > POWER_CAP_MARGIN_W:
+            found.append(f"power limit {read[0]:g} W → {read[-1]:g} W during the training (telemetry)")
+    return found

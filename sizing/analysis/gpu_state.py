@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from sizing.analysis import pcie
-from sizing.analysis.gpu_settings import entries, entry_of, settings_of
+from sizing.analysis.gpu_settings import entries, entry_of, setting_changes, settings_of
 from sizing.analysis.signature import listed_gpus
 from sizing.model import RunData, Thresholds, number, samples_in, times_of, train_windows, values_of
 
@@ -48,6 +48,7 @@ class GpuStateFinding:
     settings_evidence: tuple[str, ...] = ()
     held_low: str = ""  # why clocks or power were held low by a setting ('' when not)
     pcie_link: str | None = None  # 'PCIe x4 of x16': a link narrower than the board's (sizing.analysis.pcie)
+    changed: tuple[str, ...] = ()  # settings that changed during the training (gpu_settings.setting_changes)
 
     @property
     def phrases(self) -> list[str]:
@@ -102,6 +103,12 @@ class GpuState:
         if len(per_gpu) == len(self.gpus) and all(p == per_gpu[0][1] for _, p in per_gpu):
             return "; ".join(per_gpu[0][1])
         return "; ".join(f"gpu{i} {phrase}" for i, phrases in per_gpu for phrase in phrases)
+
+    @property
+    def changed_note(self) -> str | None:
+        """'gpu0 power limit 700 W → 300 W 45 s into the training': the settings changed while it trained."""
+        changes = [f"gpu{g.index} {line}" for g in self.gpus for line in g.changed]
+        return "; ".join(changes) or None
 
     @property
     def held_low(self) -> dict[int, str]:
@@ -231,6 +238,7 @@ def read_gpu_state(
                 settings_evidence=tuple(evidence),
                 held_low=held,
                 pcie_link=link,
+                changed=tuple(setting_changes(state, in_training, index, window)),
             )
         )
     unchecked = None

@@ -305,6 +305,10 @@ def analyse_run(
     state = gpu_state.read_gpu_state(
         run, kind, gpus, samples_in(telemetry, training_window), training_window, thresholds
     )
+    if changed := state.changed_note:
+        note = f"{run.run_id}: the GPU's settings changed while it trained ({changed}): its rate blends both"
+        warnings.append(note)
+        unsure.append(note)
     hw = signature.hardware(meta, info, kind, state.signature, None if attribution_known else gpus)
     tdp = prices.tdp_for(str(hw.get("host") or ""), str(hw.get("cpu_model") or ""))
     interval = number(meta.get("interval_s"))

@@ -65,7 +65,11 @@ def gpu_definitions(t: Thresholds) -> tuple[tuple[str, str], ...]:
             "`pcie_link_width` below `pcie_link_width_max` at both start and end (NVML lowers an idle "
             "link's generation, not its width, so only the width is judged; one narrow reading is no "
             "claim). MIG, power cap N W, clocks held by a setting, shared and PCIe xN of xM join the "
-            "hardware signature, so such runs are never repeats of others.",
+            "hardware signature, so such runs are never repeats of others. A setting changed while it "
+            "trained (`gpu_state.changes` of the power limit, an applications clock or MIG mode inside the "
+            "training window, from a value known before; else the telemetry's power limit going from one "
+            f"value to another by more than {gsets.POWER_CAP_MARGIN_W:g} W) is a caveat: its rate blends "
+            "both settings.",
         ),
         (
             "MFU",

@@ -18,6 +18,7 @@ from sizing.analysis import gpu_state as gs
 from sizing.analysis import gpu_verdicts as gv
 from sizing.analysis.load import load_run_dir
 from sizing.analysis.node_energy import job_energy
+from sizing.analysis.run import analyse_run
 from sizing.analysis.serving import serving_section
 from sizing.model import Prices, RunData, Thresholds, samples_in
 
@@ -194,6 +195,25 @@ def test_the_default_comes_from_gpu_state_else_the_models_board_power_else_no_cl
     assert state_of(run(telemetry(gpu0_power_limit_w=310.0), gpu=unknown)).signature is None
     only_run_json = telemetry().drop(columns="gpu0_power_limit_w")
     assert state_of(run(only_run_json, gpu={**H100, "power_limit_w": 300.0})).signature == "power cap 300 W"
+
+
+def test_a_setting_changed_while_it_trained_makes_its_rate_a_blend() -> None:
+    """A cap lowered halfway through: the run measured two settings, not the lowest one it ends at."""
+    lowered = {"time_unix": TRAIN + 100.0, "index": 0, "field": "power_limit_w", "from": 700.0, "to": 300.0}
+    state = {"start": [board_state()], "end": [board_state(power_limit_w=300.0)], "changes": [lowered]}
+    found = state_of(run(telemetry().drop(columns="gpu0_power_limit_w"), state))
+    assert found.changed_note == "gpu0 power limit 700 W → 300 W 100 s into the training"
+    before = {**lowered, "time_unix": TRAIN - 10.0}  # set before the training: one setting throughout
+    assert state_of(run(telemetry(), {**state, "changes": [before]})).changed_note is None
+    first_read = {**lowered, "from": None}  # unknown until then: not a change
+    assert state_of(run(telemetry(), {**state, "changes": [first_read]})).changed_note is None
+    from_telemetry = telemetry(gpu0_power_limit_w=lambda t: np.where(t < TRAIN + 50.0, 700.0, 450.0))
+    assert state_of(run(from_telemetry)).changed_note == (
+        "gpu0 power limit 700 W → 450 W during the training (telemetry)"
+    )
+    sized = analyse_run(run(from_telemetry), Prices(), T)
+    assert any("the GPU's settings changed while it trained (gpu0 power limit 700 W → 450 W" in c
+               for c in sized.caveats)  # fmt: skip
 
 
 @pytest.mark.parametrize(("sm_mhz", "held"), [(1979.0, False), (1978.9, True)])

@@ -48,7 +48,7 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "trains its workload, with the --baseline that compares them), then what makes it unsure "
             "(runs left out as incomplete, a loss that rose, a verdict on too few samples or on "
             "telemetry with a gap, a GPU whose clocks heat or a HW slowdown "
-            "pulled down, no CPU run so that GPUs are compared with a GPU, an assumed UTC offset, a step "
+            "pulled down, a GPU setting changed while it trained, no CPU run so that GPUs are compared with a GPU, an assumed UTC offset, a step "
             "log on a clock of its own, "
             "run-to-run spread not measured, the host "
             "not recorded, a drifting rate or one on too few steps for an interval), then what leaves it "

@@ -33,13 +33,16 @@ from runformat import (
     resolve_run_dir,
     run_dirs,
 )
+from runformat.bursts import burst_ends
 from runformat.diskfull import DISK_FULL
 from runformat.jsonio import read_object
 from runformat.progress import progress_of
 from runformat.records import RunRecord, TrainingRecord, as_record, raw_of, training_framework
 from runformat.textfile import absent_because
 from runformat.tuning import TuningTag, tuning_of
+from sizing.analysis.jobcheck import is_job
 from sizing.analysis.validate import checked_frame, gpu_memory_bytes, impossible_cells
+from sizing.model import number
 
 PHASES_COLUMNS = ("phase", "start_unix", "end_unix", "status")
 
@@ -177,6 +180,23 @@ def _read_checked(path: Path, required: bool, gpu_memory: dict[int, float] | Non
     return with_warnings(kept[2].copy(deep=False), [*warnings_of(raw), *kept[3]])
 
 
+def step_log_bursts(run: RunInfo) -> int:
+    """How many bursts a job's training.csv came in (runformat.bursts), once per parse; 0 for our own
+    training (it times each step itself) and for a log whose rows were each timed."""
+    if not is_job(run.training):
+        return 0
+    path = run.path / TRAINING_CSV
+    raw = _CSV_CACHE.read(path, numeric=True, required=False)
+    kept = _BURSTS.get(path)
+    if kept is None or kept[0] is not raw:
+        times = sorted(raw["time_unix"].dropna().tolist()) if "time_unix" in raw else []
+        start = number(run.training.get("start_unix"))
+        kept = _BURSTS[path] = (raw, len(burst_ends(times, start) or ()))
+        while len(_BURSTS) > _CHECKED_MAX:
+            _BURSTS.pop(next(iter(_BURSTS)))
+    return kept[1]
+
+
 def read_phases(run: RunInfo) -> pd.DataFrame:
     """phases.csv (`phase, start_unix, end_unix, status`); an empty frame if absent."""
     frame = _select(_CSV_CACHE.read(run.path / PHASES_CSV, numeric=False, required=False), None)
@@ -292,12 +312,14 @@ def _read_detections(path: Path) -> tuple[dict[str, Any], str | None]:
 _CSV_CACHE = CsvCache()
 _CHECKED: dict[Path, tuple[pd.DataFrame, dict[int, float] | None, pd.DataFrame, list[str]]] = {}
 _CHECKED_MAX = 24
+_BURSTS: dict[Path, tuple[pd.DataFrame, int]] = {}  # training.csv -> (the parse, its bursts)
 
 
 def clear_caches() -> None:
     """Forget every parsed file (tests, and callers that want to bound memory)."""
     _CSV_CACHE.clear()
     _CHECKED.clear()
+    _BURSTS.clear()
     _FILES_CACHE.clear()
     _DETECTIONS_CACHE.clear()
 
@@ -328,4 +350,5 @@ __all__ = [
     "read_training",
     "run_files",
     "run_warnings",
+    "step_log_bursts",
 ]

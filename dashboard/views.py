@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from dash import dcc, html
 
 from dashboard import details, figures, gpu_figures, overview, tuning_view
@@ -24,10 +23,11 @@ from dashboard.runs import (
     get_run,
     read_training,
     run_warnings,
+    step_log_bursts,
 )
 from dashboard.timebase import MAX_POINTS, TimeView, window_of, zoom_range
 from runformat import format_duration
-from runformat.bursts import burst_ends, bursts_hint, bursts_text, worth_saying
+from runformat.bursts import bursts_hint, bursts_text, worth_saying
 from runformat.tuning import TRIAL
 
 MAX_SELECTED = 8
@@ -298,21 +298,13 @@ def training_view(
 
 def _bursts_note(run: RunInfo) -> str | None:
     """A job's step log that came in bursts (runformat.bursts): its per-row rates are the reader's."""
-    progress = run.training.get("progress")
-    if not isinstance(progress, dict) or not isinstance(run.training.get("workload"), dict):
-        return None  # our own training times each step itself
-    frame = read_training(run)
-    if frame.empty or "time_unix" not in frame:
-        return None
-    start = run.training.get("start_unix")
-    times = sorted(pd.to_numeric(frame["time_unix"], errors="coerce").dropna().tolist())
-    ends = burst_ends(times, float(start) if isinstance(start, (int, float)) else None)
-    if not ends or not worth_saying(len(ends)):
+    bursts = step_log_bursts(run)
+    if not worth_saying(bursts):
         return None
     return (
-        f"{run.label}: its step log {bursts_text(len(ends))}; its steps/s and examples/s between rows "
+        f"{run.label}: its step log {bursts_text(bursts)}; its steps/s and examples/s between rows "
         f"within a burst are the collector's reading speed. The sizing report times it burst to burst. "
-        f"To time each step: {bursts_hint(progress.get('from'))}."
+        f"To time each step: {bursts_hint(run.training['progress'].get('from'))}."
     )
 
 

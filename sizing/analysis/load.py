@@ -31,7 +31,7 @@ from runformat import (
 from runformat.layout import child_dirs
 from runformat.reader import read_run
 from runformat.records import raw_of
-from runformat.textfile import absent_because, text_encoding
+from runformat.textfile import COMPRESSED, absent_because, text_encoding
 from sizing.analysis.copies import same_measurement
 from sizing.analysis.jobs import node_place
 from sizing.analysis.validate import validated_run
@@ -115,7 +115,7 @@ def resolve_run(data_dir: Path, spec: str) -> Path:
 
 
 RUN_FILES = (RUN_JSON, TELEMETRY_CSV, TRAINING_JSON, TRAINING_CSV)
-ARCHIVE_SUFFIXES = (".tar", ".tgz", ".tar.gz", ".tar.xz", ".tar.zst", ".tar.bz2", ".zip")
+ARCHIVE_SUFFIXES = (".tar", ".tgz", *COMPRESSED)  # a run directory packed, or a file compressed
 
 
 def _is_run_dir(path: Path) -> bool:

@@ -131,19 +131,12 @@ def busy_gpus(samples: pd.DataFrame, indices: Iterable[int]) -> list[tuple[int, 
     return [(i, m) for i, m in means if m is not None and m >= WORKED_UTIL_PCT]
 
 
-def working_gpus(samples: pd.DataFrame, gpus: list[int], attribution_known: bool) -> list[int]:
-    """The GPUs whose utilization judges the run: the charged ones; when the run does not say which
-    trained, those that did work, so idle neighbours do not read as underused."""
-    if attribution_known:
-        return gpus
-    return [i for i, _ in busy_gpus(samples, gpus)] or gpus
-
-
 def charged_that_worked(charged: Charged, samples: pd.DataFrame) -> Charged:
-    """With no record of which GPUs trained: those that did work in `samples` (working_gpus) where others
-    idled, so idle neighbours are neither charged, priced nor named, nor judged; otherwise `charged`."""
-    busy = working_gpus(samples, charged.columns, attribution_known=False)
-    if charged.known or len(charged.columns) < 2 or len(busy) == len(charged.columns):
+    """With no record of which GPUs trained: those that did work in `samples` (busy_gpus) where others
+    idled, so idle neighbours are neither charged, priced nor named, nor judged; otherwise `charged` (all
+    of them too when none did work)."""
+    busy = [i for i, _ in busy_gpus(samples, charged.columns)]
+    if charged.known or len(charged.columns) < 2 or len(busy) in (0, len(charged.columns)):
         return charged
     idle = ", ".join(f"gpu{i}" for i in charged.columns if i not in busy)
     how = (f"the {len(busy)} of {len(charged.columns)} GPUs that did work ({idle} under "

@@ -108,7 +108,7 @@ def loss_rose(training: pd.DataFrame) -> str | None:
 def rate_problems(run_id: str, rate: Throughput, training_info: dict) -> list[str]:
     """Warnings about the steady rate: sessions, training.json's own rate, drift within the run."""
     found = []
-    if worth_saying(rate.bursts) or (rate.bursts and not rate.steps_per_s):
+    if worth_saying(rate.bursts) or rate.not_timed:
         measured = (
             "the rate is read between the bursts' last rows (the last burst left out)"
             if rate.steps_per_s

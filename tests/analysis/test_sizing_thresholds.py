@@ -123,7 +123,7 @@ from sizingfixtures import reference_cpu, telemetry_frame
 from sizing.analysis import bottleneck as b
 from sizing.analysis import gpu_verdicts as gv
 from sizing.analysis import thermal, validity
-from sizing.analysis.run import analyse_run, working_gpus
+from sizing.analysis.run import WORKED_UTIL_PCT, analyse_run, busy_gpus
 from sizing.model import Prices, Thresholds
 
 T = Thresholds()
@@ -254,11 +254,12 @@ def test_cpu_clock_below_peak_is_a_label_from_the_throttled_fraction(flagged: in
 
 
 def test_a_gpu_that_did_one_percent_of_work_judges_a_run_that_does_not_say_which_trained() -> None:
-    """Not in docs/sizing.md's thresholds: sizing.analysis.run.working_gpus' ≥ 1 % mean utilization."""
-    frame = telemetry_frame(0.0, 10, gpu0_util_pct=90.0, gpu1_util_pct=1.0)
-    assert working_gpus(frame, [0, 1], attribution_known=False) == [0, 1]
-    idle = telemetry_frame(0.0, 10, gpu0_util_pct=90.0, gpu1_util_pct=1.0 - BELOW)
-    assert working_gpus(idle, [0, 1], attribution_known=False) == [0]
+    """Not in docs/sizing.md's thresholds: sizing.analysis.run.busy_gpus' ≥ 1 % mean utilization."""
+    assert WORKED_UTIL_PCT == 1.0
+    frame = telemetry_frame(0.0, 10, gpu0_util_pct=90.0, gpu1_util_pct=WORKED_UTIL_PCT)
+    assert [i for i, _ in busy_gpus(frame, [0, 1])] == [0, 1]
+    idle = telemetry_frame(0.0, 10, gpu0_util_pct=90.0, gpu1_util_pct=WORKED_UTIL_PCT - BELOW)
+    assert [i for i, _ in busy_gpus(idle, [0, 1])] == [0]
 
 
 # CPU frequency and temperature (sizing.analysis.thermal)

@@ -114,7 +114,7 @@ def _parse_query(
             raise NvsmiImportError(
                 f"line {number}: a second header with other fields (two logs in one file?)"
             )
-        problem = _line_problem(cells, len(header), columns.time)
+        problem = _line_problem(cells, len(header), columns.time, columns.gpu_id)
         if last and not ends_cleanly:
             problem = problem or "no line end: the log was cut while this line was written"
         if problem is None:
@@ -126,11 +126,15 @@ def _parse_query(
     return log, parsed
 
 
-def _line_problem(cells: list[str], expected: int, time_position: int) -> str | None:
+def _line_problem(
+    cells: list[str], expected: int, time_position: int, gpu_id: tuple[int, str] | None
+) -> str | None:
     if len(cells) != expected:
         return f"{len(cells)} fields, the header has {expected}"
     if _moment(cells[time_position]) is None:
         return f"{cells[time_position]!r} is not an nvidia-smi timestamp (YYYY/MM/DD HH:MM:SS.mmm)"
+    if gpu_id is not None and (not cells[gpu_id[0]] or is_unavailable(cells[gpu_id[0]])):
+        return f"its GPU {gpu_id[1]} is {cells[gpu_id[0]]!r}: not which GPU it is about"
     return None
 
 
@@ -264,12 +268,15 @@ def _parse_dmon(lines: list[tuple[int, str]], ends_cleanly: bool) -> tuple[GpuLo
         cells = stripped.split()
         last = position == len(body) - 1
         moment = _dmon_moment(cells, date_at, time_at) if len(cells) == len(header) else None
-        if moment is None or (last and not ends_cleanly):
+        no_gpu = moment is not None and is_unavailable(cells[gpu_at])
+        if moment is None or no_gpu or (last and not ends_cleanly):
             problem = (
                 f"{len(cells)} columns, the header has {len(header)}"
                 if len(cells) != len(header)
                 else "no YYYYMMDD HH:MM:SS time"
                 if moment is None
+                else f"its gpu is {cells[gpu_at]!r}: not which GPU it is about"
+                if no_gpu
                 else "no line end: the log was cut while this line was written"
             )
             if last:

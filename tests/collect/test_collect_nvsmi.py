@@ -270,6 +270,32 @@ def test_nvidia_smis_own_messages_in_the_log_are_left_out_and_said(tmp_path: Pat
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+def test_a_line_whose_gpu_index_is_an_error_is_left_out_not_another_gpu(tmp_path: Path) -> None:
+    """A GPU that fails mid-log prints `[Unknown Error]` in every cell, its index too: that line names
+    no GPU, so it is left out and said, and the run keeps its two GPUs."""
+
+    def broken(k: int, gpu: int, field: str, text: str) -> str:
+        return "[Unknown Error]" if (k, gpu) == (5, 1) and field != "timestamp" else text
+
+    log = write(tmp_path, "gpu.csv", query_gpu_log([Gpu(0), Gpu(1)], samples=12, cells=broken))
+    done = importer(str(log), "--data-dir", str(tmp_path / "data"))
+    assert done.returncode == 0, done.stderr
+    assert "its GPU index is '[Unknown Error]'" in done.stderr, done.stderr
+    run_dir = only_run(tmp_path / "data")
+    rows = rows_of(run_dir)
+    assert len(rows) == 12 and not any(name.startswith("gpu2_") for name in rows[0])
+    assert rows[5]["gpu1_util_pct"] == "" and rows[5]["gpu0_util_pct"] != ""
+    dmon = dmon_log([Gpu(0), Gpu(1)], samples=8).splitlines()
+    at = next(i for i, line in enumerate(dmon) if not line.startswith("#") and line.split()[2] == "1")
+    cells = dmon[at].split()
+    dmon[at] = " ".join([*cells[:2], "-", *["-"] * (len(cells) - 3)])
+    log = write(tmp_path, "dmon.txt", "\n".join(dmon) + "\n")
+    done = importer(str(log), "--data-dir", str(tmp_path / "dmon"))
+    assert done.returncode == 0 and "its gpu is '-'" in done.stderr, done.stderr
+    columns = rows_of(only_run(tmp_path / "dmon"))[0]
+    assert not any(name.startswith(("gpu2_", "gpu-_")) for name in columns)
+
+
 @pytest.mark.parametrize(
     ("content", "expected"),
     [

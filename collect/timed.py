@@ -34,6 +34,7 @@ from collect.usage import (
     batch_problem,
     data_dir_problem,
     dataset_problem,
+    job_option_without_job,
 )
 from runformat import COMMAND_LOG, RUN_JSON, TRAINING_JSON, format_duration, parse_duration
 from runformat.cli import USAGE_ERROR
@@ -215,6 +216,9 @@ def main(argv: Sequence[str]) -> int:
         from collect.jobtimed import main as job_main
 
         return job_main(argv)
+    if problem := job_option_without_job(list(argv)):
+        print(f"python -m collect timed: error: {problem}", file=sys.stderr)
+        return USAGE_ERROR
     args = build_parser().parse_args(list(argv))
     try:
         budget_s = parse_duration(args.duration)

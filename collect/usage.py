@@ -13,6 +13,7 @@ from typing import NoReturn
 from collect.devicecount import counts_problem
 
 DATASET_JSON = "dataset.json"
+JOB_ONLY_OPTIONS = ("--progress-regex", "--progress-format", "--workload-name", "--flops-per-example")
 
 
 def data_dir_problem(data_dir: Path) -> str | None:
@@ -95,6 +96,14 @@ def job_precision_problem(precision: str | None) -> str | None:
     return f"--precision {precision!r}: expected a dtype name (float32, bfloat16, mixed_float16...)"
 
 
+def job_option_without_job(argv: list[str]) -> str | None:
+    """An option that only a job takes (how to read its progress, what it is), given without one."""
+    named = next((a.split("=", 1)[0] for a in argv if a.split("=", 1)[0] in JOB_ONLY_OPTIONS), None)
+    if named is None:
+        return None
+    return f"{named} goes with your own training job: give its command after -- (e.g. -- python train.py)"
+
+
 def options_problem(argv: list[str]) -> str | None:
     """The first problem of the timed-run options in argv that can be seen without installing anything
     (the entry-point scripts call this with the system python3); other options are left to the parser."""
@@ -106,6 +115,8 @@ def options_problem(argv: list[str]) -> str | None:
 
     job = "--" in argv
     argv = argv[: argv.index("--")] if job else argv  # a job's own command is not ours to read
+    if not job and (misplaced := job_option_without_job(argv)):
+        return misplaced
     parser = Parser(add_help=False, allow_abbrev=False)
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--dataset", type=Path)

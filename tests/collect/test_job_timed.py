@@ -301,6 +301,21 @@ def test_collect_run_with_a_progress_option_writes_the_step_log_and_without_one_
     assert not (second / "training.json").exists() and "job" not in read_json(second / "run.json")
 
 
+def test_a_job_option_without_a_job_says_where_the_command_goes(tmp_path: Path) -> None:
+    """`collect_cpu.sh 10m --progress-format keras` (the job's command forgotten) was argparse's
+    "unrecognized arguments"; it now says to give the command after --, and starts nothing."""
+    data = tmp_path / "data"
+    script = str(REPO / "scripts" / "collect_cpu.sh")
+    for command in (
+        [script, "10m", "--progress-format", "keras", "--data-dir", str(data)],
+        [sys.executable, "-m", "collect", "timed", "10m", "--flops-per-example=3e9", "--data-dir", str(data)],
+    ):
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "goes with your own training job: give its command after --" in done.stderr
+    assert not data.exists()
+
+
 def test_the_scripts_read_none_of_the_jobs_own_arguments(tmp_path: Path) -> None:
     extras = subprocess.run(
         ["bash", "-c", 'source scripts/lib.sh; framework_extras "train,gpu,infer,dashboard" "$@"', "x",

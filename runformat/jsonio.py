@@ -9,6 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from runformat.textfile import text_encoding
+
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write `data` to a temp file beside `path`, fsync it, then rename it over `path`."""
@@ -31,7 +33,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
 def read_json(path: Path) -> dict[str, Any]:
     """The object in `path`; ValueError (one line) if it is unreadable or not a JSON object."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(decoded(Path(path).read_bytes()))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: cannot read JSON ({exc})") from exc
     if not isinstance(data, dict):
@@ -45,7 +47,7 @@ def read_object(path: Path, name: str | None = None) -> tuple[dict[str, Any] | N
     path = Path(path)
     name = name or path.name
     try:
-        text = path.read_text(encoding="utf-8")
+        text = decoded(path.read_bytes())
     except (FileNotFoundError, NotADirectoryError):
         return None, None
     except (OSError, UnicodeDecodeError) as exc:
@@ -55,6 +57,12 @@ def read_object(path: Path, name: str | None = None) -> tuple[dict[str, Any] | N
     except json.JSONDecodeError as exc:
         return None, f"{name} is unreadable ({_reason(exc)})"
     return (data, None) if isinstance(data, dict) else (None, f"{name} is not a JSON object")
+
+
+def decoded(raw: bytes) -> str:
+    """A JSON file's text as the run's CSVs are read: UTF-8 with or without a byte-order mark (an editor
+    on Windows writes one), or UTF-16 with its mark."""
+    return raw.decode(text_encoding(raw))
 
 
 def _reason(exc: Exception) -> str:

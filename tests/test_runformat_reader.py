@@ -67,7 +67,7 @@ def test_missing_fields_are_none_and_unknown_fields_are_kept(tmp_path: Path) -> 
         ("", "run.json is unreadable (JSONDecodeError: Expecting value: line 1 column 1 (char 0))"),
         ("[1, 2]", "run.json is not a JSON object"),
         ('"done"', "run.json is not a JSON object"),
-        (b"\xff\xfe{}", "run.json is unreadable (UnicodeDecodeError"),
+        (b"\xc3\x28{}", "run.json is unreadable (UnicodeDecodeError"),
     ],
 )
 def test_an_unreadable_file_is_one_warning_no_record(tmp_path: Path, content: object, warning: str) -> None:
@@ -78,6 +78,20 @@ def test_an_unreadable_file_is_one_warning_no_record(tmp_path: Path, content: ob
     assert len(files.warnings) == 1 and files.warnings[0].startswith(warning)
     assert files.problems.keys() == {"run.json"}
     assert files.training.status == "completed"  # the other files are read as usual
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16"])
+def test_a_json_file_saved_with_a_byte_order_mark_reads_as_itself(tmp_path: Path, encoding: str) -> None:
+    """A run.json whose label was edited in a Windows editor comes back with a byte-order mark (UTF-8's, or
+    UTF-16 as "Unicode"): it was unreadable, so the run lost its device and hardware; the CSVs were
+    already read through such marks."""
+    shipped = EXAMPLES[0]
+    for name in ("run.json", "training.json"):
+        text = (shipped / name).read_text(encoding="utf-8")
+        (tmp_path / name).write_bytes(text.replace("\n", "\r\n").encode(encoding))
+    files, original = read_run(tmp_path), read_run(shipped)
+    assert files.warnings == ()
+    assert files.meta == original.meta and files.training.raw == original.training.raw
 
 
 def test_fields_of_the_wrong_type_are_unknown_with_one_warning_for_the_file(tmp_path: Path) -> None:

@@ -156,24 +156,28 @@ def read_telemetry(run: RunInfo, columns: Sequence[str] | None = None) -> pd.Dat
     """telemetry.csv as floats, read as the sizing report reads it (sizing.analysis.validate): infinite
     cells and cells no reading can hold (a counter's sentinel) empty, rows in time order; only `columns`
     that exist when given. Warnings in `df.attrs["warnings"]`."""
-    return _select(_read_checked(run.path / TELEMETRY_CSV, True, gpu_memory_bytes(run.meta)), columns)
+    start = number(run.meta.get("start_unix"))
+    return _select(_read_checked(run.path / TELEMETRY_CSV, True, gpu_memory_bytes(run.meta), start), columns)
 
 
 def read_training(run: RunInfo) -> pd.DataFrame:
     """training.csv as floats, read as the sizing report reads it; an empty frame if the run has none."""
-    return _select(_read_checked(run.path / TRAINING_CSV, False, None), None)
+    start = number(run.training.get("start_unix"))
+    return _select(_read_checked(run.path / TRAINING_CSV, False, None, start), None)
 
 
-def _read_checked(path: Path, required: bool, gpu_memory: dict[int, float] | None) -> pd.DataFrame:
+def _read_checked(
+    path: Path, required: bool, gpu_memory: dict[int, float] | None, start_unix: float | None
+) -> pd.DataFrame:
     """A numeric CSV through sizing's checks, once per parse (the checks follow the cached parse)."""
     raw = _CSV_CACHE.read(path, numeric=True, required=required)
     kept = _CHECKED.get(path)
-    if kept is None or kept[0] is not raw or kept[1] != gpu_memory:
-        checked, problems = checked_frame(raw, path.name)
+    if kept is None or kept[0] is not raw or kept[1] != (gpu_memory, start_unix):
+        checked, problems = checked_frame(raw, path.name, start_unix)
         if gpu_memory is not None:
             checked, impossible = impossible_cells(checked, gpu_memory)
             problems += [impossible] if impossible else []
-        kept = _CHECKED[path] = (raw, gpu_memory, checked, problems)
+        kept = _CHECKED[path] = (raw, (gpu_memory, start_unix), checked, problems)
         while len(_CHECKED) > _CHECKED_MAX:
             _CHECKED.pop(next(iter(_CHECKED)))
     # the parse's own warnings as of this read (a partial last line comes and goes without a new parse)
@@ -310,7 +314,8 @@ def _read_detections(path: Path) -> tuple[dict[str, Any], str | None]:
 
 
 _CSV_CACHE = CsvCache()
-_CHECKED: dict[Path, tuple[pd.DataFrame, dict[int, float] | None, pd.DataFrame, list[str]]] = {}
+_CheckedWith = tuple[dict[int, float] | None, float | None]  # the GPUs' memory, the file's start_unix
+_CHECKED: dict[Path, tuple[pd.DataFrame, _CheckedWith, pd.DataFrame, list[str]]] = {}
 _CHECKED_MAX = 24
 _BURSTS: dict[Path, tuple[pd.DataFrame, int]] = {}  # training.csv -> (the parse, its bursts)
 

@@ -20,6 +20,7 @@ from runformat import INFERENCE_JSON, PHASES_CSV, RUN_JSON, TELEMETRY_CSV, TRAIN
 from runformat.columns import TIME_COLUMNS, split_gpu_column
 from runformat.records import InferenceRecord, RunRecord, TrainingRecord, checked, one_warning
 from runformat.tuning import tag_disagrees, tuning_problems
+from sizing.analysis.coarse_times import times_from_elapsed
 from sizing.analysis.signature import listed_gpus
 from sizing.model import RunData, number
 
@@ -38,9 +39,13 @@ def checked_object(data: object, file: str, record: type) -> tuple[dict, str | N
     return kept, one_warning(problems)
 
 
-def checked_frame(frame: pd.DataFrame, file: str) -> tuple[pd.DataFrame, list[str]]:
+def checked_frame(
+    frame: pd.DataFrame, file: str, start_unix: float | None = None
+) -> tuple[pd.DataFrame, list[str]]:
     """Numeric cells finite or NaN (inf and text read as empty); rows with a finite time, in time order;
-    a file none of whose rows can be placed in time, not read."""
+    a file none of whose rows can be placed in time, not read. A time_unix rounded by a spreadsheet is
+    rebuilt from elapsed_s and the file's `start_unix` (run.json's for telemetry, training.json's for the
+    step log) where given (coarse_times)."""
     if frame.empty:
         return frame, []
     missing = _unplaced(frame, file)
@@ -74,6 +79,9 @@ def checked_frame(frame: pd.DataFrame, file: str) -> tuple[pd.DataFrame, list[st
             "(not seconds since 1970: milliseconds?)"
         )
         numeric = numeric[~beyond]
+    if file in (TELEMETRY_CSV, TRAINING_CSV):
+        numeric, rounded = times_from_elapsed(numeric, file, start_unix)
+        problems += [rounded] if rounded else []
     ordered = numeric[time_column].to_numpy(dtype=float)
     if ordered.size > 1 and (np.diff(ordered) < 0).any():
         problems.append(
@@ -157,8 +165,9 @@ def validated_run(run: RunData) -> RunData:
     problems = [p for p in (run_problem, training_problem, inference_problem) if p]
     problems += tuning_problems(meta) + tag_disagrees(meta, info)
     frames = {}
+    starts = {TELEMETRY_CSV: number(meta.get("start_unix")), TRAINING_CSV: number(info.get("start_unix"))}
     for name, file in (("telemetry", TELEMETRY_CSV), ("training", TRAINING_CSV), ("phases", PHASES_CSV)):
-        frames[name], more = checked_frame(getattr(run, name), file)
+        frames[name], more = checked_frame(getattr(run, name), file, starts.get(file))
         problems += more
     frames["telemetry"], impossible = impossible_cells(frames["telemetry"], gpu_memory_bytes(meta))
     problems += [impossible] if impossible else []

@@ -91,6 +91,9 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - validate.GPU_PCT_MAX = 101: a GPU's percentage above it reads as empty. Pinned: here
 - validate.BLANK_MIN = 140737488355328: any other telemetry cell ≥ it (a counter's blank) reads as empty.
   Pinned: here
+- coarse_times.MAX_GUESSED_STEP_S = 10: a time_unix rounded to a power of ten above it, with no start_unix
+  that fits, is not read; at or below it, rebuilt from elapsed_s with each session's median offset.
+  Pinned: coarse_times::guess_stops_past
 - sessions.GAP_MIN_S = 30: a new session, a pause > max(it, …). Pinned: here
 - sessions.GAP_FACTOR = 20: … and > this many typical row intervals. Pinned: here
 - sessions.STEP_JUMP_FACTOR = 10: a new session, the step jumps > it × its stride. Pinned: here
@@ -152,7 +155,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 67
+    assert len(found) == 68
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 

@@ -1,0 +1,70 @@
+"""A CSV whose time_unix was rounded (a spreadsheet saved it: `1795518531` for 1795518530.554553) while its
+elapsed_s kept the rows apart: its times rebuilt from elapsed_s, so rows are not merged or dropped as one
+time.
+
+Our collector and training write time_unix = start_unix + elapsed_s (run.json's start for telemetry.csv,
+training.json's for training.csv), so with that start the rebuilt times are the written ones; without it,
+or where it does not fit, each session's offset is the median of time_unix − elapsed_s, off by at most half
+the rounding.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+
+FINEST_STEP_EXPONENT = -3  # times that are multiples of 1 ms or finer are taken as written
+COARSEST_STEP_EXPONENT = 6
+MAX_GUESSED_STEP_S = 10.0  # coarser rounding and no start that fits: the rows cannot be placed in time
+
+
+def rounding_step_s(times: np.ndarray) -> float | None:
+    """The coarsest power of ten (1 ms … 10⁶ s) every time is a multiple of; None when finer."""
+    for exponent in range(COARSEST_STEP_EXPONENT, FINEST_STEP_EXPONENT - 1, -1):
+        step = 10.0**exponent
+        if np.all(np.abs(times - np.round(times / step) * step) < min(1e-3 * step, 1e-3)):
+            return step
+    return None
+
+
+def times_from_elapsed(
+    frame: pd.DataFrame, file: str, start_unix: float | None
+) -> tuple[pd.DataFrame, str | None]:
+    """The frame with time_unix rebuilt from elapsed_s where time_unix repeats while elapsed_s moves on and
+    is rounded to a power of ten, and the warning that says so; a frame of no rows where the rounding is
+    coarser than MAX_GUESSED_STEP_S and no start fits. Otherwise the frame as it is."""
+    if "elapsed_s" not in frame or "time_unix" not in frame or len(frame) < 2:
+        return frame, None
+    times = frame["time_unix"].to_numpy(dtype=float)
+    elapsed = frame["elapsed_s"].to_numpy(dtype=float)
+    if not np.isfinite(elapsed).all():
+        return frame, None
+    merged = (np.diff(times) == 0) & (np.diff(elapsed) > 0)
+    step = rounding_step_s(times) if merged.any() else None
+    if step is None:
+        return frame, None
+    rebuilt = np.empty_like(times)
+    anchored = True
+    starts = [0, *(np.flatnonzero(np.diff(elapsed) < 0) + 1), len(times)]  # a resumed session starts again
+    for first, end in itertools.pairwise(starts):
+        offset, fits = _offset(times[first:end], elapsed[first:end], step, start_unix)
+        anchored = anchored and fits
+        rebuilt[first:end] = offset + elapsed[first:end]
+    shared = int(merged.sum())
+    rounded = f"{file}: time_unix is rounded to {step:,.0f} s ({shared:,} rows share the one before's)"
+    if not anchored and step > MAX_GUESSED_STEP_S:
+        return frame.iloc[0:0], f"{rounded}, and no start_unix fits it: its rows cannot be placed: not read"
+    fixed = frame.copy()
+    fixed["time_unix"] = rebuilt
+    how = "and its start_unix" if anchored else f"(each session's offset within {step / 2:g} s)"
+    return fixed, f"{rounded}: saved by a spreadsheet? Rebuilt from elapsed_s {how}"
+
+
+def _offset(times: np.ndarray, elapsed: np.ndarray, step: float, start: float | None) -> tuple[float, bool]:
+    """time_unix − elapsed_s of one session: the recorded start where every row rounds to it, else the
+    median."""
+    if start is not None and np.all(np.abs(start + elapsed - times) <= step / 2 + 1e-3):
+        return start, True
+    return float(np.median(times - elapsed)), False

@@ -1,0 +1,126 @@
+"""A run whose CSVs a spreadsheet saved: time_unix rounded to the second (`1795518531`), or to scientific
+notation (`1.79552E+09`), while elapsed_s kept every row apart. Rows that shared a rounded time were merged
+or dropped as one; the times are now rebuilt from elapsed_s and the file's start_unix."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dashboard import runs as dashboard_runs
+from sizing.analysis import coarse_times
+from sizing.analysis.coarse_times import rounding_step_s, times_from_elapsed
+from sizing.analysis.load import load_run_dir
+from sizing.cli import main as sizing_main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
+GPU_RUN, CPU_RUN = "20261124T110829Z-gpu-vm", "20261124T111406Z-cpu-vm"  # the GPU run samples every 100 ms
+pytestmark = pytest.mark.skipif(
+    not (EXAMPLES / GPU_RUN).is_dir() or not (EXAMPLES / CPU_RUN).is_dir(), reason="no example runs"
+)
+
+
+def copies(tmp_path: Path) -> tuple[Path, Path]:
+    runs = tmp_path / "runs"
+    for name in (GPU_RUN, CPU_RUN):
+        shutil.copytree(EXAMPLES / name, runs / name, ignore=shutil.ignore_patterns("detections"))
+    return runs / CPU_RUN, runs / GPU_RUN
+
+
+def as_a_spreadsheet_saves(run_dir: Path, layout: str) -> None:
+    """time_unix of both CSVs written as `layout` formats it; every other cell as it was."""
+    for name in ("telemetry.csv", "training.csv"):
+        path = run_dir / name
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        frame["time_unix"] = [layout.format(float(t)) if t else t for t in frame["time_unix"]]
+        frame.to_csv(path, index=False)
+
+
+def report(tmp_path: Path, cpu: Path, gpu: Path) -> dict:
+    out = tmp_path / f"report-{len(list(tmp_path.glob('report-*')))}.json"
+    assert sizing_main([str(cpu), str(gpu), "--out", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def speedup(found: dict) -> float | None:
+    options = found["decision"]["options"]
+    return options[0]["speedup"] if options else None
+
+
+@pytest.mark.parametrize(("layout", "step"), [("{:.0f}", "1 s"), ("{:.5E}", "10,000 s")])
+def test_rounded_times_are_rebuilt_and_the_run_reads_as_recorded(
+    tmp_path: Path, layout: str, step: str
+) -> None:
+    cpu, gpu = copies(tmp_path)
+    original = report(tmp_path, cpu, gpu)
+    recorded = load_run_dir(gpu)
+    as_a_spreadsheet_saves(gpu, layout)
+    found = report(tmp_path, cpu, gpu)
+    assert speedup(found) == pytest.approx(speedup(original), rel=1e-6)
+    assert found["decision"]["options"][0]["line"] == original["decision"]["options"][0]["line"]
+    said = [w for w in found["warnings"] if "time_unix is rounded to" in w]
+    assert len(said) == 2 and all(f"rounded to {step} (" in w for w in said), said
+    assert all("Rebuilt from elapsed_s and its start_unix" in w for w in said)
+    rebuilt = load_run_dir(gpu)
+    for name in ("telemetry", "training"):
+        before, after = getattr(recorded, name)["time_unix"], getattr(rebuilt, name)["time_unix"]
+        assert len(after) == len(before)  # no row merged into another or left out
+        assert np.abs(after.to_numpy() - before.to_numpy()).max() < 1e-5
+    dashboard_runs.clear_caches()
+    info = dashboard_runs.open_run_dir(gpu)
+    assert len(dashboard_runs.read_telemetry(info)) == len(recorded.telemetry)
+    assert len(dashboard_runs.read_training(info)) == len(recorded.training)
+
+
+def test_without_a_start_coarse_times_are_not_read_and_fine_ones_are_guessed(tmp_path: Path) -> None:
+    cpu, gpu = copies(tmp_path)
+    for name in ("run.json", "training.json"):
+        data = json.loads((gpu / name).read_text())
+        data.pop("start_unix")
+        (gpu / name).write_text(json.dumps(data))
+    as_a_spreadsheet_saves(gpu, "{:.5E}")
+    found = report(tmp_path, cpu, gpu)
+    said = " | ".join(found["warnings"])
+    assert "telemetry.csv: time_unix is rounded to 10,000 s" in said
+    assert "its rows cannot be placed: not read" in said
+    assert "throughput from training.json's totals" in said  # the step log's times are not guessed
+    assert speedup(found) == pytest.approx(9.0, abs=0.2)
+    frame = pd.DataFrame({"time_unix": [100.0, 100.0, 101.0, 101.0], "elapsed_s": [0.2, 0.7, 1.2, 1.7]})
+    rebuilt, warning = times_from_elapsed(frame, "telemetry.csv", None)
+    assert warning is not None and "each session's offset within 0.5 s" in warning
+    assert np.allclose(np.diff(rebuilt["time_unix"]), 0.5)
+
+
+def test_times_that_are_not_rounded_or_tie_with_their_elapsed_too_are_left_as_they_are() -> None:
+    one_per_second = pd.DataFrame({"time_unix": [1000.0, 1001.0, 1002.0], "elapsed_s": [0.0, 1.0, 2.0]})
+    assert times_from_elapsed(one_per_second, "telemetry.csv", 999.0) == (one_per_second, None)
+    read_together = pd.DataFrame({"time_unix": [5.0, 5.0, 9.0], "elapsed_s": [1.0, 1.0, 5.0]})  # a burst
+    assert times_from_elapsed(read_together, "training.csv", 4.0) == (read_together, None)
+    precise = np.array([1795518530.554553, 1795518530.654553])
+    assert rounding_step_s(precise) is None and rounding_step_s(np.array([1.79552e9])) == 1e4
+
+
+def test_a_resumed_step_log_is_rebuilt_session_by_session() -> None:
+    """elapsed_s starts again in a resumed session: each session gets its own offset."""
+    elapsed = np.array([1.0, 1.5, 2.0, 2.5, 0.5, 1.0, 1.5])
+    true = np.concatenate([1000.0 + elapsed[:4], 2000.0 + elapsed[4:]])
+    frame = pd.DataFrame({"time_unix": np.round(true), "elapsed_s": elapsed, "step": range(1, 8)})
+    rebuilt, warning = times_from_elapsed(frame, "training.csv", 2000.0)  # the last session's start
+    assert warning is not None
+    assert np.allclose(rebuilt["time_unix"], true, atol=0.5)
+    assert np.allclose(rebuilt["time_unix"].to_numpy()[4:], true[4:])
+
+
+def test_the_guess_stops_past_max_guessed_step() -> None:
+    """Rounded to 10 s a median offset is off by 5 s at most: guessed; to 100 s, not placed at all."""
+    limit = coarse_times.MAX_GUESSED_STEP_S
+    for step, read in ((limit, True), (10 * limit, False)):
+        elapsed = np.arange(0.0, 4 * step, step / 4)
+        frame = pd.DataFrame({"time_unix": np.round((1e6 + elapsed) / step) * step, "elapsed_s": elapsed})
+        rebuilt, warning = times_from_elapsed(frame, "telemetry.csv", None)
+        assert warning is not None and (len(rebuilt) == len(frame)) is read, (step, warning)

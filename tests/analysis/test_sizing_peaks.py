@@ -21,6 +21,11 @@ LISTED = {
     "NVIDIA A100-SXM4-80GB": ("A100 SXM4", 156.0, 400.0),
     "NVIDIA A100-PCIE-40GB": ("A100 PCIe 40GB", 156.0, 250.0),
     "NVIDIA A100 80GB PCIe": ("A100 PCIe 80GB", 156.0, 300.0),
+    "NVIDIA A800-SXM4-80GB": ("A800 SXM4", 156.0, 400.0),
+    "NVIDIA GH200 480GB": ("GH200", 494.7, None),
+    "NVIDIA A30": ("A30", 82.0, 165.0),
+    "NVIDIA A40": ("A40", 74.8, 300.0),
+    "NVIDIA L40": ("L40", 90.5, 300.0),
     "NVIDIA L40S": ("L40S", 183.0, 350.0),
     "NVIDIA L4": ("L4", 60.0, 72.0),
     "NVIDIA A10": ("A10", 62.5, 150.0),
@@ -67,7 +72,7 @@ def test_the_note_figures_for_the_h100_and_what_a_v100_lacks() -> None:
         "NVIDIA GeForce RTX 3090",
         "NVIDIA GeForce RTX 4090 D",
         "NVIDIA H100 80GB HBM3 MIG 1g.10gb",  # a MIG slice has a share of the SMs
-        "NVIDIA L40",
+        "NVIDIA RTX A6000",  # its datasheet gives one tensor figure, with sparsity: not which dtype's
         "Tesla V100-SXM3-32GB",
         "Crafted H100",
     ],

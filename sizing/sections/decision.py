@@ -12,6 +12,7 @@ from sizing.analysis import peaks
 from sizing.analysis import speedup as sp
 from sizing.analysis import tuning as tn
 from sizing.analysis.compare import Comparison, Group
+from sizing.analysis.throughput import FROM_TOTALS
 from sizing.analysis.validity import gpu_idle, like_for_like_text
 from sizing.context import ReportContext
 from sizing.sections import tuning as tuned_text
@@ -64,6 +65,20 @@ def _interval(i: sp.SpeedupInterval | None, g: Group) -> str:
     if i.basis == sp.ONE_SIDE:
         return f"range {span} over repeats of one side"
     return f"within-run {span}; {sp.SPREAD_NOT_MEASURED}"
+
+
+def _unbounded(c: Comparison, ctx: ReportContext) -> str:
+    """Why a speedup has no interval where a side's rate is training.json's totals (no step log to bound
+    it); "" otherwise (a step log too short for one is a caveat of its own)."""
+    if c.speedup is None or c.interval is not None:
+        return ""
+    groups = [g for g in (c.group, ctx.baseline) if g is not None]
+    totals = [a.run_id for g in groups for a in g.analyses if a.throughput.source == FROM_TOTALS]
+    if not totals:
+        return ""
+    single = all(len(g.analyses) == 1 for g in groups)
+    return (f"no interval: the rate of {', '.join(totals)} is training.json's totals (no usable step log)"
+            + (f"; {sp.SPREAD_NOT_MEASURED}" if single else ""))  # fmt: skip
 
 
 def _energy(g: Group) -> str:
@@ -153,7 +168,7 @@ def option(c: Comparison, ctx: ReportContext) -> Option:
         if c.speedup is None
         else f"{c.speedup:.1f}× " + ("faster" if c.speedup >= 1 else "as fast")
     )
-    notes = [_interval(c.interval, g)]
+    notes = [_interval(c.interval, g) or _unbounded(c, ctx)]
     if c.in_steps and c.speedup is not None:
         speed += " in steps/s"
         notes.insert(0, "examples per step not known")

@@ -62,8 +62,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "Repeats on one side only: the range from the slowest to the fastest of that side's runs "
             "over the other side's single run, each end widened by that run's within-run 95 % interval "
             "(see Stability); the single side's run-to-run spread is not measured. One run a side: the "
-            'within-run interval, always with "run-to-run spread not measured" beside it. Repeats '
-            "disagree (not the same conditions) where two runs' within-run 95 % intervals of "
+            'within-run interval, always with "run-to-run spread not measured" beside it; a run whose '
+            "rate is training.json's totals (no usable step log) has none, and the Decision's line says "
+            "so. Repeats disagree (not the same conditions) where two runs' within-run 95 % intervals of "
             "examples/s do not overlap, or, where a run has none, where the fastest is more than "
             f"{sp.REPEATS_DISAGREE_FRACTION:.0%} above the slowest: said in the headline and the "
             "Decision's caveats. A job that counts steps only (no examples per step on either side) has "

@@ -125,3 +125,15 @@ def test_a_baseline_that_swapped_is_weak(tmp_path: Path) -> None:
     assert weak and "it swapped: swap in use grew by " in weak[0]
     control, _ = decision_of(tmp_path / "control")
     assert not any("swapped" in c for c in control["caveats"])
+
+
+def test_a_speedup_from_totals_says_why_it_has_no_interval(tmp_path: Path) -> None:
+    """A GPU run without a usable step log (removed to save space, or its times in milliseconds) is sized
+    from training.json's totals: the line read a bare "9.0× faster", as if nothing were missing."""
+    decision, warnings = decision_of(tmp_path, gpu_change=lambda run: (run / "training.csv").unlink())
+    (line,) = [o["line"] for o in decision["options"]]
+    said = f"(no interval: the rate of {GPU_RUN} is training.json's totals (no usable step log); run-to-run"
+    assert said in line and f"{GPU_RUN}: no step log (training.csv)" in " ".join(warnings)
+    control, _ = decision_of(tmp_path / "control")
+    (recorded,) = [o["line"] for o in control["options"]]
+    assert "no interval" not in recorded and "within-run" in recorded

@@ -184,6 +184,7 @@ def _parse_text_lines(data: bytes, header: list[str]) -> tuple[pd.DataFrame, lis
         keep_default_na=False,
         na_values=[""],
         engine="python",
+        skipinitialspace=True,  # "a, b" as another tool writes it
         on_bad_lines=keep_count,
         encoding_errors="replace",
     )

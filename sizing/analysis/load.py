@@ -55,7 +55,8 @@ def read_csv_file(path: Path, numeric: bool = True) -> tuple[pd.DataFrame, str |
     if not text.strip():
         return pd.DataFrame(), note
     try:
-        frame = pd.read_csv(io.StringIO(text), on_bad_lines="skip")
+        frame = pd.read_csv(io.StringIO(text), on_bad_lines="skip", skipinitialspace=True)
+        frame.columns = [str(name).strip() for name in frame.columns]  # "a, b" as another tool writes it
     except (ValueError, pd.errors.ParserError) as exc:
         return pd.DataFrame(), f"{path.name} unparseable ({exc})".splitlines()[0]
     if numeric:

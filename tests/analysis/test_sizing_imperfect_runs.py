@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from test_sizing_view import DEFAULTS, all_text
 
+from dashboard import runs as dashboard_runs
 from dashboard import sizing_view
 from sizing.cli import main as sizing_main
 
@@ -137,3 +138,21 @@ def test_a_speedup_from_totals_says_why_it_has_no_interval(tmp_path: Path) -> No
     control, _ = decision_of(tmp_path / "control")
     (recorded,) = [o["line"] for o in control["options"]]
     assert "no interval" not in recorded and "within-run" in recorded
+
+
+def spaced(run_dir: Path) -> None:
+    """Every CSV with a space after each comma, as nvidia-smi and hand-made files write them."""
+    for name in ("training.csv", "telemetry.csv", "phases.csv"):
+        path = run_dir / name
+        path.write_text(path.read_text().replace(",", ", "))
+
+
+def test_csvs_with_a_space_after_each_comma_read_as_written(tmp_path: Path) -> None:
+    """Their header names began with a space: no step log, no host, no GPU energy, said as if absent."""
+    decision, warnings = decision_of(tmp_path, gpu_change=spaced)
+    control, _ = decision_of(tmp_path / "control")
+    assert [o["line"] for o in decision["options"]] == [o["line"] for o in control["options"]]
+    assert not any("no step log" in w or "not measured (GPU board" in w for w in warnings), warnings
+    run = dashboard_runs.open_run_dir(tmp_path / "runs" / GPU_RUN)
+    assert dashboard_runs.read_phases(run)["phase"].iloc[0] == "train"
+    assert len(dashboard_runs.read_training(run)) > 0

@@ -99,7 +99,9 @@ def _parse_whole(path: Path, identity: tuple[int, int], numeric: bool) -> _CsvEn
 def _parse_whole_bytes(path: Path, identity: tuple[int, int], raw: bytes, numeric: bool) -> _CsvEntry:
     newline = raw.find(b"\n")
     header_bytes = raw if newline < 0 else raw[:newline]
-    header = [name.strip() for name in header_bytes.decode("utf-8", "replace").strip().split(",")]
+    text = header_bytes.decode("utf-8", "replace").removeprefix("\ufeff")  # an editor's byte-order mark
+    names = [name.strip() for name in text.strip().split(",")]
+    header = [name or f"Unnamed: {i}" for i, name in enumerate(names)] if any(names) else []  # as pandas
     entry = _CsvEntry(identity, (0, 0), 0, header, pd.DataFrame(columns=header), [])
     if newline < 0 or not _is_valid_header(header):
         problem = "is empty" if not raw.strip() else "has no valid header line"

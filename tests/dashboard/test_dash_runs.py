@@ -185,6 +185,26 @@ def test_a_utf16_csv_is_read_as_the_report_reads_it(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(wide, plain)
 
 
+@pytest.mark.parametrize(
+    ("saved", "change"),
+    [
+        ("with UTF-8's byte-order mark and CRLF", lambda text: "\ufeff" + text.replace("\n", "\r\n")),
+        ("with a comma ending each line", lambda text: text.replace("\n", ",\n")),
+    ],
+)
+def test_a_csv_an_editor_saved_is_read_as_the_report_reads_it(tmp_path: Path, saved: str, change) -> None:
+    """Both read as "has no valid header line" here (the mark stuck to the first name, the last name
+    empty) while the report read every row."""
+    run_dir = make_run(tmp_path, duration_s=20, with_training=False, with_eval=False)
+    path = run_dir / "telemetry.csv"
+    plain = runs.read_telemetry(runs.open_run_dir(run_dir))
+    path.write_bytes(change(path.read_text(encoding="utf-8")).encode("utf-8"))
+    runs.clear_caches()
+    edited = runs.read_telemetry(runs.open_run_dir(run_dir))
+    assert edited.attrs["warnings"] == [] and len(edited) == 20, saved
+    pd.testing.assert_frame_equal(edited[plain.columns], plain)
+
+
 def test_csv_parsed_once_per_change_and_appends_incrementally(tmp_path: Path, monkeypatch) -> None:
     run_dir = make_run(tmp_path, duration_s=60, with_training=False, with_eval=False)
     path = run_dir / "telemetry.csv"

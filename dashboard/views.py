@@ -28,6 +28,7 @@ from dashboard.runs import (
 from dashboard.timebase import MAX_POINTS, TimeView, window_of, zoom_range
 from runformat import format_duration
 from runformat.bursts import bursts_hint, bursts_text, worth_saying
+from runformat.layout import run_id_like, unlisted_dirs
 from runformat.tuning import TRIAL
 
 MAX_SELECTED = 8
@@ -110,6 +111,11 @@ def warnings_banner(data_dir: Path, run_ids: Sequence[str] | None) -> list[Any]:
     for run in selected_runs(data_dir, run_ids):
         for warning in run_warnings(run):
             items.append(html.Li(f"{run.label} ({run.run_id}): {warning}"))
+    for entry in unlisted_dirs(data_dir):
+        items.append(html.Li(
+            f"{entry.parent.name}/{entry.name} is not listed: a run directory's name is letters, digits "
+            f"and . _ - (rename it, e.g. to {run_id_like(entry.name)})"
+        ))  # fmt: skip
     return [html.Strong("Warnings"), html.Ul(items)] if items else []
 
 

@@ -78,3 +78,19 @@ def run_dirs(data_dir: Path) -> list[Path]:
             if is_valid_run_id(entry.name):
                 found.setdefault(entry.name, entry)
     return list(found.values())
+
+
+def unlisted_dirs(data_dir: Path) -> list[Path]:
+    """The directories under data_dir/runs and data_dir/examples that run_dirs leaves out: their names are
+    not run ids (a space, an accent: a directory renamed by hand); hidden ones (a leading dot) aside."""
+    return [
+        entry
+        for sub in (RUNS_SUBDIR, EXAMPLES_SUBDIR)
+        for entry in child_dirs(Path(data_dir) / sub)
+        if not entry.name.startswith(".") and not is_valid_run_id(entry.name)
+    ]
+
+
+def run_id_like(name: str) -> str:
+    """A run id close to `name` (`H100 run (final)` → `H100-run-final`), to suggest a rename."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).replace("..", ".").strip("-.")[:128] or "run"

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from dashboard import parsecache
-from runformat.textfile import absent_because, text_encoding
+from runformat.textfile import absent_because, comma_separated, text_encoding
 
 WARNINGS_ATTR = "warnings"
 
@@ -87,13 +87,21 @@ def _parse_whole_and_keep(
 
 
 def _parse_whole(path: Path, identity: tuple[int, int], numeric: bool) -> _CsvEntry:
+    """The file parsed from its start; one a spreadsheet saved (UTF-16, `;` between cells) read as sizing
+    reads it, whole: such a file is not a run in progress, nothing is appended to it."""
     raw = _read_bytes(path, 0)
     size = len(raw)
-    if text_encoding(raw) == "utf-16":  # a spreadsheet's "Unicode text", read as sizing reads it
-        entry = _parse_whole_bytes(path, identity, raw.decode("utf-16", "replace").encode("utf-8"), numeric)
-        entry.consumed = size  # such a file is not a run in progress: nothing is appended to it
-        return entry
-    return _parse_whole_bytes(path, identity, raw, numeric)
+    text = raw.decode(text_encoding(raw), "replace") if raw[:1] in (b"\xff", b"\xfe", b"\xef") else None
+    header = (text or raw[:4096].decode("utf-8", "replace")).split("\n", 1)[0]
+    if text is None and ";" in header and "," not in header:
+        text = raw.decode("utf-8", "replace")
+    if text is None:
+        return _parse_whole_bytes(path, identity, raw, numeric)
+    text, note = comma_separated(text, path.name)
+    entry = _parse_whole_bytes(path, identity, text.encode("utf-8"), numeric)
+    entry.consumed = size
+    entry.warnings += [note] if note else []
+    return entry
 
 
 def _parse_whole_bytes(path: Path, identity: tuple[int, int], raw: bytes, numeric: bool) -> _CsvEntry:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
@@ -19,3 +20,19 @@ def absent_because(path: Path) -> str:
     it" when an archived copy lies beside it, else "telemetry.csv is missing"."""
     packed = [name for suffix in COMPRESSED if (path.parent / (name := path.name + suffix)).is_file()]
     return f"{packed[0]} is compressed: decompress it to read it" if packed else f"{path.name} is missing"
+
+
+_DECIMAL_COMMA = re.compile(r"\d,\d")
+
+
+def comma_separated(text: str, name: str) -> tuple[str, str | None]:
+    """A CSV a spreadsheet saved in a locale that separates cells with `;` (and writes `2,5` for 2.5), as
+    the comma-separated text it stands for, and the note that says so; other text as it is. Only a header
+    with `;` and no `,` is taken for such a file: the run's CSVs hold numbers and one-word text only."""
+    header = text.split("\n", 1)[0]
+    if ";" not in header or "," in header:
+        return text, None
+    decimal = bool(_DECIMAL_COMMA.search(text))
+    converted = (text.replace(",", ".") if decimal else text).replace(";", ",")
+    mark = " and ',' as the decimal mark" if decimal else ""
+    return converted, f"{name}: cells separated by ';'{mark} (a spreadsheet's locale): read as such"

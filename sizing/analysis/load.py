@@ -31,7 +31,7 @@ from runformat import (
 from runformat.layout import child_dirs
 from runformat.reader import read_run
 from runformat.records import raw_of
-from runformat.textfile import COMPRESSED, absent_because, text_encoding
+from runformat.textfile import COMPRESSED, absent_because, comma_separated, text_encoding
 from sizing.analysis.copies import same_measurement
 from sizing.analysis.jobs import node_place
 from sizing.analysis.validate import validated_run
@@ -54,6 +54,8 @@ def read_csv_file(path: Path, numeric: bool = True) -> tuple[pd.DataFrame, str |
         note = f"{path.name}: truncated last line ignored"
     if not text.strip():
         return pd.DataFrame(), note
+    text, locale = comma_separated(text, path.name)
+    note = "; ".join(n for n in (note, locale) if n) or None
     try:
         frame = pd.read_csv(io.StringIO(text), on_bad_lines="skip", skipinitialspace=True)
         frame.columns = [str(name).strip() for name in frame.columns]  # "a, b" as another tool writes it

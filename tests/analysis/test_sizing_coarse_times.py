@@ -1,6 +1,7 @@
 """A run whose CSVs a spreadsheet saved: time_unix rounded to the second (`1795518531`), or to scientific
 notation (`1.79552E+09`), while elapsed_s kept every row apart. Rows that shared a rounded time were merged
-or dropped as one; the times are now rebuilt from elapsed_s and the file's start_unix."""
+or dropped as one; the times are now rebuilt from elapsed_s and the file's start_unix. And one saved in a
+locale that writes `;` between cells and `2,5` for 2.5."""
 
 from __future__ import annotations
 
@@ -124,3 +125,34 @@ def test_the_guess_stops_past_max_guessed_step() -> None:
         frame = pd.DataFrame({"time_unix": np.round((1e6 + elapsed) / step) * step, "elapsed_s": elapsed})
         rebuilt, warning = times_from_elapsed(frame, "telemetry.csv", None)
         assert warning is not None and (len(rebuilt) == len(frame)) is read, (step, warning)
+
+
+def as_a_semicolon_locale_saves(run_dir: Path) -> None:
+    """Every CSV as a spreadsheet in a locale with the decimal comma saves it: `;` between cells, `2,5`
+    for 2.5, CRLF line ends, and time_unix rounded to the second."""
+    for name in ("telemetry.csv", "training.csv", "phases.csv"):
+        path = run_dir / name
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        if "time_unix" in frame:
+            frame["time_unix"] = [f"{float(t):.0f}" if t else t for t in frame["time_unix"]]
+        header, *rows = frame.to_csv(index=False).splitlines()
+        cells = [[c.replace(".", ",") for c in row.split(",")] for row in rows]
+        lines = [header.replace(",", ";")] + [";".join(row) for row in cells]
+        path.write_text("\r\n".join(lines) + "\r\n")
+
+
+def test_a_run_saved_in_a_semicolon_locale_reads_as_recorded(tmp_path: Path) -> None:
+    """It read "training.csv has no time_unix and step columns": no step log, no telemetry, no verdict."""
+    cpu, gpu = copies(tmp_path)
+    original = report(tmp_path, cpu, gpu)
+    recorded = load_run_dir(gpu)
+    as_a_semicolon_locale_saves(gpu)
+    found = report(tmp_path, cpu, gpu)
+    assert found["decision"]["options"][0]["line"] == original["decision"]["options"][0]["line"]
+    said = [w for w in found["warnings"] if "cells separated by ';' and ',' as the decimal mark" in w]
+    assert len(said) == 3, found["warnings"]  # telemetry.csv, training.csv, phases.csv
+    dashboard_runs.clear_caches()
+    info = dashboard_runs.open_run_dir(gpu)
+    telemetry = dashboard_runs.read_telemetry(info)
+    assert len(telemetry) == len(recorded.telemetry) and telemetry["cpu_util_pct"].notna().all()
+    assert dashboard_runs.read_phases(info)["phase"].tolist() == recorded.phases["phase"].tolist()

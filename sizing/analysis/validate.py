@@ -84,15 +84,33 @@ def checked_frame(
         problems += [rounded] if rounded else []
     ordered = numeric[time_column].to_numpy(dtype=float)
     if ordered.size > 1 and (np.diff(ordered) < 0).any():
-        problems.append(
-            f"{file}: rows out of time order ({int((np.diff(ordered) < 0).sum())}): sorted by time"
-        )
-        numeric = numeric.sort_values(time_column, kind="stable")
+        if file == TRAINING_CSV and (set_back := clock_set_back(numeric)) is not None:
+            problems.append(set_back)  # the step log stays in step order: sorting would interleave it
+        else:
+            problems.append(
+                f"{file}: rows out of time order ({int((np.diff(ordered) < 0).sum())}): sorted by time"
+            )
+            numeric = numeric.sort_values(time_column, kind="stable")
     repeated = numeric[time_column].duplicated() if file == TELEMETRY_CSV else None
     if repeated is not None and repeated.any():  # one sampler never stamps two rows alike: a file kept twice
         problems.append(f"{file}: {int(repeated.sum())} row(s) repeat an earlier row's time: the first kept")
         numeric = numeric[~repeated.to_numpy()]
     return numeric.reset_index(drop=True), problems
+
+
+def clock_set_back(training: pd.DataFrame) -> str | None:
+    """'training.csv: time_unix goes back 100 s at step 4,360 while the steps go on: …' where the step log's
+    times go back while its steps never do (the system clock was set back: NTP stepped it, or a hand);
+    None otherwise (rows shuffled, or a session resumed from an earlier checkpoint)."""
+    if "step" not in training:
+        return None
+    steps = training["step"].to_numpy(dtype=float)
+    if not np.isfinite(steps).all() or (np.diff(steps) < 0).any():
+        return None
+    back = np.diff(training["time_unix"].to_numpy(dtype=float))
+    at = int(np.argmin(back))
+    return (f"training.csv: time_unix goes back {-back[at]:,.1f} s at step {steps[at + 1]:,.0f} while the "
+            "steps go on: the system clock was set back; kept in step order, each part timed apart")
 
 
 def _unplaced(frame: pd.DataFrame, file: str) -> str | None:

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from dashboard import parsecache
-from runformat.textfile import absent_because, comma_separated, text_encoding
+from runformat.textfile import SPREADSHEET_SEPARATORS, absent_because, comma_separated, text_encoding
 
 WARNINGS_ATTR = "warnings"
 
@@ -93,7 +93,7 @@ def _parse_whole(path: Path, identity: tuple[int, int], numeric: bool) -> _CsvEn
     size = len(raw)
     text = raw.decode(text_encoding(raw), "replace") if raw[:1] in (b"\xff", b"\xfe", b"\xef") else None
     header = (text or raw[:4096].decode("utf-8", "replace")).split("\n", 1)[0]
-    if text is None and ";" in header and "," not in header:
+    if text is None and any(s in header for s in SPREADSHEET_SEPARATORS) and "," not in header:
         text = raw.decode("utf-8", "replace")
     if text is None:
         return _parse_whole_bytes(path, identity, raw, numeric)

@@ -25,14 +25,20 @@ def absent_because(path: Path) -> str:
 _DECIMAL_COMMA = re.compile(r"\d,\d")
 
 
+SPREADSHEET_SEPARATORS = {";": "';'", "\t": "tabs"}  # a decimal-comma locale's CSV; "Text", "Unicode Text"
+
+
 def comma_separated(text: str, name: str) -> tuple[str, str | None]:
-    """A CSV a spreadsheet saved in a locale that separates cells with `;` (and writes `2,5` for 2.5), as
-    the comma-separated text it stands for, and the note that says so; other text as it is. Only a header
-    with `;` and no `,` is taken for such a file: the run's CSVs hold numbers and one-word text only."""
+    """A CSV a spreadsheet saved with `;` between cells (a locale that writes `2,5` for 2.5) or tabs (its
+    "Text" and "Unicode Text"), as the comma-separated text it stands for, and the note that says so; other
+    text as it is. Only a header with such a separator and no `,` is taken for such a file: the run's CSVs
+    hold numbers and one-word text only."""
     header = text.split("\n", 1)[0]
-    if ";" not in header or "," in header:
+    separator = next((s for s in SPREADSHEET_SEPARATORS if s in header), None)
+    if separator is None or "," in header:
         return text, None
     decimal = bool(_DECIMAL_COMMA.search(text))
-    converted = (text.replace(",", ".") if decimal else text).replace(";", ",")
+    converted = (text.replace(",", ".") if decimal else text).replace(separator, ",")
     mark = " and ',' as the decimal mark" if decimal else ""
-    return converted, f"{name}: cells separated by ';'{mark} (a spreadsheet's locale): read as such"
+    said = SPREADSHEET_SEPARATORS[separator]
+    return converted, f"{name}: cells separated by {said}{mark} (a spreadsheet saved it): read as such"

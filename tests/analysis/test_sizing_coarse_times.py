@@ -149,10 +149,26 @@ def test_a_run_saved_in_a_semicolon_locale_reads_as_recorded(tmp_path: Path) -> 
     as_a_semicolon_locale_saves(gpu)
     found = report(tmp_path, cpu, gpu)
     assert found["decision"]["options"][0]["line"] == original["decision"]["options"][0]["line"]
-    said = [w for w in found["warnings"] if "cells separated by ';' and ',' as the decimal mark" in w]
+    said = [w for w in found["warnings"] if "cells separated by ';' and ',' as the decimal mark (a spre" in w]
     assert len(said) == 3, found["warnings"]  # telemetry.csv, training.csv, phases.csv
     dashboard_runs.clear_caches()
     info = dashboard_runs.open_run_dir(gpu)
     telemetry = dashboard_runs.read_telemetry(info)
     assert len(telemetry) == len(recorded.telemetry) and telemetry["cpu_util_pct"].notna().all()
     assert dashboard_runs.read_phases(info)["phase"].tolist() == recorded.phases["phase"].tolist()
+
+
+def test_a_run_saved_as_unicode_text_reads_as_recorded(tmp_path: Path) -> None:
+    """A spreadsheet's "Unicode Text": UTF-16 with its mark, tabs between cells. It was decoded, then read
+    as one column: "no time_unix column"."""
+    cpu, gpu = copies(tmp_path)
+    original = report(tmp_path, cpu, gpu)
+    for name in ("telemetry.csv", "training.csv", "phases.csv"):
+        path = gpu / name
+        path.write_bytes(path.read_text().replace(",", "\t").replace("\n", "\r\n").encode("utf-16"))
+    found = report(tmp_path, cpu, gpu)
+    assert found["decision"]["options"][0]["line"] == original["decision"]["options"][0]["line"]
+    assert sum("cells separated by tabs (a spreadsheet saved it)" in w for w in found["warnings"]) == 3
+    dashboard_runs.clear_caches()
+    telemetry = dashboard_runs.read_telemetry(dashboard_runs.open_run_dir(gpu))
+    assert len(telemetry) == len(load_run_dir(gpu).telemetry) > 0

@@ -61,11 +61,17 @@ class CsvCache:
             self._entries.move_to_end(path)
             while len(self._entries) > self._max_entries:
                 self._entries.popitem(last=False)
-            return with_warnings(entry.frame, entry.warnings)
+            return with_warnings(_without_empty_unnamed(entry.frame), entry.warnings)
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+
+
+def _without_empty_unnamed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame without the empty columns a header's empty names stand for (a comma ending each line)."""
+    unnamed = [c for c in frame.columns if str(c).startswith("Unnamed: ") and frame[c].isna().all()]
+    return frame.drop(columns=unnamed) if unnamed else frame
 
 
 def _from_sidecar(path: Path, identity: tuple[int, int], stamp: tuple[int, int]) -> _CsvEntry | None:

@@ -93,8 +93,8 @@ def _parse_whole_and_keep(
 
 
 def _parse_whole(path: Path, identity: tuple[int, int], numeric: bool) -> _CsvEntry:
-    """The file parsed from its start; one a spreadsheet saved (UTF-16, `;` between cells) read as sizing
-    reads it, whole: such a file is not a run in progress, nothing is appended to it."""
+    """The file parsed from its start; one an editor or a spreadsheet saved (a byte-order mark, UTF-16,
+    `;` or tabs between cells) read as sizing reads it, whole: such a file is not a run in progress."""
     raw = _read_bytes(path, 0)
     size = len(raw)
     text = raw.decode(text_encoding(raw), "replace") if raw[:1] in (b"\xff", b"\xfe", b"\xef") else None
@@ -113,8 +113,7 @@ def _parse_whole(path: Path, identity: tuple[int, int], numeric: bool) -> _CsvEn
 def _parse_whole_bytes(path: Path, identity: tuple[int, int], raw: bytes, numeric: bool) -> _CsvEntry:
     newline = raw.find(b"\n")
     header_bytes = raw if newline < 0 else raw[:newline]
-    text = header_bytes.decode("utf-8", "replace").removeprefix("\ufeff")  # an editor's byte-order mark
-    names = [name.strip() for name in text.strip().split(",")]
+    names = [name.strip() for name in header_bytes.decode("utf-8", "replace").strip().split(",")]
     header = [name or f"Unnamed: {i}" for i, name in enumerate(names)] if any(names) else []  # as pandas
     entry = _CsvEntry(identity, (0, 0), 0, header, pd.DataFrame(columns=header), [])
     if newline < 0 or not _is_valid_header(header):

@@ -81,13 +81,16 @@ def run_dirs(data_dir: Path) -> list[Path]:
 
 
 def unlisted_dirs(data_dir: Path) -> list[Path]:
-    """The directories under data_dir/runs and data_dir/examples that run_dirs leaves out: their names are
-    not run ids (a space, an accent: a directory renamed by hand); hidden ones (a leading dot) aside."""
+    """The run directories under data_dir/runs and data_dir/examples that run_dirs leaves out: their names
+    are not run ids (a space, an accent: renamed by hand). Hidden directories, and ones without a run's
+    files (lost+found), are not runs."""
     return [
         entry
         for sub in (RUNS_SUBDIR, EXAMPLES_SUBDIR)
         for entry in child_dirs(Path(data_dir) / sub)
-        if not entry.name.startswith(".") and not is_valid_run_id(entry.name)
+        if not entry.name.startswith(".")
+        and not is_valid_run_id(entry.name)
+        and any((entry / name).is_file() for name in (RUN_JSON, TELEMETRY_CSV, TRAINING_CSV))
     ]
 
 

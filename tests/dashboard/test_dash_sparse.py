@@ -222,12 +222,13 @@ def test_a_run_directory_renamed_by_hand_is_named_not_silently_left_out(tmp_path
     run_dir = make_run(tmp_path, duration_s=10, with_training=False, with_eval=False)
     renamed = run_dir.rename(run_dir.parent / "H100 run é (final)")
     (run_dir.parent / ".staging").mkdir()
+    (run_dir.parent / "lost+found").mkdir()  # a file system's own, no run's files in it
     assert discover_runs(tmp_path) == []
     banner = texts(views.warnings_banner(tmp_path, []))
     assert any(
         f"runs/{renamed.name} is not listed" in t and "rename it, e.g. to H100-run-final" in t for t in banner
     ), banner
-    assert not any(".staging" in t for t in banner)
+    assert not any(".staging" in t or "lost+found" in t for t in banner)
     renamed.rename(run_dir.parent / "H100-run-final")
     assert [run.run_id for run in discover_runs(tmp_path)] == ["H100-run-final"]
     assert views.warnings_banner(tmp_path, []) == []

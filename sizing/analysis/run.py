@@ -30,6 +30,8 @@ from sizing.model import (
 )
 
 NOT_RECORDED_GPUS = "training GPUs"  # run.json `not_recorded` key of imported GPU logs
+NO_ROWS = pd.DataFrame()
+Window = tuple[float, float] | None
 
 
 @dataclass(frozen=True)
@@ -191,13 +193,19 @@ def run_windows(
     run: RunData, rate: Throughput
 ) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
     """The training window (the `train` phases' hull, else the telemetry's span) and the steady state
-    clipped to it (None when there is none)."""
+    clipped to it and to the telemetry's span (None when there is none)."""
+    training_window, _, steady = steady_windows(run, rate)
+    return training_window, steady
+
+
+def steady_windows(run: RunData, rate: Throughput) -> tuple[Window, Window, Window]:
+    """The training window; the steady state within it; and that clipped to the telemetry's span."""
     spans = train_windows(run.phases, run.telemetry)
     training_window = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
-    steady = None
-    if rate.steady_start_unix is not None and rate.steady_end_unix is not None:
-        steady = clip_window((rate.steady_start_unix, rate.steady_end_unix), spans, run.telemetry)
-    return training_window, steady
+    if rate.steady_start_unix is None or rate.steady_end_unix is None:
+        return training_window, None, None
+    steady = (rate.steady_start_unix, rate.steady_end_unix)
+    return training_window, clip_window(steady, spans, NO_ROWS), clip_window(steady, spans, run.telemetry)
 
 
 def steps_outside(rate: Throughput, training_window: tuple[float, float] | None) -> str | None:
@@ -259,10 +267,11 @@ def analyse_run(
             f"{run.run_id}: throughput unknown (no work counter: no training.csv or training.json)"
         )
     warnings += jobcheck.job_warnings(run.run_id, info, bool(rate.examples_per_s), bool(rate.steps_per_s))
-    training_window, steady = run_windows(run, rate)
+    training_window, whole_steady, steady = steady_windows(run, rate)
     apart = steps_outside(rate, training_window)
     rose = runchecks.loss_rose(run.training)
-    unsure = [f"{run.run_id}: {note}" for note in (apart, rose) if note]  # in the warnings and the caveats
+    short = None if apart else runchecks.telemetry_short(whole_steady, steady)
+    unsure = [f"{run.run_id}: {note}" for note in (apart, rose, short) if note]  # the warnings and caveats
     charged = charged_gpu_columns(run, kind)
     gpus, attribution, attribution_known = charged.columns, charged.how, charged.known
     measured, window = samples_in(telemetry, steady), steady

@@ -62,6 +62,23 @@ def telemetry_gaps(
             "the collector paused, or rows were lost): its verdict reads the rest")  # fmt: skip
 
 
+def telemetry_short(
+    steady: tuple[float, float] | None, recorded: tuple[float, float] | None
+) -> str | None:
+    """'telemetry covers 40% of its steady state (none in its first 180 s): …' where the telemetry's own
+    span (`recorded`: the steady state clipped to it) leaves out more of the steady state within the
+    training than coverage.COMPLETE_COVERAGE allows (a file cut at its head or tail); None otherwise."""
+    if steady is None or recorded is None or steady[1] <= steady[0]:
+        return None
+    share = (recorded[1] - recorded[0]) / (steady[1] - steady[0])
+    if share >= coverage.COMPLETE_COVERAGE:
+        return None
+    gaps = (("first", recorded[0] - steady[0]), ("last", steady[1] - recorded[1]))
+    missing = [f"none in its {side} {gap:,.0f} s" for side, gap in gaps if gap >= 1]
+    return (f"telemetry covers {share:.0%} of its steady state ({', '.join(missing)}): its verdict and "
+            "energy read that part")  # fmt: skip
+
+
 def incomplete_reason(meta: dict, training_info: dict) -> str | None:
     """Why the run is not a complete measurement (training.json status, else run.json end_reason), or
     None. A run that records neither (another tool's) is taken as complete. A full disk (either file's

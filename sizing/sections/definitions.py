@@ -47,7 +47,7 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "and where an option is not like for like, a CPU run of the report that "
             "trains its workload, with the --baseline that compares them), then what makes it unsure "
             "(runs left out as incomplete, a loss that rose, a verdict on too few samples or on "
-            "telemetry with a gap, a GPU whose clocks heat or a HW slowdown "
+            "telemetry with a gap or cut short, a GPU whose clocks heat or a HW slowdown "
             "pulled down, a GPU setting changed while it trained, no CPU run so that GPUs are compared "
             "with a GPU, an assumed UTC offset, a step "
             "log on a clock of its own, "
@@ -379,8 +379,10 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"samples cover less than {COMPLETE_COVERAGE:.0%} of the window (a merged recording's: the span "
             "its recordings share; two samples cover the time "
             f"between them when at most {MAX_GAP_INTERVALS:g} sampling intervals apart, as for energy: the "
-            "collector paused, or rows were lost) reads only the rest: each a caveat, in the warnings and "
-            "the Decision.",
+            "collector paused, or rows were lost) reads only the rest, as does one whose telemetry "
+            f"covers less than {COMPLETE_COVERAGE:.0%} of the steady state within the training (a file cut "
+            "at its head or tail; its energy reads that part too): each a caveat, in the warnings and the "
+            "Decision.",
         ),
         *gpu_definitions(t),
     )

@@ -182,3 +182,25 @@ def test_a_clock_set_back_mid_run_keeps_the_step_log_in_step_order(tmp_path: Pat
     said = " | ".join(warnings)
     assert "training.csv: time_unix goes back 30.0 s at step " in said and "clock was set back" in said
     assert "resumed or paused" not in " ".join(decision["caveats"]) and "sessions" not in said
+
+
+def head_cut(share: float) -> Callable[[Path], None]:
+    """telemetry.csv without its first rows (a big file cut to share it): `share` of its rows kept."""
+
+    def change(run_dir: Path) -> None:
+        path = run_dir / "telemetry.csv"
+        lines = path.read_text().splitlines(keepends=True)
+        path.write_text(lines[0] + "".join(lines[1 + int((len(lines) - 1) * (1 - share)) :]))
+
+    return change
+
+
+def test_telemetry_cut_at_its_head_is_a_caveat(tmp_path: Path) -> None:
+    """The steady window was clipped to the telemetry's span, so 40% of the training read as 100%: the
+    verdict and the energy per example came from that part, and nothing said so."""
+    decision, _ = decision_of(tmp_path, gpu_change=head_cut(0.4))
+    said = [c for c in decision["caveats"] if "telemetry covers" in c]
+    assert len(said) == 1 and "of its steady state (none in its first " in said[0], decision["caveats"]
+    assert "its verdict and energy read that part" in said[0]
+    control, _ = decision_of(tmp_path / "control")
+    assert not any("telemetry covers" in c for c in control["caveats"])

@@ -39,7 +39,7 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - bottleneck.HOST_THREAD_BUSY_MEAN_PCT = 70: the busiest thread busy ≥ it on average.
   Pinned: verdicts::thread_busy_most_of_the_time; headroom::busy_thread_or_an_idle_gpu_at
 - coverage.COMPLETE_COVERAGE = 0.95: a source gives a figure at coverage ≥; telemetry covering less of the
-  measurement window is a caveat. Pinned: here
+  measurement window, or its span less of the steady state, is a caveat. Pinned: here
 - coverage.MAX_GAP_INTERVALS = 3: readings ≤ this many of the source's intervals apart cover the gap.
   Pinned: here
 - energy.ESTIMATE_SPACING_S = 1: integrated power is an ESTIMATE at a spacing ≥. Pinned: here
@@ -124,8 +124,8 @@ import pytest
 from sizingfixtures import reference_cpu, telemetry_frame
 
 from sizing.analysis import bottleneck as b
+from sizing.analysis import coverage, runchecks, thermal, validity
 from sizing.analysis import gpu_verdicts as gv
-from sizing.analysis import thermal, validity
 from sizing.analysis.run import WORKED_UTIL_PCT, analyse_run, busy_gpus
 from sizing.model import Prices, Thresholds
 
@@ -451,3 +451,11 @@ def test_busy_but_not_computing_at_its_boundaries() -> None:
 def test_a_straggler_at_its_boundaries(peers: float, lagging: float, straggles: bool) -> None:
     frame = gpu_frame(10, gpu0_util_pct=peers, gpu1_util_pct=lagging, gpu2_util_pct=peers)
     assert (gv.straggler(frame, [0, 1, 2], T) is not None) is straggles
+
+
+def test_telemetry_short_of_the_steady_state_at_complete_coverage() -> None:
+    steady = (0.0, 100.0)
+    at = 100.0 * coverage.COMPLETE_COVERAGE
+    assert runchecks.telemetry_short(steady, (100.0 - at, 100.0)) is None
+    below = runchecks.telemetry_short(steady, (100.0 - at + BELOW, 100.0))
+    assert below is not None and below.startswith("telemetry covers 95% of its steady state (none in its")

@@ -262,6 +262,8 @@ def analyse_run(
     incomplete = runchecks.incomplete_reason(meta, info)
     if rate.source == FROM_TOTALS:
         warnings.append(f"{run.run_id}: no step log (training.csv); throughput from training.json's totals")
+    elif cut := runchecks.step_log_cut(run.training, info):
+        warnings.append(f"{run.run_id}: {cut}")
     elif rate.steps_per_s is None and not rate.bursts and not jobcheck.is_job(info):  # a job says why below
         warnings.append(
             f"{run.run_id}: throughput unknown (no work counter: no training.csv or training.json)"

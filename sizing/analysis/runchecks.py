@@ -79,6 +79,20 @@ def telemetry_short(
             "energy read that part")  # fmt: skip
 
 
+def step_log_cut(training: pd.DataFrame, training_info: dict) -> str | None:
+    """'training.csv holds steps 5,231–8,718 of the 8,718 training.json records: …' where the step log's
+    steps span less than coverage.COMPLETE_COVERAGE of the steps training.json counts (a file cut at its
+    head or tail); None otherwise, and where training.json counts none."""
+    counted = number(training_info.get("steps"))
+    if not counted or counted <= 0 or "step" not in training:
+        return None
+    steps = pd.to_numeric(training["step"], errors="coerce").dropna()
+    if steps.empty or (steps.max() - steps.min() + 1) / counted >= coverage.COMPLETE_COVERAGE:
+        return None
+    return (f"training.csv holds steps {steps.min():,.0f}–{steps.max():,.0f} of the {counted:,.0f} "
+            "training.json records (a file cut at its head or tail?): its rate is that part's")  # fmt: skip
+
+
 def incomplete_reason(meta: dict, training_info: dict) -> str | None:
     """Why the run is not a complete measurement (training.json status, else run.json end_reason), or
     None. A run that records neither (another tool's) is taken as complete. A full disk (either file's

@@ -204,3 +204,16 @@ def test_telemetry_cut_at_its_head_is_a_caveat(tmp_path: Path) -> None:
     assert "its verdict and energy read that part" in said[0]
     control, _ = decision_of(tmp_path / "control")
     assert not any("telemetry covers" in c for c in control["caveats"])
+
+
+def test_a_step_log_cut_at_its_head_says_its_rate_is_that_parts(tmp_path: Path) -> None:
+    def cut(run_dir: Path) -> None:
+        path = run_dir / "training.csv"
+        lines = path.read_text().splitlines(keepends=True)
+        path.write_text(lines[0] + "".join(lines[1 + (len(lines) - 1) * 6 // 10 :]))
+
+    _, warnings = decision_of(tmp_path, gpu_change=cut)
+    said = [w for w in warnings if "training.csv holds steps " in w]
+    assert len(said) == 1 and "its rate is that part's" in said[0], warnings
+    _, control = decision_of(tmp_path / "control")
+    assert not any("training.csv holds steps " in w for w in control)

@@ -33,6 +33,29 @@ SWAP_GROWTH_BYTES = 2**30  # swap in use grew by at least this in the measuremen
 CLOCK_HELD_DOWN = (bottleneck.THERMALLY_THROTTLED, bottleneck.HW_SLOWDOWN, bottleneck.CPU_CLOCK_BELOW_PEAK)
 
 
+def others_busy(a: RunAnalysis) -> tuple[float, float, float] | None:
+    """(logical CPUs other processes kept busy, the host's busy %, its logical CPUs) where they kept at
+    least one and OTHERS_SHARE of the host busy while the run trained: a contended host; else None."""
+    n, logical = a.verdict.numbers, _logical_cpus(a)
+    proc, util = n.get("proc_cpu_pct"), n.get("cpu_util_pct")
+    if not logical or proc is None or util is None:
+        return None
+    others = util / 100 * logical - proc / 100
+    return (others, util, logical) if others >= max(1.0, OTHERS_SHARE * logical) else None
+
+
+def gpu_host_contended(g: Group) -> str:
+    """How other processes kept a GPU run's host busy while it trained (what fed the GPU was shared), or
+    ''."""
+    found = [(a.run_id, busy) for a in g.analyses if a.kind == "gpu" and (busy := others_busy(a))]
+    if not found:
+        return ""
+    run_id, (others, util, logical) = found[0]
+    return (f"other processes kept about {others:.1f} of the {logical:.0f} logical CPUs busy while {run_id} "
+            f"trained (the host {util:.0f} % busy): what fed the GPU was shared, so the speedup may "
+            "understate the GPU")  # fmt: skip
+
+
 def weak_baseline_reasons(a: RunAnalysis, t: Thresholds) -> list[str]:
     """Why this CPU run under-represents its hardware (empty: no sign of that)."""
     if a.kind != "cpu":
@@ -41,12 +64,9 @@ def weak_baseline_reasons(a: RunAnalysis, t: Thresholds) -> list[str]:
     found = []
     proc, util = n.get("proc_cpu_pct"), n.get("cpu_util_pct")
     if logical and proc is not None and proc / 100 < t.weak_baseline_cpu_fraction * logical:
-        others = util / 100 * logical - proc / 100 if util is not None else None
-        held = (
-            f" while other processes kept about {others:.1f} more busy (the host {util:.0f} % busy)"
-            if others is not None and others >= max(1.0, OTHERS_SHARE * logical)
-            else ""
-        )
+        busy = others_busy(a)
+        held = (f" while other processes kept about {busy[0]:.1f} more busy (the host {busy[1]:.0f} % busy)"
+                if busy else "")  # fmt: skip
         found.append(f"its training used {proc / 100:.1f} of {logical:.0f} logical CPUs{held}")
     elif logical and proc is None and util is not None and util < 100 * t.weak_baseline_cpu_fraction:
         found.append(f"the host was {util:.0f} % busy: under half of its {logical:.0f} logical CPUs")

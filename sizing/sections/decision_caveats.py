@@ -10,7 +10,13 @@ from sizing.analysis import speedup as sp
 from sizing.analysis import tuning as tn
 from sizing.analysis.compare import Comparison, Group
 from sizing.analysis.run import RunAnalysis
-from sizing.analysis.validity import gpu_held_down, gpu_idle, group_weak_reasons, rate_doubts
+from sizing.analysis.validity import (
+    gpu_held_down,
+    gpu_host_contended,
+    gpu_idle,
+    group_weak_reasons,
+    rate_doubts,
+)
 from sizing.context import ReportContext
 from sizing.sections import tuning as tuned_text
 
@@ -95,6 +101,8 @@ def caveats(ctx: ReportContext, options: Sequence[Comparison]) -> list[tuple[int
         found += [(INVALIDATES, f"{c.group.name}: {idle}.")] if idle else []
         held = gpu_held_down(c.group, ctx.settings.thresholds)
         found += [(UNSURE, f"{c.group.name}: {held}.")] if held else []
+        contended = gpu_host_contended(c.group)
+        found += [(UNSURE, f"{c.group.name}: {contended}.")] if contended else []
         found += [(INVALIDATES, f"{a.run_id}: {note}.") for a in c.group.analyses
                   if (note := a.gpu_state.utilization_note)]  # fmt: skip
     found += [(INVALIDATES, f"Not in this decision: {why}.") for why in ctx.unsized]

@@ -217,3 +217,18 @@ def test_a_step_log_cut_at_its_head_says_its_rate_is_that_parts(tmp_path: Path) 
     assert len(said) == 1 and "its rate is that part's" in said[0], warnings
     _, control = decision_of(tmp_path / "control")
     assert not any("training.csv holds steps " in w for w in control)
+
+
+def test_a_gpu_run_whose_host_kept_busy_by_other_processes_is_a_caveat(tmp_path: Path) -> None:
+    """A shared lab server: the host 97 % busy while the training's processes used about 3 of its 16 CPUs.
+    The line said host-bound, "the code feeding the GPU sets this speedup", as if the code were the limit."""
+
+    def busy(frame: pd.DataFrame) -> None:
+        for column in [c for c in frame.columns if c.startswith("cpu") and c.endswith("_util_pct")]:
+            frame[column] = 97.0
+
+    decision, _ = decision_of(tmp_path, gpu_change=telemetry(busy))
+    said = [c for c in decision["caveats"] if "other processes kept about" in c]
+    assert len(said) == 1 and "what fed the GPU was shared, so the speedup may understate the GPU" in said[0]
+    control, _ = decision_of(tmp_path / "control")
+    assert not any("other processes" in c for c in control["caveats"])

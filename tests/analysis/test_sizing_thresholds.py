@@ -26,8 +26,8 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - Thresholds.temp_threshold_c = 80: time at or above it; thermal evidence ≥. Pinned: here
 - Thresholds.weak_baseline_cpu_fraction = 0.5: weak baseline, CPUs used (or host busy) <. Pinned: here
 - Thresholds.steal_pct = 5: weak baseline, steal >. Pinned: here
-- validity.OTHERS_SHARE = 0.25: a weak baseline's contended host, CPUs busy outside the training ≥ it
-  of the host's (and ≥ 1). Pinned: here
+- validity.OTHERS_SHARE = 0.25: a weak baseline's contended host, and a GPU run's (a caveat), CPUs busy
+  outside the training ≥ it of the host's (and ≥ 1). Pinned: here; imperfect_runs::host_kept_busy
 - Thresholds.small_host_logical_cpus = 4: weak baseline, logical CPUs ≤. Pinned: here
 - validity.SWAP_GROWTH_BYTES = 1073741824: weak baseline, swap in use grew by ≥. Pinned: here
 - validity.IDLE_GPU_UTIL_PCT = 1: a GPU option whose busiest used GPU averaged < it did no work.

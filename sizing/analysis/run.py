@@ -273,7 +273,8 @@ def analyse_run(
     apart = steps_outside(rate, training_window)
     rose = runchecks.loss_rose(run.training)
     short = None if apart else runchecks.telemetry_short(whole_steady, steady)
-    unsure = [f"{run.run_id}: {note}" for note in (apart, rose, short) if note]  # the warnings and caveats
+    foreign = runchecks.foreign_run_json(meta, info)
+    unsure = [f"{run.run_id}: {note}" for note in (apart, rose, short, foreign) if note]  # warned, caveats
     charged = charged_gpu_columns(run, kind)
     gpus, attribution, attribution_known = charged.columns, charged.how, charged.known
     measured, window = samples_in(telemetry, steady), steady

@@ -31,6 +31,7 @@ INCOMPLETE_RUN = {
 RATE_MISMATCH_FRACTION = 0.05
 LOSS_ROSE_FACTOR = 1.25  # the last loss reads' mean above this × the first's: the training may have diverged
 MIN_VERDICT_SAMPLES = 5  # telemetry samples in the measurement window below which its verdict is a guess
+RECORDS_SLACK_S = 60.0  # the training starts after its collector, and inside it: this much clock skew aside
 
 
 def few_samples(count: int) -> str | None:
@@ -91,6 +92,26 @@ def step_log_cut(training: pd.DataFrame, training_info: dict) -> str | None:
         return None
     return (f"training.csv holds steps {steps.min():,.0f}–{steps.max():,.0f} of the {counted:,.0f} "
             "training.json records (a file cut at its head or tail?): its rate is that part's")  # fmt: skip
+
+
+def foreign_run_json(meta: dict, training_info: dict) -> str | None:
+    """'its run.json is not this training's (…)' where run.json cannot describe the training of its
+    directory: the training began before run.json's start or after its end (beyond RECORDS_SLACK_S), or
+    the two ask for different devices (a run.json copied from another run); None otherwise."""
+    found = []
+    started, ended = number(meta.get("start_unix")), number(meta.get("end_unix"))
+    began = number(training_info.get("start_unix"))
+    if began is not None and started is not None and began < started - RECORDS_SLACK_S:
+        found.append(f"the training began {started - began:,.0f} s before its start")
+    elif began is not None and ended is not None and began > ended + RECORDS_SLACK_S:
+        found.append(f"the training began {began - ended:,.0f} s after its end")
+    asked = [str(d).strip().lower()[:3] for d in (meta.get("device"), training_info.get("device_requested"))]
+    if all(d in ("cpu", "gpu") for d in asked) and asked[0] != asked[1]:
+        found.append(f"it says device {asked[0]}, training.json asked for {asked[1]}")
+    if not found:
+        return None
+    return (f"its run.json is not this training's ({'; '.join(found)}): one copied from another run? The "
+            "hardware and settings it names may not be this run's")
 
 
 def incomplete_reason(meta: dict, training_info: dict) -> str | None:

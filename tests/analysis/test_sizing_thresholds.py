@@ -86,6 +86,8 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - runchecks.RATE_MISMATCH_FRACTION = 0.05: the steady rate vs training.json's warned >. Pinned: here
 - runchecks.LOSS_ROSE_FACTOR = 1.25: the loss rose (a caveat), the last reads' mean > it × the first's.
   Pinned: here
+- runchecks.RECORDS_SLACK_S = 60: a run.json whose start is more than it after the training began, or
+  whose end more than it before, is another run's (a caveat). Pinned: here
 - runchecks.MIN_VERDICT_SAMPLES = 5: a verdict on fewer samples in its window is a guess (a caveat).
   Pinned: here
 - validate.GPU_PCT_MAX = 101: a GPU's percentage above it reads as empty. Pinned: here
@@ -155,7 +157,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 68
+    assert len(found) == 69
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 
@@ -459,3 +461,12 @@ def test_telemetry_short_of_the_steady_state_at_complete_coverage() -> None:
     assert runchecks.telemetry_short(steady, (100.0 - at, 100.0)) is None
     below = runchecks.telemetry_short(steady, (100.0 - at + BELOW, 100.0))
     assert below is not None and below.startswith("telemetry covers 95% of its steady state (none in its")
+
+
+def test_a_run_json_is_another_runs_past_records_slack() -> None:
+    slack = runchecks.RECORDS_SLACK_S
+    meta = {"start_unix": 1000.0, "end_unix": 2000.0, "device": "gpu"}
+    for began, foreign in ((1000.0 - slack, False), (1000.0 - slack - BELOW, True),
+                           (2000.0 + slack, False), (2000.0 + slack + BELOW, True)):  # fmt: skip
+        said = runchecks.foreign_run_json(meta, {"start_unix": began, "device_requested": "gpu"})
+        assert (said is not None) is foreign, began

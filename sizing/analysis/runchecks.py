@@ -95,9 +95,9 @@ def step_log_cut(training: pd.DataFrame, training_info: dict) -> str | None:
 
 
 def foreign_run_json(meta: dict, training_info: dict) -> str | None:
-    """'its run.json is not this training's (…)' where run.json cannot describe the training of its
-    directory: the training began before run.json's start or after its end (beyond RECORDS_SLACK_S), or
-    the two ask for different devices (a run.json copied from another run); None otherwise."""
+    """'its run.json and training.json are not one run's (…)' where run.json cannot describe the training
+    training.json records: the training began before run.json's start or after its end (beyond
+    RECORDS_SLACK_S), or the two ask for different devices (one copied from another run); None otherwise."""
     found = []
     started, ended = number(meta.get("start_unix")), number(meta.get("end_unix"))
     began = number(training_info.get("start_unix"))
@@ -110,8 +110,8 @@ def foreign_run_json(meta: dict, training_info: dict) -> str | None:
         found.append(f"it says device {asked[0]}, training.json asked for {asked[1]}")
     if not found:
         return None
-    return (f"its run.json is not this training's ({'; '.join(found)}): one copied from another run? The "
-            "hardware and settings it names may not be this run's")
+    return (f"its run.json and training.json are not one run's ({'; '.join(found)}): one copied from "
+            "another run? The hardware, workload and settings they name may not be this run's")
 
 
 def incomplete_reason(meta: dict, training_info: dict) -> str | None:

@@ -52,9 +52,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "and where an option is not like for like, a CPU run of the report that "
             "trains its workload, with the --baseline that compares them), then what makes it unsure "
             "(runs left out as incomplete, a loss that rose, a verdict on too few samples or on "
-            "telemetry with a gap or cut short, a run.json from another run, a GPU run's host kept "
-            f"busy by other processes (≥ 1 CPU and ≥ {validity.OTHERS_SHARE:.0%} of its CPUs outside the "
-            "training), a GPU whose "
+            "telemetry with a gap or cut short, a run.json and training.json of two runs, a GPU run's host "
+            f"kept busy by other processes (≥ 1 CPU and ≥ {validity.OTHERS_SHARE:.0%} of its CPUs outside "
+            "the training), a GPU whose "
             "clocks heat or a HW slowdown "
             "pulled down, a GPU setting changed while it trained, no CPU run so that GPUs are compared "
             "with a GPU, an assumed UTC offset, a step "
@@ -193,10 +193,11 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "warnings and the Decision (a loss ever ≤ 0 is not compared by a ratio). Two runs whose "
             "measured windows overlap on one machine (the same run.json `system.boot_id_hash`) ran beside "
             "each other's load: a caveat that makes the figures wrong; without a boot on either, the same "
-            "host name makes it unsure (machines may share a name). A run.json that cannot describe its "
-            f"directory's training (the training began more than {RECORDS_SLACK_S:g} s before its start or "
-            "after its end, or it names another device than training.json asks for: one copied from "
-            "another run) is a caveat: the hardware and settings it names may not be the run's.",
+            "host name makes it unsure (machines may share a name). A run.json that cannot describe the "
+            f"training its training.json records (the training began more than {RECORDS_SLACK_S:g} s before "
+            "its start or after its end, or it names another device than training.json asks for: one of "
+            "them copied from another run) is a caveat: the hardware, workload and settings they name may "
+            "not be the run's.",
         ),
         (
             "Stability",

@@ -239,7 +239,7 @@ def test_a_run_json_copied_from_another_run_is_a_caveat(tmp_path: Path) -> None:
     before the training began, and its hardware taken for the GPU run's, without a word."""
     theirs = EXAMPLES / CPU_RUN / "run.json"
     decision, _ = decision_of(tmp_path, gpu_change=lambda run: shutil.copy(theirs, run))
-    said = [c for c in decision["caveats"] if "its run.json is not this training's" in c]
+    said = [c for c in decision["caveats"] if "its run.json and training.json are not one run's" in c]
     assert len(said) == 1 and "s after its end; it says device cpu, training.json asked for gpu" in said[0]
     control, _ = decision_of(tmp_path / "control")
-    assert not any("run.json is not" in c for c in control["caveats"])
+    assert not any("are not one run's" in c for c in control["caveats"])

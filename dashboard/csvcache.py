@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from dashboard import parsecache
-from runformat.textfile import SPREADSHEET_SEPARATORS, absent_because, comma_separated, text_encoding
+from runformat.textfile import absent_because, csv_text, needs_decoding
 
 WARNINGS_ATTR = "warnings"
 
@@ -96,16 +96,11 @@ def _parse_whole(path: Path, identity: tuple[int, int], numeric: bool) -> _CsvEn
     """The file parsed from its start; one an editor or a spreadsheet saved (a byte-order mark, UTF-16,
     `;` or tabs between cells) read as sizing reads it, whole: such a file is not a run in progress."""
     raw = _read_bytes(path, 0)
-    size = len(raw)
-    text = raw.decode(text_encoding(raw), "replace") if raw[:1] in (b"\xff", b"\xfe", b"\xef") else None
-    header = (text or raw[:4096].decode("utf-8", "replace")).split("\n", 1)[0]
-    if text is None and any(s in header for s in SPREADSHEET_SEPARATORS) and "," not in header:
-        text = raw.decode("utf-8", "replace")
-    if text is None:
+    if not needs_decoding(raw):
         return _parse_whole_bytes(path, identity, raw, numeric)
-    text, note = comma_separated(text, path.name)
+    text, note = csv_text(raw, path.name)
     entry = _parse_whole_bytes(path, identity, text.encode("utf-8"), numeric)
-    entry.consumed = size
+    entry.consumed = len(raw)
     entry.warnings += [note] if note else []
     return entry
 

@@ -26,16 +26,35 @@ _DECIMAL_COMMA = re.compile(r"\d,\d")
 
 
 SPREADSHEET_SEPARATORS = {";": "';'", "\t": "tabs"}  # a decimal-comma locale's CSV; "Text", "Unicode Text"
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _spreadsheet_separator(header: str) -> str | None:
+    """`;` or a tab where a header has one and no `,`: the run's CSVs hold numbers and one-word text only."""
+    if "," in header:
+        return None
+    return next((s for s in SPREADSHEET_SEPARATORS if s in header), None)
+
+
+def needs_decoding(raw: bytes) -> bool:
+    """Whether a CSV's bytes are other than plain comma-separated UTF-8 (a byte-order mark, UTF-16, a
+    spreadsheet's separator): then csv_text reads them."""
+    if raw.startswith(UTF8_BOM) or raw[:2] in UTF16_BOMS:
+        return True
+    return _spreadsheet_separator(raw[: raw.find(b"\n")].decode("utf-8", "replace")) is not None
+
+
+def csv_text(raw: bytes, name: str) -> tuple[str, str | None]:
+    """A CSV's bytes as comma-separated text (text_encoding, comma_separated), and the note if converted."""
+    return comma_separated(raw.decode(text_encoding(raw), errors="replace"), name)
 
 
 def comma_separated(text: str, name: str) -> tuple[str, str | None]:
     """A CSV a spreadsheet saved with `;` between cells (a locale that writes `2,5` for 2.5) or tabs (its
     "Text" and "Unicode Text"), as the comma-separated text it stands for, and the note that says so; other
-    text as it is. Only a header with such a separator and no `,` is taken for such a file: the run's CSVs
-    hold numbers and one-word text only."""
-    header = text.split("\n", 1)[0]
-    separator = next((s for s in SPREADSHEET_SEPARATORS if s in header), None)
-    if separator is None or "," in header:
+    text as it is."""
+    separator = _spreadsheet_separator(text.split("\n", 1)[0])
+    if separator is None:
         return text, None
     decimal = bool(_DECIMAL_COMMA.search(text))
     converted = (text.replace(",", ".") if decimal else text).replace(separator, ",")

@@ -209,13 +209,14 @@ def train_windows(phases: pd.DataFrame, telemetry: pd.DataFrame) -> list[tuple[f
 
 
 def clip_window(
-    window: tuple[float, float], spans: Sequence[tuple[float, float]], telemetry: pd.DataFrame
+    window: tuple[float, float], spans: Sequence[tuple[float, float]], telemetry: pd.DataFrame | None
 ) -> tuple[float, float] | None:
-    """`window` ∩ the training spans' hull ∩ the telemetry's span; None when empty."""
+    """`window` ∩ the training spans' hull ∩ the telemetry's span (None: not clipped to it); None when
+    empty."""
     start, end = window
     if spans:
         start, end = max(start, min(s for s, _ in spans)), min(end, max(e for _, e in spans))
-    times = times_of(telemetry)
+    times = times_of(telemetry) if telemetry is not None else np.array([])
     times = times[np.isfinite(times)]
     if times.size:
         start, end = max(start, times[0]), min(end, times[-1])

@@ -30,7 +30,6 @@ from sizing.model import (
 )
 
 NOT_RECORDED_GPUS = "training GPUs"  # run.json `not_recorded` key of imported GPU logs
-NO_ROWS = pd.DataFrame()
 Window = tuple[float, float] | None
 
 
@@ -205,7 +204,7 @@ def steady_windows(run: RunData, rate: Throughput) -> tuple[Window, Window, Wind
     if rate.steady_start_unix is None or rate.steady_end_unix is None:
         return training_window, None, None
     steady = (rate.steady_start_unix, rate.steady_end_unix)
-    return training_window, clip_window(steady, spans, NO_ROWS), clip_window(steady, spans, run.telemetry)
+    return training_window, clip_window(steady, spans, None), clip_window(steady, spans, run.telemetry)
 
 
 def steps_outside(rate: Throughput, training_window: tuple[float, float] | None) -> str | None:

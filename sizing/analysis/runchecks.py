@@ -13,6 +13,7 @@ from runformat.diskfull import DISK_FULL
 from runformat.progress import LOSS_NOT_FINITE_FROM_STEP
 from sizing.analysis import coverage
 from sizing.analysis.sessions import DRIFT_WARN_FRACTION
+from sizing.analysis.signature import device_kind
 from sizing.analysis.stats import ratio_ci95, spread
 from sizing.analysis.throughput import FROM_STEP_LOG, LOSS_WINDOW_STEPS, Throughput
 from sizing.model import number
@@ -105,9 +106,11 @@ def foreign_run_json(meta: dict, training_info: dict) -> str | None:
         found.append(f"the training began {started - began:,.0f} s before its start")
     elif began is not None and ended is not None and began > ended + RECORDS_SLACK_S:
         found.append(f"the training began {began - ended:,.0f} s after its end")
-    asked = [str(d).strip().lower()[:3] for d in (meta.get("device"), training_info.get("device_requested"))]
-    if all(d in ("cpu", "gpu") for d in asked) and asked[0] != asked[1]:
-        found.append(f"it says device {asked[0]}, training.json asked for {asked[1]}")
+    devices = (meta.get("device"), training_info.get("device_requested"))
+    if all(isinstance(d, str) and d.strip() for d in devices):
+        asked = [device_kind({"device": d}, {}) for d in devices]  # as the report reads each ('cuda:0' a GPU)
+        if asked[0] != asked[1]:
+            found.append(f"it says device {devices[0]}, training.json asked for {devices[1]}")
     if not found:
         return None
     return (f"its run.json and training.json are not one run's ({'; '.join(found)}): one copied from "

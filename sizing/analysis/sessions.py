@@ -46,6 +46,11 @@ class Steady:
         return int(self.steps.sum())
 
 
+def set_back(times: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """Per pair of consecutive rows: the time went back while the step went on (the clock was set back)."""
+    return (np.diff(times) < 0) & (np.diff(steps) > 0)
+
+
 def session_starts(rows: pd.DataFrame) -> list[int]:
     """Row indices where a session starts (0 first): elapsed_s or step going back, step jumping far beyond
     its usual stride, or a time gap far beyond the usual row interval."""
@@ -83,12 +88,13 @@ def steady_sessions(rows: pd.DataFrame, warmup_of) -> Steady:  # warmup_of: rows
         done.append(np.diff(span_s))
         if longest is None or span_t[-1] - span_t[0] > longest[1] - longest[0]:
             longest = (float(span_t[0]), float(span_t[-1]))
-    set_back = [s for s in starts[1:] if times[s] < times[s - 1] and steps[s] > steps[s - 1]]  # the clock's
-    gaps = sum(float(times[s] - times[s - 1]) for s in starts[1:] if s not in set_back)
+    clock = set_back(times, steps)
+    apart = [s for s in starts[1:] if not clock[s - 1]]  # a part after the clock was set back: no session
+    gaps = sum(float(times[s] - times[s - 1]) for s in apart)
     return Steady(
         np.concatenate(durations) if durations else np.array([]),
         np.concatenate(done) if done else np.array([]),
-        len(bounds) - len(set_back),  # a stretch after the clock was set back is no session of its own
+        len(apart) + 1,
         gaps,
         longest,
         first_warmup or 0,

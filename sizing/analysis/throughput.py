@@ -102,9 +102,9 @@ def training_elapsed(training: pd.DataFrame, training_info: dict) -> np.ndarray:
         went_back = np.diff(elapsed) < 0
         forward = np.diff(elapsed)[~went_back]
         stride = float(np.median(forward)) if forward.size else 0.0
-        clock_back = np.diff(training["time_unix"].to_numpy(dtype=float)) < 0
-        set_back = went_back & clock_back  # the clock set back, not a new process starting again
-        added = np.where(set_back, -np.diff(elapsed) + stride, np.where(went_back, elapsed[:-1], 0.0))
+        times, steps = (training[c].to_numpy(dtype=float) for c in ("time_unix", "step"))
+        clock = went_back & ss.set_back(times, steps)  # the clock set back, not a new process starting again
+        added = np.where(clock, -np.diff(elapsed) + stride, np.where(went_back, elapsed[:-1], 0.0))
         return elapsed + np.cumsum(np.concatenate([[0.0], added]))
     start = number(training_info.get("start_unix"))
     times = training["time_unix"].to_numpy(dtype=float)

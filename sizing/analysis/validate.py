@@ -21,6 +21,7 @@ from runformat.columns import TIME_COLUMNS, split_gpu_column
 from runformat.records import InferenceRecord, RunRecord, TrainingRecord, checked, one_warning
 from runformat.tuning import tag_disagrees, tuning_problems
 from sizing.analysis.coarse_times import times_from_elapsed
+from sizing.analysis.sessions import set_back
 from sizing.analysis.signature import listed_gpus
 from sizing.model import RunData, number
 
@@ -104,13 +105,13 @@ def clock_set_back(training: pd.DataFrame) -> str | None:
     None otherwise (rows shuffled, or a session resumed from an earlier checkpoint)."""
     if "step" not in training:
         return None
-    steps = training["step"].to_numpy(dtype=float)
-    if not np.isfinite(steps).all() or (np.diff(steps) < 0).any():
+    steps, times = training["step"].to_numpy(dtype=float), training["time_unix"].to_numpy(dtype=float)
+    if not np.isfinite(steps).all() or (np.diff(steps) < 0).any() or not set_back(times, steps).any():
         return None
-    back = np.diff(training["time_unix"].to_numpy(dtype=float))
-    at = int(np.argmin(back))
-    return (f"training.csv: time_unix goes back {-back[at]:,.1f} s at step {steps[at + 1]:,.0f} while the "
-            "steps go on: the system clock was set back; kept in step order, each part timed apart")
+    at = int(np.argmin(np.diff(times)))
+    return (f"training.csv: time_unix goes back {times[at] - times[at + 1]:,.1f} s at step "
+            f"{steps[at + 1]:,.0f} while the steps go on: the system clock was set back; kept in step order, "
+            "each part timed apart")
 
 
 def _unplaced(frame: pd.DataFrame, file: str) -> str | None:

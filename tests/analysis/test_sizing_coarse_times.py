@@ -99,9 +99,11 @@ def test_without_a_start_coarse_times_are_not_read_and_fine_ones_are_guessed(tmp
 
 def test_times_that_are_not_rounded_or_tie_with_their_elapsed_too_are_left_as_they_are() -> None:
     one_per_second = pd.DataFrame({"time_unix": [1000.0, 1001.0, 1002.0], "elapsed_s": [0.0, 1.0, 2.0]})
-    assert times_from_elapsed(one_per_second, "telemetry.csv", 999.0) == (one_per_second, None)
     read_together = pd.DataFrame({"time_unix": [5.0, 5.0, 9.0], "elapsed_s": [1.0, 1.0, 5.0]})  # a burst
-    assert times_from_elapsed(read_together, "training.csv", 4.0) == (read_together, None)
+    cases = ((one_per_second, "telemetry.csv", 999.0), (read_together, "training.csv", 4.0))
+    for frame, file, start in cases:
+        kept, warning = times_from_elapsed(frame, file, start)
+        assert kept is frame and warning is None
     precise = np.array([1795518530.554553, 1795518530.654553])
     assert rounding_step_s(precise) is None and rounding_step_s(np.array([1.79552e9])) == 1e4
 

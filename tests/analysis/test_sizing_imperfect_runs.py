@@ -243,3 +243,13 @@ def test_a_run_json_copied_from_another_run_is_a_caveat(tmp_path: Path) -> None:
     assert len(said) == 1 and "s after its end; it says device cpu, training.json asked for gpu" in said[0]
     control, _ = decision_of(tmp_path / "control")
     assert not any("are not one run's" in c for c in control["caveats"])
+
+
+def test_records_that_name_one_device_two_ways_are_one_runs() -> None:
+    """'cuda:0' and 'gpu' both ask for a GPU, as the report reads them elsewhere: no disagreement."""
+    from sizing.analysis.runchecks import foreign_run_json
+
+    meta, began = {"start_unix": 100.0, "end_unix": 400.0}, {"start_unix": 130.0}
+    assert foreign_run_json({**meta, "device": "cuda:0"}, {**began, "device_requested": "gpu"}) is None
+    said = foreign_run_json({**meta, "device": "CPU"}, {**began, "device_requested": "cuda"})
+    assert said is not None and "it says device CPU, training.json asked for cuda" in said

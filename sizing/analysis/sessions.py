@@ -62,7 +62,7 @@ def session_starts(rows: pd.DataFrame) -> list[int]:
     typical_dt = float(np.median(dt[dt > 0])) if (dt > 0).any() else 0.0
     typical_step = float(np.median(dstep[dstep > 0])) if (dstep > 0).any() else 1.0
     cut = (dstep < 0) | (dstep > max(1.0, STEP_JUMP_FACTOR * typical_step))
-    cut |= (dt > max(GAP_MIN_S, GAP_FACTOR * typical_dt)) | (dt < 0)  # dt < 0: the clock was set back
+    cut |= dt > max(GAP_MIN_S, GAP_FACTOR * typical_dt)
     if "elapsed_s" in rows:
         elapsed = rows["elapsed_s"].to_numpy(dtype=float)
         with np.errstate(invalid="ignore"):
@@ -88,13 +88,11 @@ def steady_sessions(rows: pd.DataFrame, warmup_of) -> Steady:  # warmup_of: rows
         done.append(np.diff(span_s))
         if longest is None or span_t[-1] - span_t[0] > longest[1] - longest[0]:
             longest = (float(span_t[0]), float(span_t[-1]))
-    clock = set_back(times, steps)
-    apart = [s for s in starts[1:] if not clock[s - 1]]  # a part after the clock was set back: no session
-    gaps = sum(float(times[s] - times[s - 1]) for s in apart)
+    gaps = sum(float(times[s] - times[s - 1]) for s in starts[1:])
     return Steady(
         np.concatenate(durations) if durations else np.array([]),
         np.concatenate(done) if done else np.array([]),
-        len(apart) + 1,
+        len(starts),
         gaps,
         longest,
         first_warmup or 0,

@@ -84,13 +84,10 @@ def warmup_steps(step_count: int, training_info: dict) -> int:
 
 
 def clean_training(training: pd.DataFrame) -> pd.DataFrame:
-    """Rows with a time and a step, in time order; in step order where the steps never go back while the
-    time does (a clock set back: validate.clock_set_back)."""
+    """Rows with a time and a step, in time order (a clock set back is mended before: clock_steps)."""
     if training.empty or "time_unix" not in training or "step" not in training:
         return training.iloc[0:0]
     rows = training.dropna(subset=["time_unix", "step"])
-    if (np.diff(rows["step"].to_numpy(dtype=float)) >= 0).all():
-        return rows.reset_index(drop=True)
     return rows.sort_values("time_unix", kind="stable").reset_index(drop=True)
 
 
@@ -99,12 +96,7 @@ def training_elapsed(training: pd.DataFrame, training_info: dict) -> np.ndarray:
     end of the session before it, so the gap between sessions is not training time."""
     if "elapsed_s" in training and training["elapsed_s"].notna().all():
         elapsed = training["elapsed_s"].to_numpy(dtype=float)
-        went_back = np.diff(elapsed) < 0
-        forward = np.diff(elapsed)[~went_back]
-        stride = float(np.median(forward)) if forward.size else 0.0
-        times, steps = (training[c].to_numpy(dtype=float) for c in ("time_unix", "step"))
-        clock = went_back & ss.set_back(times, steps)  # the clock set back, not a new process starting again
-        added = np.where(clock, -np.diff(elapsed) + stride, np.where(went_back, elapsed[:-1], 0.0))
+        added = np.where(np.diff(elapsed) < 0, elapsed[:-1], 0.0)
         return elapsed + np.cumsum(np.concatenate([[0.0], added]))
     start = number(training_info.get("start_unix"))
     times = training["time_unix"].to_numpy(dtype=float)

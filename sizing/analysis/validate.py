@@ -20,8 +20,15 @@ from runformat import INFERENCE_JSON, PHASES_CSV, RUN_JSON, TELEMETRY_CSV, TRAIN
 from runformat.columns import TIME_COLUMNS, split_gpu_column
 from runformat.records import InferenceRecord, RunRecord, TrainingRecord, checked, one_warning
 from runformat.tuning import tag_disagrees, tuning_problems
+from sizing.analysis.clock_steps import (
+    ClockSteps,
+    clock_steps,
+    moved_ends,
+    on_one_clock,
+    phases_on_one_clock,
+    said,
+)
 from sizing.analysis.coarse_times import times_from_elapsed
-from sizing.analysis.sessions import set_back
 from sizing.analysis.signature import listed_gpus
 from sizing.model import RunData, number
 
@@ -43,16 +50,26 @@ def checked_object(data: object, file: str, record: type) -> tuple[dict, str | N
 def checked_frame(
     frame: pd.DataFrame, file: str, start_unix: float | None = None
 ) -> tuple[pd.DataFrame, list[str]]:
-    """Numeric cells finite or NaN (inf and text read as empty); rows with a finite time, in time order;
-    a file none of whose rows can be placed in time, not read. A time_unix rounded by a spreadsheet is
-    rebuilt from elapsed_s and the file's `start_unix` (run.json's for telemetry, training.json's for the
-    step log) where given (coarse_times)."""
+    """Numeric cells finite or NaN (inf and text read as empty); rows with a finite time, in time order (a
+    clock set back mid-run mended: clock_steps); a file none of whose rows can be placed in time, not read.
+    A time_unix rounded by a spreadsheet is rebuilt from elapsed_s and the file's `start_unix` (run.json's
+    for telemetry, training.json's for the step log) where given (coarse_times)."""
+    checked, problems, _ = _checked_frame(frame, file, start_unix)
+    return checked, problems
+
+
+def _checked_frame(
+    frame: pd.DataFrame, file: str, start_unix: float | None, step_log: ClockSteps | None = None
+) -> tuple[pd.DataFrame, list[str], tuple[np.ndarray, ClockSteps] | None]:
+    """checked_frame's frame and warnings, and the clock steps mended in it with its times as written
+    (`step_log`: the clock steps of the run's training.csv, for its telemetry.csv)."""
     if frame.empty:
-        return frame, []
+        return frame, [], None
     missing = _unplaced(frame, file)
     if missing:
         header = ", ".join(str(name) for name in list(frame.columns)[:4])
-        return frame.iloc[0:0], [f"{file} has no {missing} (its header begins {header[:80]!r}): not read"]
+        unread = f"{file} has no {missing} (its header begins {header[:80]!r}): not read"
+        return frame.iloc[0:0], [unread], None
     text = TEXT_COLUMNS.get(file, ())
     numeric = frame
     convert = [c for c in frame.columns if c not in text and not is_numeric_dtype(frame[c])]
@@ -68,7 +85,7 @@ def checked_frame(
         numeric = numeric.replace([np.inf, -np.inf], np.nan)
     time_column = "start_unix" if file == PHASES_CSV else "time_unix"
     if time_column not in numeric:
-        return numeric, problems
+        return numeric, problems, None
     times = numeric[time_column]
     if times.isna().any():
         problems.append(f"{file}: {int(times.isna().sum())} row(s) without a time left out")
@@ -84,9 +101,12 @@ def checked_frame(
         numeric, rounded = times_from_elapsed(numeric, file, start_unix)
         problems += [rounded] if rounded else []
     ordered = numeric[time_column].to_numpy(dtype=float)
+    stepped = None
     if ordered.size > 1 and (np.diff(ordered) < 0).any():
-        if file == TRAINING_CSV and (set_back := clock_set_back(numeric)) is not None:
-            problems.append(set_back)  # the step log stays in step order: sorting would interleave it
+        steps = clock_steps(numeric, file, step_log) if file in (TELEMETRY_CSV, TRAINING_CSV) else None
+        if steps is not None:
+            problems.append(said(file, numeric, steps))
+            stepped, numeric = (ordered, steps), on_one_clock(numeric, steps)
         else:
             problems.append(
                 f"{file}: rows out of time order ({int((np.diff(ordered) < 0).sum())}): sorted by time"
@@ -96,22 +116,7 @@ def checked_frame(
     if repeated is not None and repeated.any():  # one sampler never stamps two rows alike: a file kept twice
         problems.append(f"{file}: {int(repeated.sum())} row(s) repeat an earlier row's time: the first kept")
         numeric = numeric[~repeated.to_numpy()]
-    return numeric.reset_index(drop=True), problems
-
-
-def clock_set_back(training: pd.DataFrame) -> str | None:
-    """'training.csv: time_unix goes back 100 s at step 4,360 while the steps go on: …' where the step log's
-    times go back while its steps never do (the system clock was set back: NTP stepped it, or a hand);
-    None otherwise (rows shuffled, or a session resumed from an earlier checkpoint)."""
-    if "step" not in training:
-        return None
-    steps, times = training["step"].to_numpy(dtype=float), training["time_unix"].to_numpy(dtype=float)
-    if not np.isfinite(steps).all() or (np.diff(steps) < 0).any() or not set_back(times, steps).any():
-        return None
-    at = int(np.argmin(np.diff(times)))
-    return (f"training.csv: time_unix goes back {times[at] - times[at + 1]:,.1f} s at step "
-            f"{steps[at + 1]:,.0f} while the steps go on: the system clock was set back; kept in step order, "
-            "each part timed apart")
+    return numeric.reset_index(drop=True), problems, stepped
 
 
 def _unplaced(frame: pd.DataFrame, file: str) -> str | None:
@@ -185,9 +190,25 @@ def validated_run(run: RunData) -> RunData:
     problems += tuning_problems(meta) + tag_disagrees(meta, info)
     frames = {}
     starts = {TELEMETRY_CSV: number(meta.get("start_unix")), TRAINING_CSV: number(info.get("start_unix"))}
-    for name, file in (("telemetry", TELEMETRY_CSV), ("training", TRAINING_CSV), ("phases", PHASES_CSV)):
-        frames[name], more = checked_frame(getattr(run, name), file, starts.get(file))
-        problems += more
+    found = {}
+    frames["training"], more, found["training"] = _checked_frame(
+        run.training, TRAINING_CSV, starts[TRAINING_CSV]
+    )
+    step_log = found["training"][1] if found["training"] else None
+    frames["telemetry"], first, found["telemetry"] = _checked_frame(
+        run.telemetry, TELEMETRY_CSV, starts[TELEMETRY_CSV], step_log
+    )
+    problems += first + more
+    phases = run.phases
+    if stepped := found["telemetry"] or found["training"]:  # the densest record places the step best
+        times, steps = stepped
+        meta, info = moved_ends(meta, steps.total_s), moved_ends(info, steps.total_s)
+        if not phases.empty:
+            earliest = min((s for s in starts.values() if s is not None), default=None)
+            phases = phases_on_one_clock(phases, times, steps, earliest)
+        problems.append(f"the run's end_unix ({RUN_JSON}, {TRAINING_JSON}) and {PHASES_CSV} moved on with it")
+    frames["phases"], more, _ = _checked_frame(phases, PHASES_CSV, None)
+    problems += more
     frames["telemetry"], impossible = impossible_cells(frames["telemetry"], gpu_memory_bytes(meta))
     problems += [impossible] if impossible else []
     evaluation = run.evaluation if isinstance(run.evaluation, dict) else {}

@@ -158,32 +158,6 @@ def test_csvs_with_a_space_after_each_comma_read_as_written(tmp_path: Path) -> N
     assert len(dashboard_runs.read_training(run)) > 0
 
 
-def set_back_halfway(seconds: float) -> Callable[[Path], None]:
-    """The system clock set back `seconds` halfway through the training (NTP stepping a VM's clock):
-    every later row of both CSVs is stamped that much earlier."""
-
-    def change(run_dir: Path) -> None:
-        for name in ("training.csv", "telemetry.csv"):
-            path = run_dir / name
-            frame = pd.read_csv(path)
-            later = frame.index >= len(frame) // 2
-            frame.loc[later, ["time_unix", "elapsed_s"]] -= seconds
-            frame.to_csv(path, index=False)
-
-    return change
-
-
-def test_a_clock_set_back_mid_run_keeps_the_step_log_in_step_order(tmp_path: Path) -> None:
-    """Sorted by time, the two stretches interleaved: 5,280 "sessions", a rate in doubt and 8.9× for
-    9.0×. The steps never went back, so the log keeps their order and each stretch is timed apart."""
-    decision, warnings = decision_of(tmp_path, gpu_change=set_back_halfway(30.0))
-    control, _ = decision_of(tmp_path / "control")
-    assert decision["options"][0]["speedup"] == pytest.approx(control["options"][0]["speedup"], rel=0.01)
-    said = " | ".join(warnings)
-    assert "training.csv: time_unix goes back 30.0 s at step " in said and "clock was set back" in said
-    assert "resumed or paused" not in " ".join(decision["caveats"]) and "sessions" not in said
-
-
 def head_cut(share: float) -> Callable[[Path], None]:
     """telemetry.csv without its first rows (a big file cut to share it): `share` of its rows kept."""
 

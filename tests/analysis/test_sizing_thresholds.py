@@ -96,6 +96,13 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - coarse_times.MAX_GUESSED_STEP_S = 10: a time_unix rounded to a power of ten above it, with no start_unix
   that fits, is not read; at or below it, rebuilt from elapsed_s with each session's median offset.
   Pinned: coarse_times::guess_stops_past
+- clock_steps.MAX_CLOCK_STEPS = 3: a telemetry file whose time goes back at most this many times (a
+  counter going on, or the step log set back as far) is on a clock set back, mended; more often, its rows
+  are sorted. Pinned: clock_steps::most_steps_a_clock_takes
+- clock_steps.MATCH_SLACK_S = 1: a telemetry step back is the step log's within max(it, MATCH_SHARE × the
+  step) plus the step log's row interval. Pinned: clock_steps::step_log_within_the_match_slack
+- clock_steps.MATCH_SHARE = 0.05: … or within this share of the step. Pinned:
+  clock_steps::step_log_within_the_match_slack
 - sessions.GAP_MIN_S = 30: a new session, a pause > max(it, …). Pinned: here
 - sessions.GAP_FACTOR = 20: … and > this many typical row intervals. Pinned: here
 - sessions.STEP_JUMP_FACTOR = 10: a new session, the step jumps > it × its stride. Pinned: here
@@ -157,7 +164,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 69
+    assert len(found) == 72
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 

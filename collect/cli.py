@@ -136,26 +136,6 @@ def _announce_end(result: SessionResult) -> None:
     )
 
 
-_VALUE_OPTIONS = ("--duration", "--interval", "--sigint-grace", "--sigterm-grace")
-
-
-def _attach_values(argv: list[str]) -> list[str]:
-    """`--duration -5m` -> `--duration=-5m`: a negative value gets a duration error, not a parse error."""
-    joined: list[str] = []
-    index = 0
-    while index < len(argv):
-        arg = argv[index]
-        if arg == "--":
-            return joined + argv[index:]
-        if arg in _VALUE_OPTIONS and index + 1 < len(argv) and argv[index + 1].startswith("-"):
-            joined.append(f"{arg}={argv[index + 1]}")
-            index += 2
-            continue
-        joined.append(arg)
-        index += 1
-    return joined
-
-
 # Subcommands with a parser of their own: they get their arguments as given.
 OWN_PARSERS = {"timed": "collect.timed", "import-prometheus": "collect.importers.prometheus"}
 
@@ -167,7 +147,7 @@ def main(argv: list[str]) -> int:
 
         return importlib.import_module(OWN_PARSERS[argv[0]]).main(list(argv[1:]))
     parser = build_parser()
-    args = parser.parse_args(_attach_values(argv))
+    args = parser.parse_args(argv)
     if args.subcommand == "import-sysstat":
         from collect.importers import sysstat
 

@@ -22,7 +22,7 @@ from typing import Any
 from collect import preflight
 from collect.jobpatterns import FORMATS, PatternError, compile_patterns
 from collect.jobrecord import JobDeclared, JobRecorder, job_environment
-from collect.options import parse_interval, timed_parser
+from collect.options import timed_parser
 from collect.progress import ProgressReporter
 from collect.session import SessionError, SessionOptions, SessionResult, run_session
 from collect.sources import Hardware
@@ -31,6 +31,7 @@ from collect.usage import batch_problem, command_problem, data_dir_problem, job_
 from runformat import format_duration, parse_duration
 from runformat.bursts import burst_ends, bursts_hint, bursts_text, worth_saying
 from runformat.cli import USAGE_ERROR
+from runformat.duration import parse_interval
 from runformat.progress import step_rows
 
 NO_GPU = 1

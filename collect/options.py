@@ -10,18 +10,12 @@ from typing import Any, Protocol
 
 from collect.command import exit_status
 from collect.sources import Hardware, SourceSet
-from runformat import parse_duration
+from runformat.duration import MIN_INTERVAL_S
 
 RUN_DIR_PLACEHOLDER = "{run_dir}"  # in a command's arguments and extra environment: the run directory
-MIN_INTERVAL_S = 0.01  # the one lower bound of a sampling interval, wherever it is given
 EXIT_DEADLINE = 124
 EXIT_INTERRUPTED = 130
 EXIT_COLLECTOR_FAILED = 1
-
-
-def parse_interval(text: str) -> float:
-    """A sampling interval ('1s', '100ms'): ValueError, one line, below MIN_INTERVAL_S or malformed."""
-    return parse_duration(text, minimum_s=MIN_INTERVAL_S, what="interval")
 
 
 def timed_parser(description: str, epilog: str, duration_help: str) -> argparse.ArgumentParser:

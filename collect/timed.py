@@ -20,7 +20,7 @@ from typing import Any
 
 from collect import preflight
 from collect.devicecount import counts_problem, parse_counts, resolve_gpu_counts, visible_gpu_count
-from collect.options import parse_interval, timed_parser
+from collect.options import timed_parser
 from collect.progress import ProgressReporter
 from collect.session import SessionError, SessionOptions, run_session
 from collect.sources import Hardware
@@ -39,6 +39,7 @@ from collect.usage import (
 from runformat import COMMAND_LOG, RUN_JSON, TRAINING_JSON, format_duration, parse_duration
 from runformat.cli import USAGE_ERROR
 from runformat.diskfull import DISK_FULL
+from runformat.duration import parse_interval
 from runformat.multinode import Nodes, add_node_options, nodes_from_args, nodes_problem
 from runformat.records import RunRecord, TrainingRecord, read_record
 from runformat.tuning import Setting

@@ -107,9 +107,10 @@ def job_option_without_job(argv: list[str]) -> str | None:
 def options_problem(argv: list[str]) -> str | None:
     """The first problem of the timed-run options in argv that can be seen without installing anything
     (the entry-point scripts call this with the system python3); other options are left to the parser."""
-    import argparse
+    from runformat.cli import OneLineParser  # its reading of `-1s` as a value, not an option
+    from runformat.duration import parse_duration, parse_interval
 
-    class Parser(argparse.ArgumentParser):
+    class Parser(OneLineParser):
         def error(self, message: str) -> NoReturn:
             raise ValueError(message)  # one line, said by the caller: not argparse's usage block and exit
 
@@ -127,8 +128,14 @@ def options_problem(argv: list[str]) -> str | None:
     parser.add_argument("--gpus")
     parser.add_argument("--batch")
     parser.add_argument("--precision")
+    parser.add_argument("--interval")
+    parser.add_argument("--checkpoint-every")
     try:
         args, _ = parser.parse_known_args(argv)
+        if args.interval is not None:
+            parse_interval(args.interval)
+        if args.checkpoint_every is not None:
+            parse_duration(args.checkpoint_every)
     except ValueError as error:
         return str(error)
     if problem := batch_problem(args.batch):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from runformat.duration import parse_duration
 
@@ -12,7 +13,13 @@ USAGE_ERROR = 2
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """Usage errors as one line on stderr and exit code 2, instead of argparse's usage block."""
+    """Usage errors as one line on stderr and exit code 2, instead of argparse's usage block. A value that
+    begins with a minus and a digit (`--interval -1s`, a duration `-5m`) is a value, whose own check then
+    refuses it, not an unknown option: "expected one argument" (Python 3.13's argparse reads it so)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?\d")
 
     def error(self, message: str) -> NoReturn:
         self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see --help)\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 
+MIN_INTERVAL_S = 0.01  # the one lower bound of a sampling interval, wherever it is given
 _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _PLAIN = re.compile(r"\d+(?:\.\d+)?")
@@ -25,6 +26,11 @@ def parse_duration(text: str, *, minimum_s: float = 0.0, what: str = "duration")
     if seconds < minimum_s:
         raise ValueError(f"{what} {text!r} is below the minimum of {format_duration(minimum_s)}")
     return seconds
+
+
+def parse_interval(text: str) -> float:
+    """A sampling interval ('1s', '100ms'): ValueError, one line, below MIN_INTERVAL_S or malformed."""
+    return parse_duration(text, minimum_s=MIN_INTERVAL_S, what="interval")
 
 
 def _parse_units(raw: str, original: str, what: str) -> float:

@@ -7,9 +7,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from collect.options import parse_interval
 from runformat import parse_duration
 from runformat.cli import OneLineParser
+from runformat.duration import parse_interval
 
 PROG = "python -m collect import-prometheus"
 

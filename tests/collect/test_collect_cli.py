@@ -97,6 +97,7 @@ def log_says(data_dir: Path, text: str) -> bool:
         (["--duration", ""], "empty duration"),
         (["--interval", "5ms"], "interval '5ms' is below the minimum of 10ms"),
         (["--interval", "0"], "interval must be greater than zero"),
+        (["--interval", "-1s"], "bad interval '-1s'"),  # argparse had read it as an option
     ],
 )
 def test_bad_values_exit_2_with_one_line_before_anything_starts(

@@ -45,6 +45,9 @@ def test_bad_duration_is_one_line_and_exit_2(script: str, duration: str) -> None
         (["--precision", "_x", "--", "python3", "t.py"], "--precision '_x': expected a dtype name (float32, "
          "bfloat16, mixed_float16...)"),
         (["--batch"], "argument --batch: expected one argument"),  # one line, not argparse's usage block
+        (["--interval", "-1s"], "bad interval '-1s': use e.g. 90s, 75m, 2h, 1h30m or 100ms"),
+        (["--checkpoint-every", "-5s"], "bad duration '-5s': use e.g. 90s, 75m, 2h, 1h30m or 100ms"),
+        (["--interval", "5ms", "--", "python3", "t.py"], "interval '5ms' is below the minimum of 10ms"),
     ],
 )  # fmt: skip
 def test_a_bad_option_is_refused_before_anything_is_installed(

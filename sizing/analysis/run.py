@@ -249,6 +249,8 @@ def analyse_run(
     """`head_of_job`: node 0 of a multi-node training whose nodes are read together (sizing.analysis.jobs), so
     the one-node warning is left out."""
     meta, info, telemetry = run.meta, run.training_info, run.telemetry
+    counted_batch, batch_doubt = runchecks.batch_in_doubt(run.training, info)
+    info = {**info, "batch_size": counted_batch} if batch_doubt else info
     kind = signature.device_kind(meta, info, telemetry)
     warnings = list(run.warnings)
     mismatch = signature.asked_for_a_gpu_ran_on_cpu(meta, info)
@@ -273,7 +275,8 @@ def analyse_run(
     rose = runchecks.loss_rose(run.training)
     short = None if apart else runchecks.telemetry_short(whole_steady, steady)
     foreign = runchecks.foreign_run_json(meta, info)
-    unsure = [f"{run.run_id}: {note}" for note in (apart, rose, short, foreign) if note]  # warned, caveats
+    notes = (batch_doubt, apart, rose, short, foreign)
+    unsure = [f"{run.run_id}: {note}" for note in notes if note]  # warned, caveats
     charged = charged_gpu_columns(run, kind)
     gpus, attribution, attribution_known = charged.columns, charged.how, charged.known
     measured, window = samples_in(telemetry, steady), steady

@@ -15,7 +15,7 @@ from sizing.analysis import coverage
 from sizing.analysis.sessions import DRIFT_WARN_FRACTION
 from sizing.analysis.signature import device_kind
 from sizing.analysis.stats import ratio_ci95, spread
-from sizing.analysis.throughput import FROM_STEP_LOG, LOSS_WINDOW_STEPS, Throughput
+from sizing.analysis.throughput import FROM_STEP_LOG, LOSS_WINDOW_STEPS, Throughput, counted_batch
 from sizing.model import number
 
 INCOMPLETE_TRAINING = {
@@ -33,6 +33,7 @@ RATE_MISMATCH_FRACTION = 0.05
 LOSS_ROSE_FACTOR = 1.25  # the last loss reads' mean above this × the first's: the training may have diverged
 MIN_VERDICT_SAMPLES = 5  # telemetry samples in the measurement window below which its verdict is a guess
 RECORDS_SLACK_S = 60.0  # the training starts after its collector, and inside it: this much clock skew aside
+BATCH_DOUBT_SHARE = 0.1  # the step log's examples a step this share or more off training.json's batch_size
 
 
 def few_samples(count: int) -> str | None:
@@ -115,6 +116,20 @@ def foreign_run_json(meta: dict, training_info: dict) -> str | None:
         return None
     return (f"its run.json and training.json are not one run's ({'; '.join(found)}): one copied from "
             "another run? The hardware, workload and settings they name may not be this run's")
+
+
+def batch_in_doubt(training: pd.DataFrame, training_info: dict) -> tuple[float | None, str | None]:
+    """The examples a step the step log's `examples` column counts, where that count is BATCH_DOUBT_SHARE or
+    more off training.json's batch_size (a job's --batch given as its per-device batch, a record edited),
+    and the caveat; else (None, None). The count is the job's own measurement; the batch size was typed."""
+    stated, counted = number(training_info.get("batch_size")), counted_batch(training)
+    if stated is None or stated <= 0 or not counted or abs(counted - stated) < BATCH_DOUBT_SHARE * stated:
+        return None, None
+    return counted, (
+        f"training.json's batch_size is {stated:,.0f} but its step log counts {counted:,.0f} examples a "
+        "step: its examples/s and workload read the step log's count (a per-device batch given for the "
+        "global one, or the other way?)"
+    )
 
 
 def incomplete_reason(meta: dict, training_info: dict) -> str | None:

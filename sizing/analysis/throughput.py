@@ -110,11 +110,29 @@ def batch_size(training: pd.DataFrame, training_info: dict) -> float | None:
     stated = number(training_info.get("batch_size"))
     if stated is not None and stated > 0:
         return stated
-    if {"examples_per_s", "step_time_s"} <= set(training.columns) and not training.empty:
+    return logged_batch(training)
+
+
+def logged_batch(training: pd.DataFrame) -> float | None:
+    """Examples a step as the step log has them: its `examples` count's (counted_batch), else the median of
+    examples_per_s × step_time_s, whole. None where it has neither."""
+    counted = counted_batch(training)
+    if counted is None and {"examples_per_s", "step_time_s"} <= set(training.columns):
         per_step = (training["examples_per_s"] * training["step_time_s"]).dropna()
         if not per_step.empty:
             return float(round(per_step.median()))
-    return None
+    return counted
+
+
+def counted_batch(training: pd.DataFrame) -> float | None:
+    """Examples a step as the step log's `examples` column counts them (a job's own count, not a rate
+    derived from a batch size): its growth per step, the median, whole. None without two counts."""
+    if training.empty or not {"examples", "step"} <= set(training.columns):
+        return None
+    counted = training[["examples", "step"]].dropna().to_numpy(dtype=float)
+    examples, steps = np.diff(counted[:, 0]), np.diff(counted[:, 1])
+    per_step = examples[steps > 0] / steps[steps > 0]
+    return float(round(np.median(per_step))) if per_step.size else None
 
 
 def throughput(training: pd.DataFrame, training_info: dict) -> Throughput:

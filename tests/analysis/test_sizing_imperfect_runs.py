@@ -227,3 +227,32 @@ def test_records_that_name_one_device_two_ways_are_one_runs() -> None:
     assert foreign_run_json({**meta, "device": "cuda:0"}, {**began, "device_requested": "gpu"}) is None
     said = foreign_run_json({**meta, "device": "CPU"}, {**began, "device_requested": "cuda"})
     assert said is not None and "it says device CPU, training.json asked for cuda" in said
+
+
+def counts_examples(per_step: int) -> Callable[[Path], None]:
+    """training.csv with a job's own `examples` count (its progress lines carry one): `per_step` a step."""
+
+    def change(run_dir: Path) -> None:
+        path = run_dir / "training.csv"
+        frame = pd.read_csv(path)
+        frame["examples"] = frame["step"] * per_step
+        frame.to_csv(path, index=False)
+
+    return change
+
+
+def test_a_batch_size_its_own_count_contradicts_is_a_caveat_and_the_count_is_read(tmp_path: Path) -> None:
+    """A job that counts 8 examples a step, run with `--batch 2` (its per-device batch on 4 GPUs): the
+    speedup read 4× too low, as like-for-like, and nothing said so. The count is the measurement."""
+    decision, _ = decision_of(tmp_path, gpu_change=counts_examples(8))
+    control, _ = decision_of(tmp_path / "control", gpu_change=counts_examples(2))
+    plain, _ = decision_of(tmp_path / "plain")
+    assert control["options"][0]["speedup"] == pytest.approx(plain["options"][0]["speedup"])
+    assert control["caveats"] == plain["caveats"]
+    (option,) = decision["options"]
+    assert option["speedup"] == pytest.approx(4 * control["options"][0]["speedup"], rel=0.01)
+    assert "NOT like-for-like: batch_size 8 vs 2" in option["line"]
+    assert any(
+        f"{GPU_RUN}: training.json's batch_size is 2 but its step log counts 8 examples a step" in c
+        for c in decision["caveats"]
+    ), decision["caveats"]

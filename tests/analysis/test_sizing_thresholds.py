@@ -88,6 +88,8 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
   Pinned: here
 - runchecks.RECORDS_SLACK_S = 60: a run.json whose start is more than it after the training began, or
   whose end more than it before, is another run's (a caveat). Pinned: here
+- runchecks.BATCH_DOUBT_SHARE = 0.1: a step log whose `examples` count is this share or more off
+  training.json's batch_size is read by its count (a caveat). Pinned: here
 - runchecks.MIN_VERDICT_SAMPLES = 5: a verdict on fewer samples in its window is a guess (a caveat).
   Pinned: here
 - validate.GPU_PCT_MAX = 101: a GPU's percentage above it reads as empty. Pinned: here
@@ -164,7 +166,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 72
+    assert len(found) == 73
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 
@@ -477,3 +479,13 @@ def test_a_run_json_is_another_runs_past_records_slack() -> None:
                            (2000.0 + slack, False), (2000.0 + slack + BELOW, True)):  # fmt: skip
         said = runchecks.foreign_run_json(meta, {"start_unix": began, "device_requested": "gpu"})
         assert (said is not None) is foreign, began
+
+
+def test_a_batch_size_is_in_doubt_from_batch_doubt_share() -> None:
+    """The step log's count of examples a step (whole) against training.json's batch_size."""
+    share = runchecks.BATCH_DOUBT_SHARE
+    for stated, counted, doubt in ((10, 10 * (1 + share), True), (11, 10, False), (10, 9, True)):
+        log = pd.DataFrame({"step": [1.0, 2.0, 3.0], "examples": [counted, 2 * counted, 3 * counted]})
+        found, said = runchecks.batch_in_doubt(log, {"batch_size": stated})
+        assert (said is not None) is doubt, (stated, counted)
+        assert found == (counted if doubt else None)

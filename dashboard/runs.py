@@ -40,8 +40,9 @@ from runformat.progress import progress_of
 from runformat.records import RunRecord, TrainingRecord, as_record, raw_of, training_framework
 from runformat.textfile import absent_because
 from runformat.tuning import TuningTag, tuning_of
+from sizing.analysis.clock_steps import ClockSteps
 from sizing.analysis.jobcheck import is_job
-from sizing.analysis.validate import checked_frame, gpu_memory_bytes, impossible_cells
+from sizing.analysis.validate import Mended, checked_and_mended, gpu_memory_bytes, impossible_cells
 from sizing.model import number
 
 PHASES_COLUMNS = ("phase", "start_unix", "end_unix", "status")
@@ -154,34 +155,43 @@ def open_run_dir(path: Path) -> RunInfo:
 
 def read_telemetry(run: RunInfo, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """telemetry.csv as floats, read as the sizing report reads it (sizing.analysis.validate): infinite
-    cells and cells no reading can hold (a counter's sentinel) empty, rows in time order; only `columns`
-    that exist when given. Warnings in `df.attrs["warnings"]`."""
+    cells and cells no reading can hold (a counter's sentinel) empty, rows in time order (a clock set back
+    mended where the step log's was); only `columns` that exist when given. Warnings in
+    `df.attrs["warnings"]`."""
     start = number(run.meta.get("start_unix"))
-    return _select(_read_checked(run.path / TELEMETRY_CSV, True, gpu_memory_bytes(run.meta), start), columns)
+    mended = _checked(run.path / TRAINING_CSV, False, None, number(run.training.get("start_unix")))[4]
+    step_log = mended[1] if mended is not None else None
+    kept = _checked(run.path / TELEMETRY_CSV, True, gpu_memory_bytes(run.meta), start, step_log)
+    return _select(_with_parse_warnings(kept), columns)
 
 
 def read_training(run: RunInfo) -> pd.DataFrame:
     """training.csv as floats, read as the sizing report reads it; an empty frame if the run has none."""
     start = number(run.training.get("start_unix"))
-    return _select(_read_checked(run.path / TRAINING_CSV, False, None, start), None)
+    return _select(_with_parse_warnings(_checked(run.path / TRAINING_CSV, False, None, start)), None)
 
 
-def _read_checked(
-    path: Path, required: bool, gpu_memory: dict[int, float] | None, start_unix: float | None
-) -> pd.DataFrame:
+def _checked(
+    path: Path, required: bool, gpu_memory: dict[int, float] | None, start_unix: float | None,
+    step_log: ClockSteps | None = None,
+) -> _Checked:  # fmt: skip
     """A numeric CSV through sizing's checks, once per parse (the checks follow the cached parse)."""
     raw = _CSV_CACHE.read(path, numeric=True, required=required)
     kept = _CHECKED.get(path)
-    if kept is None or kept[0] is not raw or kept[1] != (gpu_memory, start_unix):
-        checked, problems = checked_frame(raw, path.name, start_unix)
+    if kept is None or kept[0] is not raw or kept[1] != (gpu_memory, start_unix, step_log):
+        checked, problems, mended = checked_and_mended(raw, path.name, start_unix, step_log)
         if gpu_memory is not None:
             checked, impossible = impossible_cells(checked, gpu_memory)
             problems += [impossible] if impossible else []
-        kept = _CHECKED[path] = (raw, (gpu_memory, start_unix), checked, problems)
+        kept = _CHECKED[path] = (raw, (gpu_memory, start_unix, step_log), checked, problems, mended)
         while len(_CHECKED) > _CHECKED_MAX:
             _CHECKED.pop(next(iter(_CHECKED)))
+    return kept
+
+
+def _with_parse_warnings(kept: _Checked) -> pd.DataFrame:
     # the parse's own warnings as of this read (a partial last line comes and goes without a new parse)
-    return with_warnings(kept[2].copy(deep=False), [*warnings_of(raw), *kept[3]])
+    return with_warnings(kept[2].copy(deep=False), [*warnings_of(kept[0]), *kept[3]])
 
 
 def step_log_bursts(run: RunInfo) -> int:
@@ -230,6 +240,16 @@ def detections_warnings(run: RunInfo) -> list[str]:
     if data and not isinstance(data.get("images"), list):
         return [f"{DETECTIONS_DIR}/{DETECTIONS_JSON}: no 'images' list"]
     return []
+
+
+def parsed_csvs(run: RunInfo) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """telemetry.csv and training.csv as parsed (numeric), before sizing's checks, for build_report to apply
+    once, as `python -m sizing` does (a clock set back mends the run's records too); and the parse's own
+    warnings."""
+    telemetry = _CSV_CACHE.read(run.path / TELEMETRY_CSV, numeric=True, required=True)
+    training = _CSV_CACHE.read(run.path / TRAINING_CSV, numeric=True, required=False)
+    said = [*warnings_of(telemetry), *warnings_of(training)]
+    return telemetry.copy(deep=False), training.copy(deep=False), said
 
 
 def run_warnings(run: RunInfo) -> list[str]:
@@ -314,8 +334,11 @@ def _read_detections(path: Path) -> tuple[dict[str, Any], str | None]:
 
 
 _CSV_CACHE = CsvCache()
-_CheckedWith = tuple[dict[int, float] | None, float | None]  # the GPUs' memory, the file's start_unix
-_CHECKED: dict[Path, tuple[pd.DataFrame, _CheckedWith, pd.DataFrame, list[str]]] = {}
+# the GPUs' memory, the file's start_unix, the step log's clock steps (for telemetry.csv)
+_CheckedWith = tuple[dict[int, float] | None, float | None, ClockSteps | None]
+# the parse, what it was checked with, the checked frame, its warnings, the clock steps mended in it
+_Checked = tuple[pd.DataFrame, _CheckedWith, pd.DataFrame, list[str], Mended | None]
+_CHECKED: dict[Path, _Checked] = {}
 _CHECKED_MAX = 24
 _BURSTS: dict[Path, tuple[pd.DataFrame, int]] = {}  # training.csv -> (the parse, its bursts)
 
@@ -349,6 +372,7 @@ __all__ = [
     "files_signature",
     "get_run",
     "open_run_dir",
+    "parsed_csvs",
     "read_detections",
     "read_phases",
     "read_telemetry",

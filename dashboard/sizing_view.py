@@ -15,15 +15,8 @@ from typing import Any
 from dash import dcc, html
 
 from dashboard.colors import colors_for
-from dashboard.runs import (
-    RunInfo,
-    get_run,
-    read_phases,
-    read_telemetry,
-    read_training,
-    run_files,
-    run_warnings,
-)
+from dashboard.csvcache import warnings_of
+from dashboard.runs import RunInfo, detections_warnings, get_run, parsed_csvs, read_phases, run_files
 from sizing import Report, ReportSettings, RunData, Table, UsageError, build_report
 from sizing.model import DEFAULT_UTILISATION, Prices
 from sizing.output.figures import report_figures
@@ -58,18 +51,20 @@ def settings_of(values: Sequence[float | None]) -> ReportSettings:
 
 
 def run_data(info: RunInfo) -> RunData:
-    """One run's files, parsed through dashboard.runs' caches, as the sizing package takes them."""
-    warnings = tuple(f"{info.run_id}: {w}" for w in run_warnings(info))
+    """One run's files, parsed through dashboard.runs' caches, as the sizing package takes them: the CSVs
+    unchecked, for build_report's checks (sizing.analysis.validate) to apply once."""
+    telemetry, training, parse_warnings = parsed_csvs(info)
+    said = [*info.warnings, *parse_warnings, *warnings_of(read_phases(info)), *detections_warnings(info)]
     inference = run_files(info.path).inference
     return RunData(
         info.run_id,
         info.meta,
         info.training,
         info.evaluation,
-        read_telemetry(info),
-        read_training(info),
+        telemetry,
+        training,
         read_phases(info),
-        warnings,
+        tuple(dict.fromkeys(f"{info.run_id}: {w}" for w in said)),
         inference.raw if inference is not None else None,
     )
 

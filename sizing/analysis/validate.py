@@ -47,22 +47,25 @@ def checked_object(data: object, file: str, record: type) -> tuple[dict, str | N
     return kept, one_warning(problems)
 
 
+Mended = tuple[np.ndarray, ClockSteps]  # a file's times as written, and the clock steps mended in them
+
+
 def checked_frame(
-    frame: pd.DataFrame, file: str, start_unix: float | None = None
+    frame: pd.DataFrame, file: str, start_unix: float | None = None, step_log: ClockSteps | None = None
 ) -> tuple[pd.DataFrame, list[str]]:
     """Numeric cells finite or NaN (inf and text read as empty); rows with a finite time, in time order (a
-    clock set back mid-run mended: clock_steps); a file none of whose rows can be placed in time, not read.
-    A time_unix rounded by a spreadsheet is rebuilt from elapsed_s and the file's `start_unix` (run.json's
-    for telemetry, training.json's for the step log) where given (coarse_times)."""
-    checked, problems, _ = _checked_frame(frame, file, start_unix)
+    clock set back mid-run mended: clock_steps; `step_log`, the clock steps of the run's training.csv, for
+    its telemetry.csv); a file none of whose rows can be placed in time, not read. A time_unix rounded by a
+    spreadsheet is rebuilt from elapsed_s and the file's `start_unix` (run.json's for telemetry,
+    training.json's for the step log) where given (coarse_times)."""
+    checked, problems, _ = checked_and_mended(frame, file, start_unix, step_log)
     return checked, problems
 
 
-def _checked_frame(
+def checked_and_mended(
     frame: pd.DataFrame, file: str, start_unix: float | None, step_log: ClockSteps | None = None
-) -> tuple[pd.DataFrame, list[str], tuple[np.ndarray, ClockSteps] | None]:
-    """checked_frame's frame and warnings, and the clock steps mended in it with its times as written
-    (`step_log`: the clock steps of the run's training.csv, for its telemetry.csv)."""
+) -> tuple[pd.DataFrame, list[str], Mended | None]:
+    """checked_frame's frame and warnings, and the clock steps mended in it with its times as written."""
     if frame.empty:
         return frame, [], None
     missing = _unplaced(frame, file)
@@ -191,11 +194,11 @@ def validated_run(run: RunData) -> RunData:
     frames = {}
     starts = {TELEMETRY_CSV: number(meta.get("start_unix")), TRAINING_CSV: number(info.get("start_unix"))}
     found = {}
-    frames["training"], more, found["training"] = _checked_frame(
+    frames["training"], more, found["training"] = checked_and_mended(
         run.training, TRAINING_CSV, starts[TRAINING_CSV]
     )
     step_log = found["training"][1] if found["training"] else None
-    frames["telemetry"], first, found["telemetry"] = _checked_frame(
+    frames["telemetry"], first, found["telemetry"] = checked_and_mended(
         run.telemetry, TELEMETRY_CSV, starts[TELEMETRY_CSV], step_log
     )
     problems += first + more
@@ -207,7 +210,7 @@ def validated_run(run: RunData) -> RunData:
             earliest = min((s for s in starts.values() if s is not None), default=None)
             phases = phases_on_one_clock(phases, times, steps, earliest)
         problems.append(f"the run's end_unix ({RUN_JSON}, {TRAINING_JSON}) and {PHASES_CSV} moved on with it")
-    frames["phases"], more, _ = _checked_frame(phases, PHASES_CSV, None)
+    frames["phases"], more, _ = checked_and_mended(phases, PHASES_CSV, None)
     problems += more
     frames["telemetry"], impossible = impossible_cells(frames["telemetry"], gpu_memory_bytes(meta))
     problems += [impossible] if impossible else []

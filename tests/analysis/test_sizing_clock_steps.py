@@ -12,9 +12,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_sizing_imperfect_runs import CPU_RUN, GPU_RUN, decision_of
+from test_sizing_imperfect_runs import CPU_RUN, EXAMPLES, GPU_RUN, decision_of
+from test_sizing_view import DEFAULTS, all_text
 
 from dashboard import runs as dashboard_runs
+from dashboard import sizing_view
 from runformat import TELEMETRY_CSV, TRAINING_CSV
 from sizing.analysis.clock_steps import (
     MATCH_SHARE,
@@ -53,6 +55,18 @@ def set_back(seconds: float, at_share: float = 0.5) -> Callable[[Path], None]:
     return change
 
 
+def set_back_without_a_counter(seconds: float) -> Callable[[Path], None]:
+    """set_back, on a run whose telemetry has no cumulative counter (a host without a GPU)."""
+
+    def change(run_dir: Path) -> None:
+        path = run_dir / "telemetry.csv"
+        frame = pd.read_csv(path)
+        frame.drop(columns=[c for c in frame.columns if c.endswith("_energy_j")]).to_csv(path, index=False)
+        set_back(seconds)(run_dir)
+
+    return change
+
+
 @pytest.mark.parametrize(("seconds", "at_share"), [(5.0, 0.5), (30.0, 0.1), (100.0, 0.5), (3600.0, 0.9)])
 def test_a_clock_set_back_mid_run_gives_the_untouched_runs_decision(
     tmp_path: Path, seconds: float, at_share: float
@@ -78,7 +92,7 @@ def test_a_clock_set_back_mid_run_gives_the_untouched_runs_decision(
 
 def test_a_baseline_without_an_energy_counter_is_set_back_as_its_step_log_is(tmp_path: Path) -> None:
     """The CPU run's telemetry has no cumulative counter: its step back is the step log's, so it is mended."""
-    decision, warnings = decision_of(tmp_path, cpu_change=set_back(60.0))
+    decision, warnings = decision_of(tmp_path, cpu_change=set_back_without_a_counter(60.0))
     control, _ = decision_of(tmp_path / "control")
     assert decision["options"][0]["speedup"] == pytest.approx(control["options"][0]["speedup"], rel=0.01)
     assert decision["caveats"] == control["caveats"]
@@ -87,11 +101,24 @@ def test_a_baseline_without_an_energy_counter_is_set_back_as_its_step_log_is(tmp
 
 
 def test_the_dashboard_plots_a_clock_set_back_on_one_clock(tmp_path: Path) -> None:
-    decision_of(tmp_path, gpu_change=set_back(100.0))
-    run = dashboard_runs.open_run_dir(tmp_path / "runs" / GPU_RUN)
-    for frame in (dashboard_runs.read_training(run), dashboard_runs.read_telemetry(run)):
-        times = frame["time_unix"].to_numpy(dtype=float)
-        assert (np.diff(times) > 0).all() and np.diff(times).max() < 5.0
+    """The GPU run's telemetry by its energy counter; the CPU run's, which has none, by its step log: each
+    row where it was taken, within a row interval and the second the step was measured to."""
+    decision_of(tmp_path, gpu_change=set_back(100.0), cpu_change=set_back_without_a_counter(60.0))
+    for name in (GPU_RUN, CPU_RUN):
+        run = dashboard_runs.open_run_dir(tmp_path / "runs" / name)
+        untouched = dashboard_runs.open_run_dir(EXAMPLES / name)
+        for read in (dashboard_runs.read_training, dashboard_runs.read_telemetry):
+            times, taken = (read(r)["time_unix"].to_numpy(dtype=float) for r in (run, untouched))
+            assert times.shape == taken.shape and np.abs(times - taken).max() < 1.0, (name, read)
+
+
+def test_the_dashboards_sizing_tab_reads_a_clock_set_back_as_the_report_does(tmp_path: Path) -> None:
+    """The tab sized the CSVs the dashboard had checked already, so the run's end_unix stayed on the
+    stepped clock: "its run.json and training.json are not one run's" there, not in the report."""
+    decision, _ = decision_of(tmp_path, gpu_change=set_back(3600.0, 0.9))
+    text = all_text(sizing_view.sizing_content(tmp_path, [CPU_RUN, GPU_RUN], DEFAULTS))
+    assert "not one run's" not in text and "system clock was set back" in text
+    assert f"{decision['options'][0]['speedup']:.1f}× faster" in text
 
 
 def frame(times: list[float], **columns: list[float]) -> pd.DataFrame:

@@ -155,35 +155,47 @@ def open_run_dir(path: Path) -> RunInfo:
 
 def read_telemetry(run: RunInfo, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """telemetry.csv as floats, read as the sizing report reads it (sizing.analysis.validate): infinite
-    cells and cells no reading can hold (a counter's sentinel) empty, rows in time order (a clock set back
-    mended where the step log's was); only `columns` that exist when given. Warnings in
+    cells and cells no reading can hold (a counter's sentinel) empty, rows in time order (a clock stepped
+    mid-run mended as the report mends it); only `columns` that exist when given. Warnings in
     `df.attrs["warnings"]`."""
-    start = number(run.meta.get("start_unix"))
-    mended = _checked(run.path / TRAINING_CSV, False, None, number(run.training.get("start_unix")))[4]
-    step_log = mended[1] if mended is not None else None
-    kept = _checked(run.path / TELEMETRY_CSV, True, gpu_memory_bytes(run.meta), start, step_log)
-    return _select(_with_parse_warnings(kept), columns)
+    return _select(_with_parse_warnings(_telemetry_checked(run)), columns)
 
 
 def read_training(run: RunInfo) -> pd.DataFrame:
     """training.csv as floats, read as the sizing report reads it; an empty frame if the run has none."""
-    start = number(run.training.get("start_unix"))
-    return _select(_with_parse_warnings(_checked(run.path / TRAINING_CSV, False, None, start)), None)
+    kept = _training_checked(run, None)
+    telemetry = _telemetry_checked(run)[4]
+    if telemetry is not None and telemetry[1].forward():  # the step log's gaps at those steps, too
+        kept = _training_checked(run, telemetry[1])
+    return _select(_with_parse_warnings(kept), None)
+
+
+def _training_checked(run: RunInfo, other: ClockSteps | None) -> _Checked:
+    return _checked(run.path / TRAINING_CSV, False, None, number(run.training.get("start_unix")), other)
+
+
+def _telemetry_checked(run: RunInfo) -> _Checked:
+    step_log = _training_checked(run, None)[4]
+    start = number(run.meta.get("start_unix"))
+    other = step_log[1] if step_log is not None else None
+    return _checked(run.path / TELEMETRY_CSV, True, gpu_memory_bytes(run.meta), start, other)
 
 
 def _checked(
     path: Path, required: bool, gpu_memory: dict[int, float] | None, start_unix: float | None,
-    step_log: ClockSteps | None = None,
+    other: ClockSteps | None = None,
 ) -> _Checked:  # fmt: skip
-    """A numeric CSV through sizing's checks, once per parse (the checks follow the cached parse)."""
+    """A numeric CSV through sizing's checks, once per parse and reading (the checks follow the cached
+    parse)."""
     raw = _CSV_CACHE.read(path, numeric=True, required=required)
-    kept = _CHECKED.get(path)
-    if kept is None or kept[0] is not raw or kept[1] != (gpu_memory, start_unix, step_log):
-        checked, problems, mended = checked_and_mended(raw, path.name, start_unix, step_log)
+    key = (path, start_unix, other)
+    kept = _CHECKED.get(key)
+    if kept is None or kept[0] is not raw or kept[1] != gpu_memory:
+        checked, problems, mended = checked_and_mended(raw, path.name, start_unix, other)
         if gpu_memory is not None:
             checked, impossible = impossible_cells(checked, gpu_memory)
             problems += [impossible] if impossible else []
-        kept = _CHECKED[path] = (raw, (gpu_memory, start_unix, step_log), checked, problems, mended)
+        kept = _CHECKED[key] = (raw, gpu_memory, checked, problems, mended)
         while len(_CHECKED) > _CHECKED_MAX:
             _CHECKED.pop(next(iter(_CHECKED)))
     return kept
@@ -334,11 +346,10 @@ def _read_detections(path: Path) -> tuple[dict[str, Any], str | None]:
 
 
 _CSV_CACHE = CsvCache()
-# the GPUs' memory, the file's start_unix, the step log's clock steps (for telemetry.csv)
-_CheckedWith = tuple[dict[int, float] | None, float | None, ClockSteps | None]
-# the parse, what it was checked with, the checked frame, its warnings, the clock steps mended in it
-_Checked = tuple[pd.DataFrame, _CheckedWith, pd.DataFrame, list[str], Mended | None]
-_CHECKED: dict[Path, _Checked] = {}
+# the parse, the GPUs' memory it was checked with, the checked frame, its warnings, the clock steps mended;
+# by the file, its start_unix and the clock steps of the run's other file
+_Checked = tuple[pd.DataFrame, dict[int, float] | None, pd.DataFrame, list[str], Mended | None]
+_CHECKED: dict[tuple[Path, float | None, ClockSteps | None], _Checked] = {}
 _CHECKED_MAX = 24
 _BURSTS: dict[Path, tuple[pd.DataFrame, int]] = {}  # training.csv -> (the parse, its bursts)
 

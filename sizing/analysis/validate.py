@@ -51,19 +51,19 @@ Mended = tuple[np.ndarray, ClockSteps]  # a file's times as written, and the clo
 
 
 def checked_frame(
-    frame: pd.DataFrame, file: str, start_unix: float | None = None, step_log: ClockSteps | None = None
+    frame: pd.DataFrame, file: str, start_unix: float | None = None, other: ClockSteps | None = None
 ) -> tuple[pd.DataFrame, list[str]]:
     """Numeric cells finite or NaN (inf and text read as empty); rows with a finite time, in time order (a
-    clock set back mid-run mended: clock_steps; `step_log`, the clock steps of the run's training.csv, for
-    its telemetry.csv); a file none of whose rows can be placed in time, not read. A time_unix rounded by a
-    spreadsheet is rebuilt from elapsed_s and the file's `start_unix` (run.json's for telemetry,
-    training.json's for the step log) where given (coarse_times)."""
-    checked, problems, _ = checked_and_mended(frame, file, start_unix, step_log)
+    clock stepped mid-run mended: clock_steps, `other` the clock steps found in the run's other file); a
+    file none of whose rows can be placed in time, not read. A time_unix rounded by a spreadsheet is rebuilt
+    from elapsed_s and the file's `start_unix` (run.json's for telemetry, training.json's for the step log)
+    where given (coarse_times)."""
+    checked, problems, _ = checked_and_mended(frame, file, start_unix, other)
     return checked, problems
 
 
 def checked_and_mended(
-    frame: pd.DataFrame, file: str, start_unix: float | None, step_log: ClockSteps | None = None
+    frame: pd.DataFrame, file: str, start_unix: float | None, other: ClockSteps | None = None
 ) -> tuple[pd.DataFrame, list[str], Mended | None]:
     """checked_frame's frame and warnings, and the clock steps mended in it with its times as written."""
     if frame.empty:
@@ -103,18 +103,22 @@ def checked_and_mended(
     if file in (TELEMETRY_CSV, TRAINING_CSV):
         numeric, rounded = times_from_elapsed(numeric, file, start_unix)
         problems += [rounded] if rounded else []
-    ordered = numeric[time_column].to_numpy(dtype=float)
     stepped = None
+    written = numeric[time_column].to_numpy(dtype=float)
+    steps = (
+        clock_steps(numeric, file, other)
+        if file in (TELEMETRY_CSV, TRAINING_CSV) and len(numeric) > 1
+        else None
+    )
+    if steps is not None:
+        problems.append(said(file, numeric, steps))
+        stepped, numeric = (written, steps), on_one_clock(numeric, steps)
+    ordered = numeric[time_column].to_numpy(dtype=float)
     if ordered.size > 1 and (np.diff(ordered) < 0).any():
-        steps = clock_steps(numeric, file, step_log) if file in (TELEMETRY_CSV, TRAINING_CSV) else None
-        if steps is not None:
-            problems.append(said(file, numeric, steps))
-            stepped, numeric = (ordered, steps), on_one_clock(numeric, steps)
-        else:
-            problems.append(
-                f"{file}: rows out of time order ({int((np.diff(ordered) < 0).sum())}): sorted by time"
-            )
-            numeric = numeric.sort_values(time_column, kind="stable")
+        problems.append(
+            f"{file}: rows out of time order ({int((np.diff(ordered) < 0).sum())}): sorted by time"
+        )
+        numeric = numeric.sort_values(time_column, kind="stable")
     repeated = numeric[time_column].duplicated() if file == TELEMETRY_CSV else None
     if repeated is not None and repeated.any():  # one sampler never stamps two rows alike: a file kept twice
         problems.append(f"{file}: {int(repeated.sum())} row(s) repeat an earlier row's time: the first kept")
@@ -201,6 +205,10 @@ def validated_run(run: RunData) -> RunData:
     frames["telemetry"], first, found["telemetry"] = checked_and_mended(
         run.telemetry, TELEMETRY_CSV, starts[TELEMETRY_CSV], step_log
     )
+    if found["telemetry"] and found["telemetry"][1].forward():  # the step log's gaps at those steps, too
+        frames["training"], more, found["training"] = checked_and_mended(
+            run.training, TRAINING_CSV, starts[TRAINING_CSV], found["telemetry"][1]
+        )
     problems += first + more
     phases = run.phases
     if stepped := found["telemetry"] or found["training"]:  # the densest record places the step best
@@ -209,7 +217,7 @@ def validated_run(run: RunData) -> RunData:
         if not phases.empty:
             earliest = min((s for s in starts.values() if s is not None), default=None)
             phases = phases_on_one_clock(phases, times, steps, earliest)
-        problems.append(f"the run's end_unix ({RUN_JSON}, {TRAINING_JSON}) and {PHASES_CSV} moved on with it")
+        problems.append(f"the run's end_unix ({RUN_JSON}, {TRAINING_JSON}) and {PHASES_CSV} moved with them")
     frames["phases"], more, _ = checked_and_mended(phases, PHASES_CSV, None)
     problems += more
     frames["telemetry"], impossible = impossible_cells(frames["telemetry"], gpu_memory_bytes(meta))

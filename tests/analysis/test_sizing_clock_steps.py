@@ -67,12 +67,16 @@ def set_back_without_a_counter(seconds: float) -> Callable[[Path], None]:
     return change
 
 
-@pytest.mark.parametrize(("seconds", "at_share"), [(5.0, 0.5), (30.0, 0.1), (100.0, 0.5), (3600.0, 0.9)])
-def test_a_clock_set_back_mid_run_gives_the_untouched_runs_decision(
+@pytest.mark.parametrize(
+    ("seconds", "at_share"),
+    [(5.0, 0.5), (30.0, 0.1), (100.0, 0.5), (3600.0, 0.9), (-3600.0, 0.5), (-45.0, 0.2)],
+)
+def test_a_clock_stepped_mid_run_gives_the_untouched_runs_decision(
     tmp_path: Path, seconds: float, at_share: float
 ) -> None:
-    """5 s back doubled the energy per example ('counter and integrated power differ by 53%'); 100 s early
-    made the board 'shared' with no MFU; an hour made run.json and training.json 'not one run's'."""
+    """Set back 5 s, the energy per example doubled ('counter and integrated power differ by 53%'); 100 s
+    early, the board read 'shared' with no MFU; an hour, run.json and training.json read 'not one run's'.
+    Set forward (negative `seconds`), the run read 'resumed or paused' and ran half its steps in budget."""
     decision, warnings = decision_of(tmp_path, gpu_change=set_back(seconds, at_share))
     control, _ = decision_of(tmp_path / "control")
     (option,), (expected,) = decision["options"], control["options"]
@@ -83,11 +87,34 @@ def test_a_clock_set_back_mid_run_gives_the_untouched_runs_decision(
     assert option["why_not_at_limit"] == expected["why_not_at_limit"]
     assert decision["caveats"] == control["caveats"]
     said = " | ".join(warnings)
+    jumps = "goes back" if seconds > 0 else "jumps"
     for file in (TRAINING_CSV, TELEMETRY_CSV):
-        assert f"{GPU_RUN}: {file}: time_unix goes back {seconds - 0.1:,.1f}" in said or (
-            f"{GPU_RUN}: {file}: time_unix goes back {seconds:,.1f}" in said
-        ), said
-    assert "system clock was set back" in said and "out of time order" not in said
+        assert any(f"{GPU_RUN}: {file}: time_unix {jumps} {abs(seconds) + off:,.1f} s" in said
+                   for off in (-0.1, 0.0, 0.1)), said  # fmt: skip
+    assert f"system clock was set {'back' if seconds > 0 else 'forward'}" in said
+    assert "out of time order" not in said
+
+
+def paused(seconds: float) -> Callable[[Path], None]:
+    """A real pause: every process of the run stopped `seconds` (SIGSTOP) halfway, the collector too, so its
+    first tick after came late, the ticks in between skipped."""
+
+    def change(run_dir: Path) -> None:
+        set_back(-seconds)(run_dir)
+        path = run_dir / "telemetry.csv"
+        frame = pd.read_csv(path)
+        first_after = int(np.flatnonzero(np.diff(frame["time_unix"].to_numpy()) > seconds / 2)[0]) + 1
+        frame.loc[first_after, ["late_ms", "skipped_ticks"]] = [seconds * 1000, seconds / 0.1]
+        frame.to_csv(path, index=False)
+
+    return change
+
+
+def test_a_real_pause_is_not_a_clock_step(tmp_path: Path) -> None:
+    """The collector's own clock saw the pause: it stays one, not mended away."""
+    decision, warnings = decision_of(tmp_path, gpu_change=paused(600.0))
+    assert not any("set forward" in w for w in warnings), warnings
+    assert any(f"{GPU_RUN} was resumed or paused (2 sessions)" in c for c in decision["caveats"])
 
 
 def test_a_baseline_without_an_energy_counter_is_set_back_as_its_step_log_is(tmp_path: Path) -> None:
@@ -100,10 +127,12 @@ def test_a_baseline_without_an_energy_counter_is_set_back_as_its_step_log_is(tmp
     assert f"{CPU_RUN}: {TELEMETRY_CSV}: time_unix goes back" in said and "out of time order" not in said
 
 
-def test_the_dashboard_plots_a_clock_set_back_on_one_clock(tmp_path: Path) -> None:
-    """The GPU run's telemetry by its energy counter; the CPU run's, which has none, by its step log: each
-    row where it was taken, within a row interval and the second the step was measured to."""
-    decision_of(tmp_path, gpu_change=set_back(100.0), cpu_change=set_back_without_a_counter(60.0))
+@pytest.mark.parametrize("gpu_seconds", [100.0, -600.0])
+def test_the_dashboard_plots_a_stepped_clock_on_one_clock(tmp_path: Path, gpu_seconds: float) -> None:
+    """The GPU run's telemetry by its energy counter (set back) or its collector's ticks (set forward); the
+    CPU run's, which has no counter, by its step log: each row where it was taken, within a row interval
+    and the second the step was measured to."""
+    decision_of(tmp_path, gpu_change=set_back(gpu_seconds), cpu_change=set_back_without_a_counter(60.0))
     for name in (GPU_RUN, CPU_RUN):
         run = dashboard_runs.open_run_dir(tmp_path / "runs" / name)
         untouched = dashboard_runs.open_run_dir(EXAMPLES / name)

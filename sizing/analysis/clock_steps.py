@@ -171,12 +171,15 @@ def said(file: str, frame: pd.DataFrame, steps: ClockSteps) -> str:
     return f"{file}: {what}; the later rows moved {how} {abs(steps.total_s):,.1f} s to read on one clock"
 
 
-def moved_ends(record: dict, moved_s: float) -> dict:
-    """A run.json or training.json whose end_unix, written after the clock was set back, read on the rows'
-    mended clock (its start_unix came before: as it is)."""
+def moved_ends(record: dict, moved_s: float, last_written_unix: float) -> dict:
+    """A run.json or training.json whose end_unix, written after the clock was stepped, read on the rows'
+    mended clock: where it lies nearer the file's last row as written than as mended (its start_unix came
+    before: as it is)."""
     end = record.get("end_unix")
     if not moved_s or not isinstance(end, int | float) or isinstance(end, bool):
         return record
+    if abs(end - last_written_unix) >= abs(end - (last_written_unix + moved_s)):
+        return record  # stamped on the mended clock already (another tool's, or a monotonic end)
     return {**record, "end_unix": float(end) + moved_s}
 
 

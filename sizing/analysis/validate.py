@@ -213,7 +213,7 @@ def validated_run(run: RunData) -> RunData:
     phases = run.phases
     if stepped := found["telemetry"] or found["training"]:  # the densest record places the step best
         times, steps = stepped
-        meta, info = moved_ends(meta, steps.total_s), moved_ends(info, steps.total_s)
+        meta, info = (moved_ends(record, steps.total_s, float(times[-1])) for record in (meta, info))
         if not phases.empty:
             earliest = min((s for s in starts.values() if s is not None), default=None)
             phases = phases_on_one_clock(phases, times, steps, earliest)

@@ -30,7 +30,7 @@ from sizing.analysis.clock_steps import (
 from sizing.analysis.validate import checked_frame
 
 
-def set_back(seconds: float, at_share: float = 0.5) -> Callable[[Path], None]:
+def set_back(seconds: float, at_share: float = 0.5, ends_too: bool = True) -> Callable[[Path], None]:
     """Every time the run wrote after `at_share` of its training on a clock `seconds` behind: both CSVs'
     later rows (time_unix and elapsed_s, which our collector derives from it), the ends in run.json and
     training.json, and phases.csv's later times."""
@@ -47,7 +47,7 @@ def set_back(seconds: float, at_share: float = 0.5) -> Callable[[Path], None]:
         for column in ("start_unix", "end_unix"):
             phases[column] = phases[column].where(phases[column] < at, phases[column] - seconds)
         phases.to_csv(run_dir / "phases.csv", index=False)
-        for name in ("run.json", "training.json"):
+        for name in ("run.json", "training.json") if ends_too else ():
             record = json.loads((run_dir / name).read_text())
             record["end_unix"] -= seconds
             (run_dir / name).write_text(json.dumps(record))
@@ -93,6 +93,16 @@ def test_a_clock_stepped_mid_run_gives_the_untouched_runs_decision(
                    for off in (-0.1, 0.0, 0.1)), said  # fmt: skip
     assert f"system clock was set {'back' if seconds > 0 else 'forward'}" in said
     assert "out of time order" not in said
+
+
+@pytest.mark.parametrize("seconds", [3600.0, -3600.0])
+def test_ends_another_tool_stamped_on_one_clock_stay_as_they_are(tmp_path: Path, seconds: float) -> None:
+    """run.json's and training.json's end_unix on the unstepped clock (a tool that times its end by a
+    monotonic clock): moved, they fell an hour before the start or after the end ("not one run's")."""
+    decision, _ = decision_of(tmp_path, gpu_change=set_back(seconds, ends_too=False))
+    control, _ = decision_of(tmp_path / "control")
+    assert decision["options"][0]["speedup"] == pytest.approx(control["options"][0]["speedup"], rel=0.01)
+    assert decision["caveats"] == control["caveats"]
 
 
 def paused(seconds: float) -> Callable[[Path], None]:

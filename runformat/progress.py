@@ -153,13 +153,14 @@ def _rows(path: Path, header: list[str], start_unix: float | None) -> Iterator[S
 
 def _csv_progress(path: Path, start_unix: float | None) -> tuple[int | None, int | None, int | None]:
     """(rows of this session, last step, the step from which every loss read to the end is not finite) of
-    training.csv; (None, None, None) without the file or its step column."""
+    training.csv; (None, None, None) without the file or its step column. A row that repeats the step before
+    it (a logger attached twice) is not another step."""
     rows = step_rows(path, start_unix)
     if rows is None:
         return None, None, None
     count, last_step, diverged = 0, None, None
     for row in rows:
-        count, last_step = count + 1, row.step
+        count, last_step = count + (row.step != last_step), row.step
         if row.loss_total is not None:
             finite = math.isfinite(row.loss_total)
             diverged = None if finite else (diverged if diverged is not None else row.step)

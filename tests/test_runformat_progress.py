@@ -139,3 +139,13 @@ def test_step_rows_is_the_one_reading_of_the_step_log(tmp_path: Path) -> None:
     assert [r.step for r in rows] == [1, 2, 3] and rows[1].loss_total is None
     assert rows[2].loss_total is not None and rows[2].loss_total != rows[2].loss_total  # NaN is a reading
     assert [r.step for r in step_rows(path) or ()] == [1, 1, 2, 3]
+
+
+def test_rows_a_logger_attached_twice_wrote_twice_are_one_step_each(tmp_path: Path) -> None:
+    """Every row twice: training.csv's 14 rows were taken for 14 steps over training.json's honest 7."""
+    run_dir = _run_dir(tmp_path, status="deadline", steps=7, csv_steps=7, end_reason="deadline")
+    path = run_dir / "training.csv"
+    header, *rows = path.read_text().splitlines(keepends=True)
+    path.write_text(header + "".join(row + row for row in rows[:-1]) + rows[-1])
+    progress = training_progress(run_dir)
+    assert (progress.steps, progress.note) == (7, "")

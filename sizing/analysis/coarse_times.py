@@ -18,6 +18,7 @@ import pandas as pd
 FINEST_STEP_EXPONENT = -3  # times that are multiples of 1 ms or finer are taken as written
 COARSEST_STEP_EXPONENT = 6
 MAX_GUESSED_STEP_S = 10.0  # coarser rounding and no start that fits: the rows cannot be placed in time
+UNREADABLE_FIT_S = 1.0  # the readable rows' median distance from start_unix + elapsed_s, for the rest
 
 
 def rounding_step_s(times: np.ndarray) -> float | None:
@@ -68,3 +69,33 @@ def _offset(times: np.ndarray, elapsed: np.ndarray, step: float, start: float | 
     if start is not None and np.all(np.abs(start + elapsed - times) <= step / 2 + 1e-3):
         return start, True
     return float(np.median(times - elapsed)), False
+
+
+def times_from_start(
+    frame: pd.DataFrame, file: str, start_unix: float | None, records: str
+) -> tuple[pd.DataFrame, str | None]:
+    """The frame with each time_unix that reads as no number (a date a spreadsheet or another tool wrote
+    there, a damaged cell) rebuilt as start_unix + elapsed_s, where every such row has an elapsed_s, elapsed_s
+    never goes back (one session) and the readable rows fit that start (within UNREADABLE_FIT_S); and the
+    warning. `records`: the file whose start_unix it is. Otherwise the frame as it is."""
+    if start_unix is None or "elapsed_s" not in frame or "time_unix" not in frame:
+        return frame, None
+    times = frame["time_unix"].to_numpy(dtype=float)
+    elapsed = frame["elapsed_s"].to_numpy(dtype=float)
+    unreadable = ~np.isfinite(times)
+    if not unreadable.any() or not np.isfinite(elapsed[unreadable]).all():
+        return frame, None
+    if (np.diff(elapsed[np.isfinite(elapsed)]) < 0).any():
+        return frame, None  # a session resumed: its elapsed_s counts from its own start
+    readable = ~unreadable & np.isfinite(elapsed)
+    if (
+        readable.any()
+        and np.median(np.abs(times[readable] - (start_unix + elapsed[readable]))) > UNREADABLE_FIT_S
+    ):
+        return frame, None
+    fixed = frame.copy()
+    fixed["time_unix"] = np.where(unreadable, start_unix + elapsed, times)
+    return fixed, (
+        f"{file}: {int(unreadable.sum()):,} time_unix cell(s) read as no number (dates? seconds since 1970 "
+        f"belong there): rebuilt from elapsed_s and {records}'s start_unix"
+    )

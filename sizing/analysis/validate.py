@@ -28,7 +28,7 @@ from sizing.analysis.clock_steps import (
     phases_on_one_clock,
     said,
 )
-from sizing.analysis.coarse_times import times_from_elapsed
+from sizing.analysis.coarse_times import times_from_elapsed, times_from_start
 from sizing.analysis.signature import listed_gpus
 from sizing.model import RunData, number
 
@@ -89,6 +89,10 @@ def checked_and_mended(
     time_column = "start_unix" if file == PHASES_CSV else "time_unix"
     if time_column not in numeric:
         return numeric, problems, None
+    if file in (TELEMETRY_CSV, TRAINING_CSV):
+        records = RUN_JSON if file == TELEMETRY_CSV else TRAINING_JSON
+        numeric, rebuilt = times_from_start(numeric, file, start_unix, records)
+        problems += [rebuilt] if rebuilt else []
     times = numeric[time_column]
     if times.isna().any():
         problems.append(f"{file}: {int(times.isna().sum())} row(s) without a time left out")
@@ -123,6 +127,10 @@ def checked_and_mended(
     if repeated is not None and repeated.any():  # one sampler never stamps two rows alike: a file kept twice
         problems.append(f"{file}: {int(repeated.sum())} row(s) repeat an earlier row's time: the first kept")
         numeric = numeric[~repeated.to_numpy()]
+    twice = numeric.duplicated() if file == TRAINING_CSV else None
+    if twice is not None and twice.any():  # a step is logged once: a logger attached twice, a file kept twice
+        problems.append(f"{file}: {int(twice.sum())} row(s) repeat an earlier one, cell for cell: first kept")
+        numeric = numeric[~twice.to_numpy()]
     return numeric.reset_index(drop=True), problems, stepped
 
 

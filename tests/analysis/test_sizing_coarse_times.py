@@ -174,3 +174,44 @@ def test_a_run_saved_as_unicode_text_reads_as_recorded(tmp_path: Path) -> None:
     dashboard_runs.clear_caches()
     telemetry = dashboard_runs.read_telemetry(dashboard_runs.open_run_dir(gpu))
     assert len(telemetry) == len(load_run_dir(gpu).telemetry) > 0
+
+
+def as_dates(run_dir: Path) -> None:
+    """time_unix of both CSVs written as dates (a spreadsheet's cell format, another tool's ISO 8601)."""
+    for name, layout in (("telemetry.csv", "%Y-%m-%dT%H:%M:%S.%fZ"), ("training.csv", "%d/%m/%Y %H:%M:%S")):
+        path = run_dir / name
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        frame["time_unix"] = pd.to_datetime(frame["time_unix"].astype(float), unit="s").dt.strftime(layout)
+        frame.to_csv(path, index=False)
+
+
+def test_times_written_as_dates_are_rebuilt_from_elapsed_and_the_start(tmp_path: Path) -> None:
+    """Every row 'without a time left out': no step log, no energy. elapsed_s and the records' start_unix
+    place each row where it was taken."""
+    cpu, gpu = copies(tmp_path)
+    original = report(tmp_path, cpu, gpu)
+    recorded = load_run_dir(gpu)
+    as_dates(gpu)
+    found = report(tmp_path, cpu, gpu)
+    assert found["decision"]["options"][0]["line"] == original["decision"]["options"][0]["line"]
+    said = [w for w in found["warnings"] if "read as no number (dates?" in w]
+    assert len(said) == 2 and "run.json's start_unix" in said[0] + said[1], said
+    rebuilt = load_run_dir(gpu)
+    for name in ("telemetry", "training"):
+        before, after = getattr(recorded, name)["time_unix"], getattr(rebuilt, name)["time_unix"]
+        assert np.abs(after.to_numpy() - before.to_numpy()).max() < 1e-5
+    dashboard_runs.clear_caches()
+    assert len(dashboard_runs.read_training(dashboard_runs.open_run_dir(gpu))) == len(recorded.training)
+
+
+def test_unreadable_times_are_rebuilt_only_where_the_start_fits_them() -> None:
+    fit = coarse_times.UNREADABLE_FIT_S
+    rows = pd.DataFrame({"time_unix": [np.nan, 1001.0, np.nan], "elapsed_s": [0.0, 1.0, 2.0]})
+    for start, rebuilt in ((1000.0, True), (1000.0 - fit + 0.01, True), (1000.0 - fit - 0.01, False)):
+        found, said = coarse_times.times_from_start(rows, "telemetry.csv", start, "run.json")
+        assert (said is not None) is rebuilt, start
+        if rebuilt:
+            assert found["time_unix"].tolist() == pytest.approx([start, 1001.0, start + 2.0])
+    resumed = pd.DataFrame({"time_unix": [np.nan, np.nan, np.nan], "elapsed_s": [0.0, 1.0, 0.5]})
+    assert coarse_times.times_from_start(resumed, "training.csv", 1000.0, "training.json")[1] is None
+    assert coarse_times.times_from_start(rows, "telemetry.csv", None, "run.json")[1] is None

@@ -119,7 +119,9 @@ HOSTILE: dict[str, tuple[str, Callable[[Path], None], str]] = {
                                "training.json is not a JSON object"),
     "cut rows": ("training.csv", cut_rows, "training.csv: truncated last line ignored"),
     "bad cells": ("telemetry.csv", bad_cells, "telemetry.csv: 4 infinite cell(s) read as empty"),
-    "bad training cells": ("training.csv", bad_cells, "training.csv: 1 row(s) without a time left out"),
+    "bad training cells": ("training.csv", bad_cells, "training.csv: 1 time_unix cell(s) read as no "
+                           "number (dates? seconds since 1970 belong there): rebuilt from elapsed_s and "
+                           "training.json's start_unix"),
     "out of order": ("telemetry.csv", shuffled, "telemetry.csv: rows out of time order"),
     "times in ms": ("telemetry.csv", in_milliseconds,
                     "with a time_unix past the year 9999 left out (not seconds since 1970: milliseconds?)"),

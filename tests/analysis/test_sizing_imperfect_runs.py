@@ -256,3 +256,22 @@ def test_a_batch_size_its_own_count_contradicts_is_a_caveat_and_the_count_is_rea
         f"{GPU_RUN}: training.json's batch_size is 2 but its step log counts 8 examples a step" in c
         for c in decision["caveats"]
     ), decision["caveats"]
+
+
+def every_row_twice(run_dir: Path) -> None:
+    """training.csv with each row written twice (a logger attached twice)."""
+    path = run_dir / "training.csv"
+    header, *rows = path.read_text().splitlines(keepends=True)
+    path.write_text(header + "".join(row + row for row in rows))
+
+
+def test_a_step_log_written_twice_reads_as_written_once(tmp_path: Path) -> None:
+    """Its 17,436 rows were taken for as many steps: "holds steps 1–8,718 of the 17,436 training.json
+    records (a file cut at its head or tail?)", beside the honest 8,718 of training.json."""
+    decision, warnings = decision_of(tmp_path, gpu_change=every_row_twice)
+    control, _ = decision_of(tmp_path / "control")
+    assert decision["options"][0]["line"] == control["options"][0]["line"]
+    assert decision["caveats"] == control["caveats"]
+    said = " | ".join(warnings)
+    assert f"{GPU_RUN}: training.csv: 2229 row(s) repeat an earlier one, cell for cell: first kept" in said
+    assert "cut at its head or tail" not in said and "steps from training.csv" not in said

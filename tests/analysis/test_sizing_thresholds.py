@@ -98,6 +98,9 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - coarse_times.MAX_GUESSED_STEP_S = 10: a time_unix rounded to a power of ten above it, with no start_unix
   that fits, is not read; at or below it, rebuilt from elapsed_s with each session's median offset.
   Pinned: coarse_times::guess_stops_past
+- coarse_times.UNREADABLE_FIT_S = 1: time_unix cells that read as no number are rebuilt as start_unix +
+  elapsed_s where the readable rows lie within it of that (median). Pinned:
+  coarse_times::rebuilt_only_where_the_start_fits
 - clock_steps.MAX_CLOCK_STEPS = 3: a telemetry file whose time goes back at most this many times (a
   counter going on, or the step log set back as far) is on a clock set back, mended; more often, its rows
   are sorted. Pinned: clock_steps::most_steps_a_clock_takes
@@ -166,7 +169,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 73
+    assert len(found) == 74
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 

@@ -19,6 +19,8 @@ FINEST_STEP_EXPONENT = -3  # times that are multiples of 1 ms or finer are taken
 COARSEST_STEP_EXPONENT = 6
 MAX_GUESSED_STEP_S = 10.0  # coarser rounding and no start that fits: the rows cannot be placed in time
 UNREADABLE_FIT_S = 1.0  # the readable rows' median distance from start_unix + elapsed_s, for the rest
+ZONE_STEP_S = 900.0  # UTC offsets are whole quarter hours
+MAX_ZONE_OFFSET_S = 14 * 3600.0  # … from −12 h to +14 h
 
 
 def rounding_step_s(times: np.ndarray) -> float | None:
@@ -98,4 +100,35 @@ def times_from_start(
     return fixed, (
         f"{file}: {int(unreadable.sum()):,} time_unix cell(s) read as no number (dates? seconds since 1970 "
         f"belong there): rebuilt from elapsed_s and {records}'s start_unix"
+    )
+
+
+def times_in_another_zone(
+    frame: pd.DataFrame, file: str, start_unix: float | None, records: str
+) -> tuple[pd.DataFrame, str | None]:
+    """The frame with time_unix moved by a whole number of quarter hours (at most MAX_ZONE_OFFSET_S) where
+    its first session's time_unix − elapsed_s is the recorded start_unix off by exactly that, within
+    UNREADABLE_FIT_S (a clock read as local time: `datetime.utcnow().timestamp()`); and the warning.
+    Otherwise the frame as it is. `records`: the file whose start_unix it is."""
+    if start_unix is None or "elapsed_s" not in frame or "time_unix" not in frame or frame.empty:
+        return frame, None
+    times = frame["time_unix"].to_numpy(dtype=float)
+    elapsed = frame["elapsed_s"].to_numpy(dtype=float)
+    went_back = np.flatnonzero(np.diff(elapsed) < 0)
+    first = slice(0, int(went_back[0]) + 1 if went_back.size else len(times))  # a resumed session restarts
+    offsets = (times - elapsed)[first]
+    offsets = offsets[np.isfinite(offsets)]
+    if offsets.size == 0 or np.ptp(offsets) > UNREADABLE_FIT_S:
+        return frame, None
+    off = float(np.median(offsets)) - start_unix
+    zone = round(off / ZONE_STEP_S) * ZONE_STEP_S
+    if zone == 0 or abs(zone) > MAX_ZONE_OFFSET_S or abs(off - zone) > UNREADABLE_FIT_S:
+        return frame, None
+    fixed = frame.copy()
+    fixed["time_unix"] = times - zone
+    hours = f"{abs(zone) / 3600:g} h {'ahead of' if zone > 0 else 'behind'}"
+    moved = f"moved {'back' if zone > 0 else 'on'} {abs(zone):,.0f} s"
+    return fixed, (
+        f"{file}: time_unix is {hours} {records}'s start_unix + elapsed_s, to the second (a clock read as "
+        f"local time: datetime.utcnow().timestamp()?): {moved}"
     )

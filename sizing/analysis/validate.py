@@ -28,7 +28,7 @@ from sizing.analysis.clock_steps import (
     phases_on_one_clock,
     said,
 )
-from sizing.analysis.coarse_times import times_from_elapsed, times_from_start
+from sizing.analysis.coarse_times import times_from_elapsed, times_from_start, times_in_another_zone
 from sizing.analysis.signature import listed_gpus
 from sizing.model import RunData, number
 
@@ -92,7 +92,8 @@ def checked_and_mended(
     if file in (TELEMETRY_CSV, TRAINING_CSV):
         records = RUN_JSON if file == TELEMETRY_CSV else TRAINING_JSON
         numeric, rebuilt = times_from_start(numeric, file, start_unix, records)
-        problems += [rebuilt] if rebuilt else []
+        numeric, zoned = times_in_another_zone(numeric, file, start_unix, records)
+        problems += [note for note in (rebuilt, zoned) if note]
     times = numeric[time_column]
     if times.isna().any():
         problems.append(f"{file}: {int(times.isna().sum())} row(s) without a time left out")

@@ -215,3 +215,44 @@ def test_unreadable_times_are_rebuilt_only_where_the_start_fits_them() -> None:
     resumed = pd.DataFrame({"time_unix": [np.nan, np.nan, np.nan], "elapsed_s": [0.0, 1.0, 0.5]})
     assert coarse_times.times_from_start(resumed, "training.csv", 1000.0, "training.json")[1] is None
     assert coarse_times.times_from_start(rows, "telemetry.csv", None, "run.json")[1] is None
+
+
+def step_log_in_a_zone(seconds: float):
+    def change(run_dir: Path) -> None:
+        path = run_dir / "training.csv"
+        frame = pd.read_csv(path)
+        frame["time_unix"] += seconds
+        frame.to_csv(path, index=False)
+
+    return change
+
+
+@pytest.mark.parametrize("seconds", [3600.0, -5.5 * 3600])
+def test_a_step_log_stamped_in_local_time_is_moved_to_its_records_clock(
+    tmp_path: Path, seconds: float
+) -> None:
+    """`datetime.utcnow().timestamp()` reads UTC as local time: the step log fell an hour off its collector's
+    records ("their clocks disagree"), and the run lost its energy per example."""
+    cpu, gpu = copies(tmp_path)
+    original = report(tmp_path, cpu, gpu)
+    step_log_in_a_zone(seconds)(gpu)
+    found = report(tmp_path, cpu, gpu)
+    assert found["decision"]["options"][0]["line"] == original["decision"]["options"][0]["line"]
+    assert found["decision"]["caveats"] == original["decision"]["caveats"]
+    hours = f"{abs(seconds) / 3600:g} h {'ahead of' if seconds > 0 else 'behind'}"
+    assert any(
+        f"training.csv: time_unix is {hours} training.json's start_unix" in w for w in found["warnings"]
+    )
+
+
+def test_only_a_whole_quarter_hour_within_the_fit_and_the_zones_is_a_zone() -> None:
+    fit, step, most = coarse_times.UNREADABLE_FIT_S, coarse_times.ZONE_STEP_S, coarse_times.MAX_ZONE_OFFSET_S
+    cases = ((step + fit - 0.01, True), (step + fit + 0.01, False), (most, True), (most + step, False))
+    for off, moved in cases:
+        rows = pd.DataFrame({"time_unix": [1000.0 + off, 1001.0 + off], "elapsed_s": [0.0, 1.0]})
+        found, said = coarse_times.times_in_another_zone(rows, "training.csv", 1000.0, "training.json")
+        assert (said is not None) is moved, off
+        if moved:
+            assert found["time_unix"].tolist() == pytest.approx(
+                [1000.0 + off - round(off / step) * step] * 1 + [1001.0 + off - round(off / step) * step]
+            )

@@ -101,6 +101,11 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - coarse_times.UNREADABLE_FIT_S = 1: time_unix cells that read as no number are rebuilt as start_unix +
   elapsed_s where the readable rows lie within it of that (median). Pinned:
   coarse_times::rebuilt_only_where_the_start_fits
+- coarse_times.ZONE_STEP_S = 900: a step log whose time_unix − elapsed_s is its start_unix off by a whole
+  multiple of it (within UNREADABLE_FIT_S) is on a local-time clock, moved. Pinned:
+  coarse_times::whole_quarter_hour_within_the_fit
+- coarse_times.MAX_ZONE_OFFSET_S = 50400: … by at most it. Pinned:
+  coarse_times::whole_quarter_hour_within_the_fit
 - clock_steps.MAX_CLOCK_STEPS = 3: a telemetry file whose time goes back at most this many times (a
   counter going on, or the step log set back as far) is on a clock set back, mended; more often, its rows
   are sorted. Pinned: clock_steps::most_steps_a_clock_takes
@@ -169,7 +174,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 74
+    assert len(found) == 76
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 

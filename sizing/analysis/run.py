@@ -317,6 +317,12 @@ def analyse_run(
         warnings.append(note)
         unsure.append(note)
     hw = signature.hardware(meta, info, kind, state.signature, None if attribution_known else gpus)
+    sampled_cpus, cpus_note = runchecks.cpus_disagree(meta, telemetry)
+    if cpus_note:
+        hw = {**hw, "cpu_cores_logical": sampled_cpus}
+        note = f"{run.run_id}: {cpus_note}"
+        warnings.append(note)
+        unsure.append(note)
     tdp = prices.tdp_for(str(hw.get("host") or ""), str(hw.get("cpu_model") or ""))
     interval = number(meta.get("interval_s"))
     steady_energy, training_energy = (

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from runformat.bursts import bursts_hint, bursts_text, worth_saying
+from runformat.columns import core_indices
 from runformat.diskfull import DISK_FULL
 from runformat.progress import LOSS_NOT_FINITE_FROM_STEP
 from sizing.analysis import coverage
@@ -129,6 +130,21 @@ def batch_in_doubt(training: pd.DataFrame, training_info: dict) -> tuple[float |
         f"training.json's batch_size is {stated:,.0f} but its step log counts {counted:,.0f} examples a "
         "step: its examples/s and workload read the step log's count (a per-device batch given for the "
         "global one, or the other way?)"
+    )
+
+
+def cpus_disagree(meta: dict, telemetry: pd.DataFrame) -> tuple[int | None, str | None]:
+    """The logical CPUs the telemetry sampled (`cpu<N>_util_pct` columns with a reading) where run.json's
+    system records another count (a run.json from another host, an edited one), and the caveat; else
+    (None, None). The telemetry is the measurement."""
+    system = meta.get("system") if isinstance(meta.get("system"), dict) else {}
+    stated = number(system.get("cpu_cores_logical"))
+    read = [i for i in core_indices(telemetry.columns) if telemetry[f"cpu{i}_util_pct"].notna().any()]
+    if stated is None or not read or len(read) == stated:
+        return None, None
+    return len(read), (
+        f"run.json records {stated:,.0f} logical CPUs but its telemetry samples {len(read)} (cpu{read[0]}–"
+        f"cpu{read[-1]}): sized with the {len(read)} sampled (a run.json from another host?)"
     )
 
 

@@ -275,3 +275,31 @@ def test_a_step_log_written_twice_reads_as_written_once(tmp_path: Path) -> None:
     said = " | ".join(warnings)
     assert f"{GPU_RUN}: training.csv: 2229 row(s) repeat an earlier one, cell for cell: first kept" in said
     assert "cut at its head or tail" not in said and "steps from training.csv" not in said
+
+
+def records_cpus(logical: int) -> Callable[[Path], None]:
+    """run.json's system records `logical` logical CPUs (a run.json from another host)."""
+
+    def change(run_dir: Path) -> None:
+        path = run_dir / "run.json"
+        record = json.loads(path.read_text())
+        record["system"]["cpu_cores_logical"] = logical
+        path.write_text(json.dumps(record))
+
+    return change
+
+
+def test_a_cpu_count_the_telemetry_contradicts_is_a_caveat_and_the_sampled_count_is_read(
+    tmp_path: Path,
+) -> None:
+    """The baseline's run.json from a 64-CPU host over telemetry of 16: "The baseline is weak: its training
+    used 9.2 of 64 logical CPUs while other processes kept about 27.6 more busy", and no speedup."""
+    decision, _ = decision_of(tmp_path, cpu_change=records_cpus(64))
+    control, _ = decision_of(tmp_path / "control")
+    assert [o["line"] for o in decision["options"]] == [o["line"] for o in control["options"]]
+    assert decision["baseline"] == control["baseline"] and "16 logical CPUs" in decision["baseline"]
+    assert not any("weak" in c for c in decision["caveats"])
+    assert any(
+        f"{CPU_RUN}: run.json records 64 logical CPUs but its telemetry samples 16 (cpu0–cpu15)" in c
+        for c in decision["caveats"]
+    ), decision["caveats"]

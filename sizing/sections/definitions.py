@@ -197,7 +197,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"training its training.json records (the training began more than {RECORDS_SLACK_S:g} s before "
             "its start or after its end, or it names another device than training.json asks for: one of "
             "them copied from another run) is a caveat: the hardware, workload and settings they name may "
-            "not be the run's.",
+            "not be the run's. A run.json whose `system.cpu_cores_logical` its telemetry contradicts "
+            "(another count of `cpu<N>_util_pct` columns with a reading) is a caveat, and the run is sized "
+            "with the count the telemetry sampled.",
         ),
         (
             "Stability",

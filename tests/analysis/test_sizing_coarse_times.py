@@ -48,6 +48,16 @@ def report(tmp_path: Path, cpu: Path, gpu: Path) -> dict:
     return json.loads(out.read_text())
 
 
+def resized(tmp_path: Path, change) -> tuple[dict, dict, Path]:
+    """The report on copies of the two runs before and after `change` to the GPU run's, and its directory."""
+    cpu, gpu = copies(tmp_path)
+    original = report(tmp_path, cpu, gpu)
+    change(gpu)
+    found = report(tmp_path, cpu, gpu)
+    assert found["decision"]["options"][0]["line"] == original["decision"]["options"][0]["line"]
+    return original, found, gpu
+
+
 def speedup(found: dict) -> float | None:
     options = found["decision"]["options"]
     return options[0]["speedup"] if options else None
@@ -145,12 +155,8 @@ def as_a_semicolon_locale_saves(run_dir: Path) -> None:
 
 def test_a_run_saved_in_a_semicolon_locale_reads_as_recorded(tmp_path: Path) -> None:
     """It read "training.csv has no time_unix and step columns": no step log, no telemetry, no verdict."""
-    cpu, gpu = copies(tmp_path)
-    original = report(tmp_path, cpu, gpu)
-    recorded = load_run_dir(gpu)
-    as_a_semicolon_locale_saves(gpu)
-    found = report(tmp_path, cpu, gpu)
-    assert found["decision"]["options"][0]["line"] == original["decision"]["options"][0]["line"]
+    recorded = load_run_dir(EXAMPLES / GPU_RUN)
+    _, found, gpu = resized(tmp_path, as_a_semicolon_locale_saves)
     said = [w for w in found["warnings"] if "cells separated by ';' and ',' as the decimal mark (a spre" in w]
     assert len(said) == 3, found["warnings"]  # telemetry.csv, training.csv, phases.csv
     dashboard_runs.clear_caches()
@@ -188,12 +194,8 @@ def as_dates(run_dir: Path) -> None:
 def test_times_written_as_dates_are_rebuilt_from_elapsed_and_the_start(tmp_path: Path) -> None:
     """Every row 'without a time left out': no step log, no energy. elapsed_s and the records' start_unix
     place each row where it was taken."""
-    cpu, gpu = copies(tmp_path)
-    original = report(tmp_path, cpu, gpu)
-    recorded = load_run_dir(gpu)
-    as_dates(gpu)
-    found = report(tmp_path, cpu, gpu)
-    assert found["decision"]["options"][0]["line"] == original["decision"]["options"][0]["line"]
+    recorded = load_run_dir(EXAMPLES / GPU_RUN)
+    _, found, gpu = resized(tmp_path, as_dates)
     said = [w for w in found["warnings"] if "read as no number (dates?" in w]
     assert len(said) == 2 and "run.json's start_unix" in said[0] + said[1], said
     rebuilt = load_run_dir(gpu)
@@ -233,11 +235,7 @@ def test_a_step_log_stamped_in_local_time_is_moved_to_its_records_clock(
 ) -> None:
     """`datetime.utcnow().timestamp()` reads UTC as local time: the step log fell an hour off its collector's
     records ("their clocks disagree"), and the run lost its energy per example."""
-    cpu, gpu = copies(tmp_path)
-    original = report(tmp_path, cpu, gpu)
-    step_log_in_a_zone(seconds)(gpu)
-    found = report(tmp_path, cpu, gpu)
-    assert found["decision"]["options"][0]["line"] == original["decision"]["options"][0]["line"]
+    original, found, _ = resized(tmp_path, step_log_in_a_zone(seconds))
     assert found["decision"]["caveats"] == original["decision"]["caveats"]
     hours = f"{abs(seconds) / 3600:g} h {'ahead of' if seconds > 0 else 'behind'}"
     assert any(

@@ -67,7 +67,7 @@ def clock_steps(frame: pd.DataFrame, file: str, other: ClockSteps | None = None)
         ahead = other.forward() if other is not None else ()
         gaps = [i for i in gaps if _matches(usual_s - dt[i], ahead, usual_s)]
     else:
-        kept = _in_order_taken(frame, back, usual_s - dt[back] if back else np.array([]), usual_s, other)
+        kept = _in_order_taken(frame, back, usual_s - dt[back] if back else np.array([]), other)
         back = back if kept else []
         gaps = [i for i in gaps if _collector_on_time(frame, i + 1, usual_s)]
     found = sorted(back + gaps)
@@ -87,7 +87,7 @@ def _steps_go_on(frame: pd.DataFrame, times: np.ndarray, back: list[int]) -> boo
 
 
 def _in_order_taken(
-    frame: pd.DataFrame, back: list[int], moved: np.ndarray, usual_s: float, step_log: ClockSteps | None
+    frame: pd.DataFrame, back: list[int], moved: np.ndarray, step_log: ClockSteps | None
 ) -> bool:
     """A telemetry file's steps back are a clock's: at most MAX_CLOCK_STEPS, and a counter goes on across
     each or the step log went back as far."""
@@ -133,7 +133,7 @@ def _matches(moved: float, others: tuple[float, ...], usual_s: float) -> bool:
 
 
 def on_one_clock(frame: pd.DataFrame, steps: ClockSteps) -> pd.DataFrame:
-    """The frame with each row's time_unix (and elapsed_s, where it went back with it) moved on by the steps
+    """The frame with each row's time_unix (and elapsed_s, where it stepped with it) moved by the steps
     before it."""
     mended = frame.copy()
     shift = np.zeros(len(frame))

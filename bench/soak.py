@@ -59,8 +59,21 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
         data_dir = Path(tmp) / "data"
         command = [
-            sys.executable, "-m", "collect", "run", "--interval", args.interval, "--duration", duration,
-            "--data-dir", str(data_dir), "--no-echo", "--", "bash", "-c", TREE,
+            sys.executable,
+            "-m",
+            "collect",
+            "run",
+            "--interval",
+            args.interval,
+            "--duration",
+            duration,
+            "--data-dir",
+            str(data_dir),
+            "--no-echo",
+            "--",
+            "bash",
+            "-c",
+            TREE,
         ]
         path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
         env = {**os.environ, "PYTHONPATH": path}

@@ -227,8 +227,14 @@ def main(argv: list[str]) -> int:
 def _asks_progress(args: argparse.Namespace) -> bool:
     return any(
         getattr(args, name) is not None
-        for name in ("progress_regex", "progress_format", "workload_name", "batch", "precision",
-                     "flops_per_example")
+        for name in (
+            "progress_regex",
+            "progress_format",
+            "workload_name",
+            "batch",
+            "precision",
+            "flops_per_example",
+        )
     )
 
 

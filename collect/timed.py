@@ -56,22 +56,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--preset", choices=PRESET_NAMES, default="small")
     parser.add_argument(
-        "--framework", choices=tuple(FRAMEWORK_NAMES), default="tf",
+        "--framework",
+        choices=tuple(FRAMEWORK_NAMES),
+        default="tf",
         help="tf (Model Garden) or torch (torchvision)",
     )
     parser.add_argument(
         "--batch", type=int, help="batch per device (default: the preset's); global = N x this on N devices"
     )
     parser.add_argument(
-        "--procs", metavar="N[,N...]",
+        "--procs",
+        metavar="N[,N...]",
         help="torch: N data-parallel CPU processes (DDP over gloo); a list is a sweep, one run per count",
     )
     parser.add_argument(
-        "--gpus", metavar="N[,N...]|all",
+        "--gpus",
+        metavar="N[,N...]|all",
         help="N GPUs (torch DDP over NCCL, tf mirrored); a list is a sweep, one run per count",
     )
     parser.add_argument(
-        "--precision", choices=PRECISIONS,
+        "--precision",
+        choices=PRECISIONS,
         help="float32 (default, on both devices) or mixed (float16 on a GPU, bfloat16 on a CPU)",
     )
     add_node_options(parser)
@@ -88,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--verbose", action="store_true", help="show the training's output, not a progress line"
     )
     parser.add_argument(
-        "--tune", action="store_true",
+        "--tune",
+        action="store_true",
         help="first find the setting that feeds the device best in short trials, then train at it "
         "(docs/tuning.md)",
     )
@@ -96,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--tune-budget", metavar="DURATION", help="wall time for the trials (default 20%% of DURATION)"
     )
     parser.add_argument(
-        "--tune-space", metavar="LIST",
+        "--tune-space",
+        metavar="LIST",
         help="what --tune searches: batch,precision,threads,channels-last,compile,workers (default: "
         "what suits the device and framework)",
     )
@@ -118,11 +125,18 @@ def training_command(
 ) -> list[str]:
     """The training of one run; `setting` (a --tune run) replaces --batch and --precision."""
     command = [
-        sys.executable, "-m", "training", "train",
-        "--device", args.device,
-        "--duration", args.duration,
-        "--preset", args.preset,
-        "--data-dir", str(args.data_dir),
+        sys.executable,
+        "-m",
+        "training",
+        "train",
+        "--device",
+        args.device,
+        "--duration",
+        args.duration,
+        "--preset",
+        args.preset,
+        "--data-dir",
+        str(args.data_dir),
     ]
     if setting is not None:
         command += setting.train_args()
@@ -177,7 +191,9 @@ def check_gpu(framework: str = "tf") -> str | None:
     """None if the framework sees a GPU, else the one-line reason `training devices` gave."""
     probe = subprocess.run(
         [sys.executable, "-m", "training", "devices", "--require", "gpu", "--framework", framework],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if probe.returncode == 0:
         return None

@@ -7,9 +7,7 @@ from runformat import read_run
 from runformat.records import InferenceRecord
 
 
-def summary_lines(
-    result: SessionResult, peaks: dict[str, float], matching: str | None = None
-) -> list[str]:
+def summary_lines(result: SessionResult, peaks: dict[str, float], matching: str | None = None) -> list[str]:
     """The end-of-run summary, from the run directory's files and the peaks seen while sampling."""
     run_dir = result.run_dir
     head = f"Run {run_dir.name}: {result.end_reason} (exit code {result.exit_code}), {result.samples} samples"

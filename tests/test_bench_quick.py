@@ -34,7 +34,10 @@ def documented_names(script: Path) -> list[str]:
 
 def test_every_benchmark_is_found() -> None:
     assert {path.name for path in BENCHES} >= {
-        "dashboard_scale.py", "sampler_overhead.py", "soak.py", "train_throughput.py",
+        "dashboard_scale.py",
+        "sampler_overhead.py",
+        "soak.py",
+        "train_throughput.py",
     }
 
 
@@ -46,7 +49,12 @@ def test_benchmark_quick_mode(script: Path) -> None:
     env = {**os.environ, "PYTHONPATH": path}
     result = subprocess.run(
         [sys.executable, str(script), "--quick"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     last = result.stdout.strip().splitlines()[-1]

@@ -18,7 +18,10 @@ PRODUCT_PACKAGES = ("runformat", "collect", "training", "sizing", "dashboard", "
 def test_ruff_is_clean() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "--no-cache", "."],
-        cwd=REPO, capture_output=True, text=True, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 

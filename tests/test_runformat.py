@@ -66,12 +66,18 @@ def test_format_duration(seconds: float, text: str) -> None:
 def test_duration_cli_uses_only_the_standard_library() -> None:
     ok = subprocess.run(
         [sys.executable, "-S", "-m", "runformat", "duration", "1h30m"],
-        cwd=REPO, capture_output=True, text=True, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert (ok.returncode, ok.stdout.strip()) == (0, "5400")
     bad = subprocess.run(
         [sys.executable, "-S", "-m", "runformat", "duration", "-5m"],
-        cwd=REPO, capture_output=True, text=True, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert bad.returncode == 2
     assert len(bad.stderr.strip().splitlines()) == 1

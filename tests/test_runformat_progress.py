@@ -125,7 +125,8 @@ def test_step_rows_is_the_one_reading_of_the_step_log(tmp_path: Path) -> None:
     path.write_text("time_unix,loss_total\n1,2\n")
     assert step_rows(path) is None  # no step column
     path.write_text(
-        "\ufeff" + HEADER  # a BOM from a spreadsheet's save
+        "\ufeff"
+        + HEADER  # a BOM from a spreadsheet's save
         + "990.0,0.1,1,9.0\n"  # an earlier session
         + "1001.0,0.5,1,2.5\n"
         + "1002.0,1.0,2,\n"  # a loss not read at this step

@@ -146,9 +146,7 @@ def _write_run(
     if skipped:
         notes.append(f"{skipped} interval(s) missing from the recording")
     meta = {
-        **imported_run_header(
-            run_id, label or f"sysstat {host}", "cpu", host, interval, start, end
-        ),
+        **imported_run_header(run_id, label or f"sysstat {host}", "cpu", host, interval, start, end),
         "samples": len(times),
         "late_ticks": None,
         "skipped_ticks": skipped,

@@ -66,9 +66,7 @@ def telemetry_gaps(
             "the collector paused, or rows were lost): its verdict reads the rest")  # fmt: skip
 
 
-def telemetry_short(
-    steady: tuple[float, float] | None, recorded: tuple[float, float] | None
-) -> str | None:
+def telemetry_short(steady: tuple[float, float] | None, recorded: tuple[float, float] | None) -> str | None:
     """'telemetry covers 40% of its steady state (none in its first 180 s): …' where the telemetry's own
     span (`recorded`: the steady state clipped to it) leaves out more of the steady state within the
     training than coverage.COMPLETE_COVERAGE allows (a file cut at its head or tail); None otherwise."""
@@ -115,8 +113,10 @@ def foreign_run_json(meta: dict, training_info: dict) -> str | None:
             found.append(f"it says device {devices[0]}, training.json asked for {devices[1]}")
     if not found:
         return None
-    return (f"its run.json and training.json are not one run's ({'; '.join(found)}): one copied from "
-            "another run? The hardware, workload and settings they name may not be this run's")
+    return (
+        f"its run.json and training.json are not one run's ({'; '.join(found)}): one copied from "
+        "another run? The hardware, workload and settings they name may not be this run's"
+    )
 
 
 def batch_in_doubt(training: pd.DataFrame, training_info: dict) -> tuple[float | None, str | None]:

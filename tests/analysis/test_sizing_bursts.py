@@ -64,9 +64,9 @@ def test_one_write_read_in_parts_is_one_burst() -> None:
 
 @pytest.mark.parametrize(("gap_s", "bursty"), [(bursts.BURST_GAP_S, False),
                                                (bursts.BURST_GAP_S * (1 - BELOW), True)])  # fmt: skip
-def test_rows_less_than_the_gap_of_the_burst_limit_apart_came_in_one_write(gap_s: float, bursty: bool) -> (
-    None
-):
+def test_rows_less_than_the_gap_of_the_burst_limit_apart_came_in_one_write(
+    gap_s: float, bursty: bool
+) -> None:
     assert (bursts.burst_ends([0.0, gap_s, 1.0]) is not None) is bursty
 
 

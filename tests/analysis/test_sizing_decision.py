@@ -389,6 +389,7 @@ def test_an_idle_named_gpu_beside_a_busy_unnamed_one_says_the_record_may_be_wron
 
 def test_the_caveat_names_the_side_whose_spread_is_not_measured() -> None:
     """Repeats on one side only: 'One run a side' would say the repeated side was run once too."""
+
     def every_caveat(runs: list[RunData]) -> list[str]:
         ctx = build_report(runs, ReportSettings()).context
         return [text for _, text in dcv.caveats(ctx, dcv.gpu_options(ctx))]

@@ -109,8 +109,9 @@ def test_counter_and_power_that_disagree_are_flagged_in_the_headline() -> None:
     )
     assert any("differ by 33%" in w for w in data["warnings"])
     (option,) = data["decision"]["options"]  # the Decision's figure carries the same doubt
-    assert "J (doubtful: gpu0 energy counter (300.0 W) and integrated power (200.0 W) differ by 33%)" in (
-        option["line"]
+    assert (
+        "J (doubtful: gpu0 energy counter (300.0 W) and integrated power (200.0 W) differ by 33%)"
+        in (option["line"])
     )
     agreeing, data = report_json([reference_cpu(), fine_gpu()])
     assert "doubtful" not in agreeing[1]

@@ -229,6 +229,7 @@ def test_missing_out_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_command_line_entry_point(crafted_data_dir: Path, tmp_path: Path) -> None:
     """Through the interpreter, as `python -m sizing` and its alias `python -m dashboard report`."""
     out = tmp_path / "r.json"
+
     def interpreter(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, check=False,
                               timeout=60)  # fmt: skip

@@ -109,6 +109,7 @@ def test_system_info_records_the_quota_and_the_hypervisor_flag(tmp_path: Path) -
 def test_system_info_records_the_cpu_set_the_training_may_run_on(tmp_path: Path) -> None:
     """taskset, Slurm or a container's cpuset: the CPUs the collector (and the training it starts) may use."""
     proc = write_tree(tmp_path / "proc", {"self/cgroup": "0::/\n", "cpuinfo": "model name\t: Crafted\n"})
+
     def info(**affinity: object) -> dict:
         return system_info(proc, tmp_path / "sys", psutil_module=fake_psutil(), **affinity)
 

@@ -315,7 +315,11 @@ def test_unusable_data_dir_is_one_line_and_exit_2(
     head = ["timed", "10s"] if subcommand == "timed" else [subcommand]
     result = subprocess.run(
         [PYTHON, "-m", "collect", *head, "--data-dir", str(data_dir), *tail],
-        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and "--data-dir" in result.stderr, result.stderr
@@ -346,7 +350,11 @@ def test_unusable_dataset_or_preset_is_one_line_and_exit_2(
 def test_scripts_refuse_an_unwritable_data_dir_in_one_line(script: str) -> None:
     result = subprocess.run(
         [str(REPO / "scripts" / script), "10s", "--data-dir", "/proc/workbench-data"],
-        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "--data-dir" in result.stderr
@@ -358,7 +366,10 @@ def test_a_collector_whose_console_is_gone_records_the_whole_run(tmp_path: Path)
     args = ["run", "--duration", "1s", "--interval", "50ms", "--", "sleep", "5"]
     process = subprocess.Popen(
         [PYTHON, "-m", "collect", args[0], "--data-dir", str(tmp_path), *args[1:]],
-        cwd=REPO, stdout=write_end, stderr=write_end, start_new_session=True,
+        cwd=REPO,
+        stdout=write_end,
+        stderr=write_end,
+        start_new_session=True,
     )
     os.close(write_end)
     assert process.wait(timeout=30) == 124

@@ -101,8 +101,10 @@ def test_parse_scontrol_one_line() -> None:
     ("line", "reason"),
     [
         ("*** JOB 4711 ON node01 CANCELLED AT 2026-11-23T10:10:02 ***", "cancelled (scancel)"),
-        ("*** JOB 4711 ON node01 CANCELLED AT 2026-11-23T10:30:00 DUE TO TIME LIMIT ***",
-         "time limit (--time) reached"),
+        (
+            "*** JOB 4711 ON node01 CANCELLED AT 2026-11-23T10:30:00 DUE TO TIME LIMIT ***",
+            "time limit (--time) reached",
+        ),
         ("*** JOB 4711 ON node02 CANCELLED AT 2026-11-23T10:12:00 DUE TO NODE FAILURE ***", "node failure"),
         ("*** JOB 4711 ON node02 CANCELLED AT 2026-11-23T10:12:00 DUE TO PREEMPTION ***", "preempted"),
         ("*** JOB 99 ON node01 CANCELLED AT 2026-11-23T10:10:02 ***", None),  # another job's line
@@ -190,7 +192,9 @@ def test_record_stop_command_outside_slurm_is_one_line_exit_2(tmp_path: Path) ->
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     done = subprocess.run(
         [sys.executable, "-m", "collect.slurm", "record-stop", "--data-dir", str(tmp_path)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
         env={**env, "PYTHONPATH": str(Path(__file__).parents[2])},
     )
     assert done.returncode == 2
@@ -208,7 +212,10 @@ def test_signals_at_once_are_one_stop_for_the_collector(tmp_path: Path) -> None:
         "for i in $(seq 200); do sleep 0.05; done\n"
     )
     options = SessionOptions(
-        data_dir=tmp_path, interval_s=0.05, command=["bash", str(script)], echo_output=False,
+        data_dir=tmp_path,
+        interval_s=0.05,
+        command=["bash", str(script)],
+        echo_output=False,
         stop_grace_s=(1.5, 5.0),
     )
 

@@ -54,8 +54,13 @@ def test_cpu_utilization_from_proc_stat_deltas(tmp_path: Path) -> None:
     proc.joinpath("cpuinfo").write_text("processor : 0\ncpu MHz : 2000.0\nprocessor : 1\ncpu MHz : 3000.0\n")
     source = CpuSource(proc, tmp_path / "sys")
     assert source.columns() == [
-        "cpu_util_pct", "cpu_iowait_pct", "cpu_steal_pct",
-        "cpu0_util_pct", "cpu1_util_pct", "cpu_freq_mhz", "load1",
+        "cpu_util_pct",
+        "cpu_iowait_pct",
+        "cpu_steal_pct",
+        "cpu0_util_pct",
+        "cpu1_util_pct",
+        "cpu_freq_mhz",
+        "load1",
     ]
     source.prime(0.0)
     (proc / "stat").write_text(STAT_AFTER)

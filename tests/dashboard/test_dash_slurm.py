@@ -15,8 +15,15 @@ def test_run_details_show_the_slurm_job_and_its_stop(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path, host="node07", end_reason="interrupted")
     record = json.loads((run_dir / "run.json").read_text())
     record["system"]["slurm"] = {
-        "job_id": "4712", "array_job_id": "4711", "array_task_id": "1", "partition": "gpu",
-        "nodelist": "node07", "nnodes": 1, "node_rank": 0, "cpus_per_task": 16, "gpus": ["2", "3"],
+        "job_id": "4712",
+        "array_job_id": "4711",
+        "array_task_id": "1",
+        "partition": "gpu",
+        "nodelist": "node07",
+        "nnodes": 1,
+        "node_rank": 0,
+        "cpus_per_task": 16,
+        "gpus": ["2", "3"],
     }
     record["notes"] = ["stopped by Slurm: cancelled (scancel) (job state COMPLETING)"]
     (run_dir / "run.json").write_text(json.dumps(record))

@@ -106,8 +106,13 @@ PartitionName=cpu Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
         run = self.root / "run"
         subprocess.run(["mungekey", "-c", "-k", str(run / "munge.key")], check=True, capture_output=True)
         self._daemon(
-            "munged", "--foreground", "--force", f"--socket={run}/munge.socket",
-            f"--key-file={run}/munge.key", f"--pid-file={run}/munged.pid", f"--seed-file={run}/munged.seed",
+            "munged",
+            "--foreground",
+            "--force",
+            f"--socket={run}/munge.socket",
+            f"--key-file={run}/munge.key",
+            f"--pid-file={run}/munged.pid",
+            f"--seed-file={run}/munged.seed",
             f"--log-file={run}/munged.log",
         )
         self._wait_for(lambda: (run / "munge.socket").exists(), "munged's socket", timeout_s)

@@ -19,7 +19,11 @@ SCRIPTS = REPO / "scripts"
 def run_script(name: str, *args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(SCRIPTS / name), *args],
-        cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
         env={**os.environ, **env},
     )
 
@@ -102,8 +106,17 @@ def test_collect_cpu_short_run_end_to_end(cpu_script_run: Any) -> None:
     runs = list((tmp_path / "runs").iterdir())
     assert len(runs) == 1
     run_dir = runs[0]
-    for name in ("run.json", "telemetry.csv", "command.log", "training.csv", "training.json", "phases.csv",
-                 "eval.json", "detections/detections.json", "model/saved_model.pb"):
+    for name in (
+        "run.json",
+        "telemetry.csv",
+        "command.log",
+        "training.csv",
+        "training.json",
+        "phases.csv",
+        "eval.json",
+        "detections/detections.json",
+        "model/saved_model.pb",
+    ):
         assert (run_dir / name).exists(), name
     assert list((run_dir / "detections").glob("*.png"))
     assert list((run_dir / "checkpoints").glob("ckpt-*.index"))

@@ -106,9 +106,17 @@ def test_an_array_task_on_a_cpu_node_leaves_its_run_directory(
     data_dir.mkdir()
     out = tmp_path / "job-%A_%a.out"
     job_id, code = _submit(
-        cluster, "--array=0", "--cpus-per-task=2", f"--output={out}",
+        cluster,
+        "--array=0",
+        "--cpus-per-task=2",
+        f"--output={out}",
         _export(data_dir, DURATION="40s", NODE_TYPES="cpu"),
-        str(SBATCH), "--dataset", str(dataset), "--no-export", "--max-steps", "3",
+        str(SBATCH),
+        "--dataset",
+        str(dataset),
+        "--no-export",
+        "--max-steps",
+        "3",
         wait=True,
     )
     output = (tmp_path / f"job-{job_id}_0.out").read_text()
@@ -134,8 +142,13 @@ def test_scancel_mid_run_stops_it_like_ctrl_c(cluster: SlurmCluster, dataset: Pa
     data_dir.mkdir()
     out = tmp_path / "job-%j.out"
     job_id, code = _submit(
-        cluster, "--cpus-per-task=2", f"--output={out}", _export(data_dir, DURATION="10m"),
-        str(SBATCH), *_quick_steps(dataset), wait=False,
+        cluster,
+        "--cpus-per-task=2",
+        f"--output={out}",
+        _export(data_dir, DURATION="10m"),
+        str(SBATCH),
+        *_quick_steps(dataset),
+        wait=False,
     )
     assert code == 0
     _wait_for(lambda: _first_step_recorded(data_dir), "the first training step", 300, cluster)
@@ -171,8 +184,16 @@ def test_the_time_limit_warning_stops_the_run_with_the_reason(
     data_dir.mkdir()
     out = tmp_path / "job-%j.out"
     job_id, code = _submit(
-        cluster, "--cpus-per-task=2", "--time=2", "--signal=B:TERM@60", f"--output={out}",
-        _export(data_dir, DURATION="10m"), str(SBATCH), *_quick_steps(dataset), wait=True, timeout=300,
+        cluster,
+        "--cpus-per-task=2",
+        "--time=2",
+        "--signal=B:TERM@60",
+        f"--output={out}",
+        _export(data_dir, DURATION="10m"),
+        str(SBATCH),
+        *_quick_steps(dataset),
+        wait=True,
+        timeout=300,
     )
     output = (tmp_path / f"job-{job_id}.out").read_text()
     assert code == 130, output[-3000:] + cluster.logs()
@@ -193,7 +214,11 @@ def test_a_missing_shared_data_dir_fails_in_the_job_before_training(
 ) -> None:
     missing = tmp_path / "not-mounted"
     job_id, code = _submit(
-        cluster, "--cpus-per-task=1", f"--output={tmp_path / 'job-%j.out'}", _export(missing), str(SBATCH),
+        cluster,
+        "--cpus-per-task=1",
+        f"--output={tmp_path / 'job-%j.out'}",
+        _export(missing),
+        str(SBATCH),
         wait=True,
     )
     assert code != 0
@@ -210,7 +235,11 @@ def test_a_missing_shared_data_dir_fails_in_the_job_before_training(
 def _script(*args: str, **variables: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     return subprocess.run(
-        ["bash", str(SBATCH), *args], capture_output=True, text=True, check=False, timeout=60,
+        ["bash", str(SBATCH), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
         env={**env, "WORKBENCH_DIR": str(REPO), **variables},
     )
 
@@ -254,7 +283,7 @@ def test_many_nodes_get_one_torchrun_each_meeting_on_the_first_node(tmp_path: Pa
     done = _script(DRY_RUN="1", DATA_DIR=str(tmp_path), **nodes)
     assert done.returncode == 0, done.stderr
     assert "--nnodes 2 --rdzv-endpoint node07:29511 --rdzv-id 4711" in done.stdout
-    assert r'--node-rank\ \"\$SLURM_NODEID\"' in done.stdout  # quoted for the node's shell
+    assert r"--node-rank\ \"\$SLURM_NODEID\"" in done.stdout  # quoted for the node's shell
     tf = _script(DRY_RUN="1", DATA_DIR=str(tmp_path), FRAMEWORK="tf", **nodes)
     assert tf.returncode == 2
     assert tf.stderr.startswith("workbench.sbatch: error: 2 nodes need FRAMEWORK=torch")

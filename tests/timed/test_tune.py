@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 # Loaded by every Python process of the run through PYTHONPATH (sitecustomize): once the training imports
 # its torch backend, a step at batch >= 4 runs out of memory and torch.compile fails, as a GPU's allocator
 # and a broken compiler would. The product code is untouched.
-FAULTS = '''
+FAULTS = """
 import importlib.abc, importlib.util, sys
 
 class _Faults(importlib.abc.MetaPathFinder):
@@ -56,7 +56,7 @@ def _inject(module):
     torch.compile = broken_compile
 
 sys.meta_path.insert(0, _Faults())
-'''
+"""
 
 
 def _runs(data_dir: Path) -> list[dict]:

@@ -1,5 +1,5 @@
-"""Which GPU the training used, by UUID, in CUDA's order (PCI bus order under CUDA_DEVICE_ORDER=PCI_BUS_ID).
-"""
+"""Which GPU the training used, by UUID, in CUDA's order (PCI bus order under
+CUDA_DEVICE_ORDER=PCI_BUS_ID)."""
 
 from __future__ import annotations
 

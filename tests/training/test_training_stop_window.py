@@ -27,8 +27,13 @@ print("survived the late signal", flush=True)
 
 def _run(late_after_s: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(late_after_s)], capture_output=True, text=True, check=False,
-        cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120,
+        [sys.executable, "-c", SCRIPT, str(late_after_s)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        timeout=120,
     )
 
 

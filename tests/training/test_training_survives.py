@@ -50,10 +50,26 @@ def _timed_run(data_dir: Path, dataset: Path) -> subprocess.Popen[str]:
     """`collect timed` as the scripts start it, in its own session so our signals reach it alone."""
     return subprocess.Popen(
         [
-            sys.executable, "-m", "collect", "timed", "5m", "--framework", "torch", "--no-export",
-            "--interval", "0.5s", "--data-dir", str(data_dir), "--dataset", str(dataset),
+            sys.executable,
+            "-m",
+            "collect",
+            "timed",
+            "5m",
+            "--framework",
+            "torch",
+            "--no-export",
+            "--interval",
+            "0.5s",
+            "--data-dir",
+            str(data_dir),
+            "--dataset",
+            str(dataset),
         ],
-        cwd=REPO, env=training_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO,
+        env=training_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
     )
 
@@ -121,10 +137,26 @@ def test_a_closed_console_does_not_stop_the_training(tmp_path: Path, tiny_datase
     run_dir = tmp_path / "run"
     process = subprocess.Popen(
         [
-            sys.executable, "-m", "training", "train", "--framework", "torch", "--run-dir", str(run_dir),
-            "--dataset", str(tiny_dataset), "--max-steps", "4", "--no-export", "--duration", "5m",
+            sys.executable,
+            "-m",
+            "training",
+            "train",
+            "--framework",
+            "torch",
+            "--run-dir",
+            str(run_dir),
+            "--dataset",
+            str(tiny_dataset),
+            "--max-steps",
+            "4",
+            "--no-export",
+            "--duration",
+            "5m",
         ],
-        cwd=REPO, env=training_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=REPO,
+        env=training_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     assert process.stdout is not None and process.stderr is not None
     process.stdout.readline()
@@ -148,11 +180,29 @@ def test_a_failed_training_records_how_far_it_got(tmp_path: Path, tiny_dataset: 
     run_dir = tmp_path / "run"
     done = subprocess.run(
         [
-            sys.executable, "-m", "training", "train", "--framework", "torch", "--run-dir", str(run_dir),
-            "--dataset", str(tiny_dataset), "--no-export", "--duration", "5m", "--checkpoint-every", "1h",
-            "--batch", "1",  # the ~30 steps to fill the file, at half the cost
+            sys.executable,
+            "-m",
+            "training",
+            "train",
+            "--framework",
+            "torch",
+            "--run-dir",
+            str(run_dir),
+            "--dataset",
+            str(tiny_dataset),
+            "--no-export",
+            "--duration",
+            "5m",
+            "--checkpoint-every",
+            "1h",
+            "--batch",
+            "1",  # the ~30 steps to fill the file, at half the cost
         ],
-        cwd=REPO, env=training_env(), capture_output=True, text=True, timeout=600,
+        cwd=REPO,
+        env=training_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
         preexec_fn=_limit_file_size,
     )
     assert done.returncode == 1, done.stderr[-2000:]

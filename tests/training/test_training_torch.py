@@ -25,6 +25,7 @@ from training.inference.measure import PHASE_DURATION_S
 
 pytestmark = pytest.mark.slow
 
+
 def _rows(path: Path) -> list[dict[str, str]]:
     with path.open(newline="") as handle:
         return list(csv.DictReader(handle))
@@ -153,8 +154,20 @@ def test_onnxruntime_reuses_its_conversion_and_refuses_in_one_line_what_it_canno
 def test_sigterm_stops_with_a_checkpoint_and_the_run_resumes(torch_run: dict, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     command = [
-        sys.executable, "-m", "training", "train", "--framework", "torch", "--run-dir", str(run_dir),
-        "--dataset", str(torch_run["dataset"]), "--duration", "10m", "--checkpoint-every", "10ms",
+        sys.executable,
+        "-m",
+        "training",
+        "train",
+        "--framework",
+        "torch",
+        "--run-dir",
+        str(run_dir),
+        "--dataset",
+        str(torch_run["dataset"]),
+        "--duration",
+        "10m",
+        "--checkpoint-every",
+        "10ms",
     ]  # fmt: skip  (a checkpoint after every step: more than the 3 kept)
     process = subprocess.Popen(
         command, cwd=REPO, env=torch_run["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

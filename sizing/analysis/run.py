@@ -94,6 +94,14 @@ class RunAnalysis:
 WORKED_UTIL_PCT = 1.0  # a GPU whose mean utilization is below this did no work
 
 
+def parallel_devices(info: dict, kind: str, telemetry: pd.DataFrame) -> int:
+    """Devices trained data-parallel: training.json `world_size`, else a GPU run's GPUs that did work."""
+    stated = number(info.get("world_size"))
+    if stated is not None and stated >= 1:
+        return int(stated)
+    return max(1, len(busy_gpus(telemetry, gpu_indices(telemetry)))) if kind == "gpu" else 1
+
+
 class Charged(NamedTuple):
     """The gpu<i> column indices whose energy is the run's (the GPUs the training used), how that was
     decided, whether the run says so (False: every GPU is charged because it does not), and training.json
@@ -249,10 +257,14 @@ def analyse_run(
     """`head_of_job`: node 0 of a multi-node training whose nodes are read together (sizing.analysis.jobs), so
     the one-node warning is left out."""
     meta, info, telemetry = run.meta, run.training_info, run.telemetry
-    counted_batch, batch_doubt = runchecks.batch_in_doubt(run.training, info)
-    info = {**info, "batch_size": counted_batch} if batch_doubt else info
     kind = signature.device_kind(meta, info, telemetry)
+    counted_batch, batch_note, batch_doubt = runchecks.batch_in_doubt(
+        run.training, info, parallel_devices(info, kind, telemetry)
+    )
+    info = {**info, "batch_size": counted_batch} if counted_batch else info
     warnings = list(run.warnings)
+    if batch_note and not batch_doubt:
+        warnings.append(f"{run.run_id}: {batch_note}")
     mismatch = signature.asked_for_a_gpu_ran_on_cpu(meta, info)
     if mismatch:
         warnings.append(f"{run.run_id}: {mismatch}")
@@ -275,7 +287,7 @@ def analyse_run(
     rose = runchecks.loss_rose(run.training)
     short = None if apart else runchecks.telemetry_short(whole_steady, steady)
     foreign = runchecks.foreign_run_json(meta, info)
-    notes = (batch_doubt, apart, rose, short, foreign)
+    notes = (batch_note if batch_doubt else None, apart, rose, short, foreign)
     unsure = [f"{run.run_id}: {note}" for note in notes if note]  # warned, caveats
     charged = charged_gpu_columns(run, kind)
     gpus, attribution, attribution_known = charged.columns, charged.how, charged.known

@@ -119,17 +119,34 @@ def foreign_run_json(meta: dict, training_info: dict) -> str | None:
     )
 
 
-def batch_in_doubt(training: pd.DataFrame, training_info: dict) -> tuple[float | None, str | None]:
+def batch_in_doubt(
+    training: pd.DataFrame, training_info: dict, devices: int = 1
+) -> tuple[float | None, str | None, bool]:
     """The examples a step the step log's `examples` column counts, where that count is BATCH_DOUBT_SHARE or
-    more off training.json's batch_size (a job's --batch given as its per-device batch, a record edited),
-    and the caveat; else (None, None). The count is the job's own measurement; the batch size was typed."""
+    more off training.json's batch_size; what to say; and whether it is a caveat. A count that is one of
+    `devices` data-parallel devices' share of the batch size (a job counting on its first rank) leaves the
+    batch size as recorded, said (None, note, False); any other count is read for it (a job's --batch given
+    as its per-device batch, a record edited): (count, caveat, True). (None, None, False) when they agree."""
     stated, counted = number(training_info.get("batch_size")), counted_batch(training)
     if stated is None or stated <= 0 or not counted or abs(counted - stated) < BATCH_DOUBT_SHARE * stated:
-        return None, None
-    return counted, (
-        f"training.json's batch_size is {stated:,.0f} but its step log counts {counted:,.0f} examples a "
-        "step: its examples/s and workload read the step log's count (a per-device batch given for the "
-        "global one, or the other way?)"
+        return None, None, False
+    if devices > 1 and abs(counted * devices - stated) < BATCH_DOUBT_SHARE * stated:
+        return (
+            None,
+            (
+                f"its step log counts {counted:,.0f} examples a step, one of {devices} devices' share of "
+                f"training.json's batch_size {stated:,.0f}: the batch size read as recorded"
+            ),
+            False,
+        )
+    return (
+        counted,
+        (
+            f"training.json's batch_size is {stated:,.0f} but its step log counts {counted:,.0f} examples a "
+            "step: its examples/s and workload read the step log's count (a per-device batch given for the "
+            "global one, or the other way?)"
+        ),
+        True,
     )
 
 

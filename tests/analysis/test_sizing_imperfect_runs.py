@@ -303,3 +303,21 @@ def test_a_cpu_count_the_telemetry_contradicts_is_a_caveat_and_the_sampled_count
         f"{CPU_RUN}: run.json records 64 logical CPUs but its telemetry samples 16 (cpu0–cpu15)" in c
         for c in decision["caveats"]
     ), decision["caveats"]
+
+
+def test_a_count_of_one_devices_share_leaves_the_recorded_batch(tmp_path: Path) -> None:
+    """A data-parallel job counting examples on its first rank (2 a step of its 4 ranks' 8): the count is one
+    device's, so training.json's batch size stands, said once, not a caveat."""
+
+    def per_rank(run_dir: Path) -> None:
+        counts_examples(2)(run_dir)
+        path = run_dir / "training.json"
+        record = json.loads(path.read_text())
+        path.write_text(json.dumps({**record, "batch_size": 8, "world_size": 4}))
+
+    decision, warnings = decision_of(tmp_path, gpu_change=per_rank)
+    control, _ = decision_of(tmp_path / "control")
+    assert decision["options"][0]["speedup"] == pytest.approx(4 * control["options"][0]["speedup"], rel=0.01)
+    assert not any("batch_size is" in c for c in decision["caveats"])
+    assert any("counts 2 examples a step, one of 4 devices' share of training.json's batch_size 8" in w
+               for w in warnings)  # fmt: skip

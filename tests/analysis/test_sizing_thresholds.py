@@ -494,6 +494,6 @@ def test_a_batch_size_is_in_doubt_from_batch_doubt_share() -> None:
     share = runchecks.BATCH_DOUBT_SHARE
     for stated, counted, doubt in ((10, 10 * (1 + share), True), (11, 10, False), (10, 9, True)):
         log = pd.DataFrame({"step": [1.0, 2.0, 3.0], "examples": [counted, 2 * counted, 3 * counted]})
-        found, said = runchecks.batch_in_doubt(log, {"batch_size": stated})
+        found, said, _ = runchecks.batch_in_doubt(log, {"batch_size": stated})
         assert (said is not None) is doubt, (stated, counted)
         assert found == (counted if doubt else None)

@@ -33,6 +33,7 @@ from runformat.bursts import burst_ends, bursts_hint, bursts_text, worth_saying
 from runformat.cli import USAGE_ERROR
 from runformat.duration import parse_interval
 from runformat.progress import step_rows
+from runformat.records import MIN_FLOPS_PER_EXAMPLE
 
 NO_GPU = 1
 SHOWN_LAST_LINES = 8
@@ -90,6 +91,11 @@ def options_problem(args: argparse.Namespace, command: list[str]) -> str | None:
     flops = args.flops_per_example
     if flops is not None and not (math.isfinite(flops) and flops > 0):
         return f"--flops-per-example {flops:g}: expected a number of FLOPs > 0 (e.g. 7.8e9)"
+    if flops is not None and flops < MIN_FLOPS_PER_EXAMPLE:
+        return (
+            f"--flops-per-example {flops:g}: fewer FLOPs than any network's training example "
+            f"({MIN_FLOPS_PER_EXAMPLE:g}): give FLOPs, not GFLOPs (e.g. 7.8e9)"
+        )
     return data_dir_problem(args.data_dir) or command_problem(command)
 
 

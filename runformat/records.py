@@ -109,6 +109,9 @@ class RunRecord:
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
+MIN_FLOPS_PER_EXAMPLE = 1e5  # fewer than any network's training example: a count in GFLOPs or TFLOPs
+
+
 @dataclass(frozen=True)
 class FlopsRecord:
     """training.json `flops`: the model's FLOPs per example and how they were counted."""

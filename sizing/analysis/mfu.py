@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from runformat.records import MIN_FLOPS_PER_EXAMPLE
 from sizing.analysis import peaks
 from sizing.analysis.signature import precision_class
 from sizing.analysis.throughput import Throughput
@@ -36,6 +37,15 @@ def _flops(info: dict) -> tuple[float | None, str | None, str | None]:
         return None, method, f"training.json's FLOP count is missing ({why})"
     if per_example <= 0:
         return None, method, "training.json flops.per_example is not a positive number"
+    if per_example < MIN_FLOPS_PER_EXAMPLE:
+        return (
+            None,
+            method,
+            (
+                f"training.json flops.per_example {per_example:g} is fewer FLOPs than any network's training "
+                f"example ({MIN_FLOPS_PER_EXAMPLE:g}): a count in GFLOPs? (give FLOPs: e.g. 7.8e9)"
+            ),
+        )
     return per_example, method, None
 
 

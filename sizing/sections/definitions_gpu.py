@@ -3,6 +3,7 @@ of sizing.sections.definitions and, like it, copied verbatim into docs/sizing.md
 
 from __future__ import annotations
 
+from runformat.records import MIN_FLOPS_PER_EXAMPLE
 from sizing.analysis import bottleneck as b
 from sizing.analysis import gpu_settings as gsets
 from sizing.analysis import gpu_state as gs
@@ -97,7 +98,9 @@ def gpu_definitions(t: Thresholds) -> tuple[tuple[str, str], ...]:
             "no peak for (TF32 or BF16 on a V100 or T4), "
             "a CPU without recorded vector flags or clock, an ARM CPU, or a run without a FLOP count: MFU "
             "not known, with the reason; never a guess. Nor is a result above 100 % of the peak, which no "
-            "run reaches: the FLOP count or the peak does not fit the run, and the reason says so.",
+            "run reaches: the FLOP count or the peak does not fit the run, and the reason says so; nor one "
+            f"from a FLOP count under {MIN_FLOPS_PER_EXAMPLE:g} a training example, fewer than any "
+            "network's: a count in GFLOPs.",
         ),
         (
             "Why the GPU is not at its limit",

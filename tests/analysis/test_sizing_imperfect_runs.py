@@ -321,3 +321,18 @@ def test_a_count_of_one_devices_share_leaves_the_recorded_batch(tmp_path: Path) 
     assert not any("batch_size is" in c for c in decision["caveats"])
     assert any("counts 2 examples a step, one of 4 devices' share of training.json's batch_size 8" in w
                for w in warnings)  # fmt: skip
+
+
+def test_a_flop_count_in_gflops_gives_no_mfu_and_says_why(tmp_path: Path) -> None:
+    """26.6 (GFLOPs) for 2.66e10 FLOPs a training example: the headline read "MFU 0.0000000003 %: GPU
+    underused", a figure no training reaches. Fewer FLOPs than any network's example is a unit slip."""
+
+    def in_gflops(run_dir: Path) -> None:
+        path = run_dir / "training.json"
+        record = json.loads(path.read_text())
+        record["flops"]["per_example"] = round(record["flops"]["per_example"] / 1e9, 1)
+        path.write_text(json.dumps(record))
+
+    decision, _ = decision_of(tmp_path, gpu_change=in_gflops)
+    (option,) = decision["options"]
+    assert option["mfu"] is None and "MFU not known" in option["line"], option["line"]

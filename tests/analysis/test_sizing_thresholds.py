@@ -106,6 +106,8 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
   coarse_times::whole_quarter_hour_within_the_fit
 - coarse_times.MAX_ZONE_OFFSET_S = 50400: … by at most it. Pinned:
   coarse_times::whole_quarter_hour_within_the_fit
+- records.MIN_FLOPS_PER_EXAMPLE = 100000: a FLOP count per training example below it (a count in GFLOPs)
+  gives no MFU, said. Pinned: here
 - clock_steps.MAX_CLOCK_STEPS = 3: a telemetry file whose time goes back at most this many times (a
   counter going on, or the step log set back as far) is on a clock set back, mended; more often, its rows
   are sorted. Pinned: clock_steps::most_steps_a_clock_takes
@@ -167,14 +169,16 @@ def resolve(name: str) -> float:
     owner, attribute = name.split(".")
     if owner == "Thresholds":
         return getattr(T, attribute)
-    packages = {"model": "sizing", "decision": "sizing.sections", "bursts": "runformat"}
+    packages = {
+        "model": "sizing", "decision": "sizing.sections", "bursts": "runformat", "records": "runformat"
+    }  # fmt: skip
     package = packages.get(owner, "sizing.analysis")
     return getattr(importlib.import_module(f"{package}.{owner}"), attribute)
 
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 76
+    assert len(found) == 77
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 
@@ -198,8 +202,6 @@ def cores(n: int, busy: dict[int, float], rest: float = 2.0) -> dict[str, float]
 
 
 # Verdicts (sizing.analysis.bottleneck)
-
-BELOW = 0.01  # the step just past a boundary; the boundary itself is hit exactly
 
 
 @pytest.mark.parametrize(
@@ -497,3 +499,12 @@ def test_a_batch_size_is_in_doubt_from_batch_doubt_share() -> None:
         found, said, _ = runchecks.batch_in_doubt(log, {"batch_size": stated})
         assert (said is not None) is doubt, (stated, counted)
         assert found == (counted if doubt else None)
+
+
+def test_a_flop_count_below_min_flops_per_example_gives_no_mfu() -> None:
+    from runformat.records import MIN_FLOPS_PER_EXAMPLE
+    from sizing.analysis import mfu
+
+    for per_example, known in ((MIN_FLOPS_PER_EXAMPLE, True), (MIN_FLOPS_PER_EXAMPLE * (1 - BELOW), False)):
+        found, _, reason = mfu._flops({"flops": {"per_example": per_example}})
+        assert (found is not None) is known and (reason is None) is known, per_example

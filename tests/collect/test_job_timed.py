@@ -263,6 +263,12 @@ def test_gpu_problems_are_one_line_and_exit_1_before_anything_is_recorded(
         (["--precision", "_bf16"], [PY], "--precision '_bf16': expected a dtype name"),
         (["--flops-per-example", "0"], [PY], "--flops-per-example 0: expected a number of FLOPs > 0"),
         (["--flops-per-example", "nan"], [PY], "--flops-per-example nan: expected a number of FLOPs > 0"),
+        (
+            ["--flops-per-example", "26.6"],
+            [PY],
+            "--flops-per-example 26.6: fewer FLOPs than any network's "
+            "training example (100000): give FLOPs, not GFLOPs (e.g. 7.8e9)",
+        ),  # 26.6 GFLOPs meant
         ([], ["no-such-program-xyz"], "no-such-program-xyz: command not found"),
         (["--preset", "small"], [PY], "unrecognized arguments: --preset small"),
     ],

@@ -17,6 +17,7 @@ from runformat import columns
 HOURS_PER_YEAR = 8760.0
 DEFAULT_UTILISATION = 1.0
 JOULES_PER_KWH = 3.6e6
+MAX_TARIFF_USD_PER_KWH = 5.0  # no grid charges more: a tariff above it was given in cents
 
 
 class UsageError(Exception):
@@ -87,6 +88,12 @@ class Prices:
             if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
                 bound = "≥ 0" if zero_ok else "> 0"
                 found.append(f"{name} must be a number {bound}, got {value!r}")
+        tariff = self.tariff_per_kwh
+        if tariff is not None and math.isfinite(tariff) and tariff > MAX_TARIFF_USD_PER_KWH:
+            found.append(
+                f"tariff {tariff:g} USD per kWh is above any grid's price (at most "
+                f"{MAX_TARIFF_USD_PER_KWH:g}): cents given? ({tariff / 100:g} USD)"
+            )
         if not (math.isfinite(self.idle_fraction) and 0 <= self.idle_fraction < 1):
             found.append(f"idle fraction must be ≥ 0 and < 1, got {self.idle_fraction!r}")
         if not (math.isfinite(self.utilisation) and 0 < self.utilisation <= 1):

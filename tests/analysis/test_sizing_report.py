@@ -170,6 +170,7 @@ def test_cpu_tdp_estimate_is_marked(tmp_path: Path) -> None:
         (["../examples/ref-cpu"], "unknown run"),
         (["ref-cpu", "--tariff", "-1"], "--tariff"),
         (["ref-cpu", "--tariff", "cheap"], "--tariff"),
+        (["ref-cpu", "--tariff", "15"], "tariff 15 USD per kWh is above any grid's price (at most 5): cents"),
         (["ref-cpu", "--amortise-years", "0"], "--amortise-years"),
         (["ref-cpu", "--gpu-price", "nan"], "--gpu-price"),
         (["ref-cpu", "--temp-threshold", "inf"], "--temp-threshold"),

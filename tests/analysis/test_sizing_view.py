@@ -70,6 +70,9 @@ def test_bad_settings_and_bad_runs_become_notes(crafted_data_dir: Path) -> None:
     assert "tariff must be a number ≥ 0" in all_text(
         sizing_view.sizing_content(crafted_data_dir, ["ref-cpu"], values)
     )
+    values[0] = 15  # cents
+    content = sizing_view.sizing_content(crafted_data_dir, ["ref-cpu"], values)
+    assert "cents given? (0.15 USD)" in all_text(content)
     bare = reference_cpu("bare")
     write_run(
         crafted_data_dir / "runs",

@@ -18,6 +18,7 @@ HOURS_PER_YEAR = 8760.0
 DEFAULT_UTILISATION = 1.0
 JOULES_PER_KWH = 3.6e6
 MAX_TARIFF_USD_PER_KWH = 5.0  # no grid charges more: a tariff above it was given in cents
+MAX_AMORTISE_YEARS = 20.0  # no accelerator is kept longer: a life above it was given in months
 
 
 class UsageError(Exception):
@@ -93,6 +94,12 @@ class Prices:
             found.append(
                 f"tariff {tariff:g} USD per kWh is above any grid's price (at most "
                 f"{MAX_TARIFF_USD_PER_KWH:g}): cents given? ({tariff / 100:g} USD)"
+            )
+        years = self.amortise_years
+        if math.isfinite(years) and years > MAX_AMORTISE_YEARS:
+            found.append(
+                f"amortisation years {years:g} is longer than any hardware's life (at most "
+                f"{MAX_AMORTISE_YEARS:g}): months given? ({years / 12:g} years)"
             )
         if not (math.isfinite(self.idle_fraction) and 0 <= self.idle_fraction < 1):
             found.append(f"idle fraction must be ≥ 0 and < 1, got {self.idle_fraction!r}")

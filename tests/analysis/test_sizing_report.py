@@ -172,6 +172,7 @@ def test_cpu_tdp_estimate_is_marked(tmp_path: Path) -> None:
         (["ref-cpu", "--tariff", "cheap"], "--tariff"),
         (["ref-cpu", "--tariff", "15"], "tariff 15 USD per kWh is above any grid's price (at most 5): cents"),
         (["ref-cpu", "--amortise-years", "0"], "--amortise-years"),
+        (["ref-cpu", "--amortise-years", "36"], "than any hardware's life (at most 20): months given? (3"),
         (["ref-cpu", "--gpu-price", "nan"], "--gpu-price"),
         (["ref-cpu", "--temp-threshold", "inf"], "--temp-threshold"),
         (["ref-cpu", "--target-steps", "1.5"], "--target-steps"),

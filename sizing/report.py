@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 from sizing.analysis import compare as cmp
-from sizing.analysis import concurrency, validity
+from sizing.analysis import concurrency, money, validity
 from sizing.analysis import tuning as tn
 from sizing.analysis.copies import fold_copies
 from sizing.analysis.headroom import group_phrase
 from sizing.analysis.jobs import Job, analyse_job, gather_jobs
 from sizing.analysis.run import RunAnalysis, analyse_run
+from sizing.analysis.signature import listed_gpus
 from sizing.analysis.throughput import common_target_loss
 from sizing.analysis.validate import nothing_to_size, validated_run
 from sizing.context import ReportContext, ReportSettings
@@ -80,6 +81,8 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
         raise UsageError(problems[0])
     if settings.baseline is not None and settings.baseline not in {r.run_id for r in runs}:
         raise UsageError(f"baseline {settings.baseline!r} is not one of the runs in the report")
+    prices, price_notes = money.named_gpu_prices(settings.prices, gpu_models(runs))
+    settings = replace(settings, prices=prices)
     runs, copied = fold_copies(runs, settings.baseline)
     folded = tn.fold_trials(runs)
     if settings.baseline in folded.trial_of:
@@ -101,7 +104,7 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
         settings, tuple(runs), analyses, groups, baseline, comparisons, target_loss, left_out, tuned, unsized
     )
     unsized_notes = [f"{why}: left out of the report" for why in unsized]
-    warnings = [*copied, *folded.notes, *unsized_notes, *job_notes,
+    warnings = [*price_notes, *copied, *folded.notes, *unsized_notes, *job_notes,
                 *(w for a in analyses for w in a.warnings), *validity_warnings(ctx)]  # fmt: skip
     return Report(
         title="Is the GPU worth it? Sizing report",
@@ -113,6 +116,16 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
         warnings=tuple(dict.fromkeys(warnings)),
         context=ctx,
     )
+
+
+def gpu_models(runs: Sequence[RunData]) -> list[str]:
+    """The GPU models the runs name (run.json system.gpus, else training.json gpu_names)."""
+    found = []
+    for run in runs:
+        found += [str(g.get("name")) for g in listed_gpus(run.meta) if g.get("name")]
+        names = run.training_info.get("gpu_names") if isinstance(run.training_info, dict) else None
+        found += [str(n) for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    return found
 
 
 def sizable_runs(

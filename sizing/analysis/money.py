@@ -8,7 +8,8 @@ years × 8,760 h × utilisation) is "does not pay back", not a number.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from sizing.model import HOURS_PER_YEAR, Prices
 from sizing.text import fmt_usd
@@ -41,6 +42,30 @@ class HardwarePrice:
 def _lookup(pairs: tuple[tuple[str, float], ...], *keys: str) -> float | None:
     wanted = {k.strip().lower() for k in keys if k and k.strip()}
     return next((usd for key, usd in pairs if key.strip().lower() in wanted), None)
+
+
+def named_gpu_prices(prices: Prices, models: Sequence[str]) -> tuple[Prices, list[str]]:
+    """The prices with each `--gpu-price MODEL=USD` whose MODEL is no GPU model of these runs but part of
+    the name of exactly one (`H100` for `NVIDIA H100 80GB HBM3`, case aside) read as that model's; and a
+    line for each such reading and each MODEL that names none, or several, of them."""
+    names = sorted({m.strip() for m in models if m and m.strip()}, key=str.lower)
+    resolved, notes = [], []
+    for key, usd in prices.gpu_price_by_model:
+        wanted = key.strip().lower()
+        within = [n for n in names if wanted and wanted in n.lower()]
+        if any(n.lower() == wanted for n in names) or not names:
+            resolved.append((key, usd))
+        elif len(within) == 1:
+            resolved.append((within[0], usd))
+            notes.append(f"--gpu-price {key}={usd:g} read as the price of each {within[0]}")
+        else:
+            resolved.append((key, usd))
+            which = f"names {len(within)} of them" if within else "names none of them"
+            notes.append(
+                f"--gpu-price {key}={usd:g} prices no GPU: the runs' GPUs are {', '.join(names)}, and it "
+                f"{which} (give a whole name, as run.json system.gpus names it)"
+            )
+    return replace(prices, gpu_price_by_model=tuple(resolved)), notes
 
 
 def gpu_price(model: str, prices: Prices) -> float | None:

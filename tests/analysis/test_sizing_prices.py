@@ -158,3 +158,21 @@ def test_host_prices_by_name_or_cpu_model() -> None:
     assert to_json(by_host)["runs"][0]["hardware_price_usd"] == 800.0
     assert to_json(by_model)["runs"][0]["hardware_price_usd"] == 900.0  # its own price wins
     assert "$800.00" in render_markdown(by_host)
+
+
+def _priced(runs: list, model: str, usd: float, **more: float):
+    return build_report(runs, ReportSettings(Prices(gpu_price_by_model=((model, usd),), **more)))
+
+
+def test_a_model_price_named_by_part_of_its_name_prices_that_gpu_and_says_so() -> None:
+    """`--gpu-price H100=30000` priced nothing (the runs' GPU is "Crafted H100"): "break-even: needs
+    --gpu-price", after one was given, and nothing said why."""
+    runs = [reference_cpu(), reference_gpu()]
+    whole, part = (_priced(runs, model, 30000.0, cpu_price=1000.0) for model in (H100, "h100"))
+    priced = [to_json(report)["runs"][1]["hardware_price_usd"] for report in (whole, part)]
+    assert priced == [31000.0, 31000.0]
+    assert f"--gpu-price h100=30000 read as the price of each {H100}" in part.warnings
+    none = _priced(runs, "A100", 9000.0)
+    assert to_json(none)["runs"][1]["hardware_price_usd"] is None
+    assert any(f"--gpu-price A100=9000 prices no GPU: the runs' GPUs are {H100}, and it names none" in w
+               for w in none.warnings)  # fmt: skip

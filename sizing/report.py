@@ -81,7 +81,7 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
         raise UsageError(problems[0])
     if settings.baseline is not None and settings.baseline not in {r.run_id for r in runs}:
         raise UsageError(f"baseline {settings.baseline!r} is not one of the runs in the report")
-    prices, price_notes = money.named_gpu_prices(settings.prices, gpu_models(runs))
+    prices, price_notes = money.named_prices(settings.prices, gpu_models(runs), hosts(runs))
     settings = replace(settings, prices=prices)
     runs, copied = fold_copies(runs, settings.baseline)
     folded = tn.fold_trials(runs)
@@ -125,6 +125,15 @@ def gpu_models(runs: Sequence[RunData]) -> list[str]:
         found += [str(g.get("name")) for g in listed_gpus(run.meta) if g.get("name")]
         names = run.training_info.get("gpu_names") if isinstance(run.training_info, dict) else None
         found += [str(n) for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    return found
+
+
+def hosts(runs: Sequence[RunData]) -> list[str]:
+    """The runs' host names and CPU models (run.json), as --host-price and --cpu-tdp name them."""
+    found = []
+    for run in runs:
+        system = run.meta.get("system") if isinstance(run.meta.get("system"), dict) else {}
+        found += [str(v) for v in (run.meta.get("host"), system.get("cpu_model")) if isinstance(v, str)]
     return found
 
 

@@ -44,28 +44,40 @@ def _lookup(pairs: tuple[tuple[str, float], ...], *keys: str) -> float | None:
     return next((usd for key, usd in pairs if key.strip().lower() in wanted), None)
 
 
-def named_gpu_prices(prices: Prices, models: Sequence[str]) -> tuple[Prices, list[str]]:
-    """The prices with each `--gpu-price MODEL=USD` whose MODEL is no GPU model of these runs but part of
-    the name of exactly one (`H100` for `NVIDIA H100 80GB HBM3`, case aside) read as that model's; and a
-    line for each such reading and each MODEL that names none, or several, of them."""
-    names = sorted({m.strip() for m in models if m and m.strip()}, key=str.lower)
+def named_prices(prices: Prices, gpu_models: Sequence[str], hosts: Sequence[str]) -> tuple[Prices, list[str]]:
+    """The prices with each MODEL or HOST key (`--gpu-price`, `--host-price`, `--cpu-tdp`) read as the one
+    name of these runs it is (case aside) or is part of (`H100` for `NVIDIA H100 80GB HBM3`); and a line for
+    each key read as a longer name and each that names none, or several, of them. `hosts`: the runs' host
+    names and CPU models."""
+    gpus, gpu_notes = _named(prices.gpu_price_by_model, gpu_models, "--gpu-price", "GPU")
+    host_usd, host_notes = _named(prices.host_price_by_host, hosts, "--host-price", "host or CPU")
+    tdps, tdp_notes = _named(prices.cpu_tdp_by_host, hosts, "--cpu-tdp", "host or CPU")
+    named = replace(prices, gpu_price_by_model=gpus, host_price_by_host=host_usd, cpu_tdp_by_host=tdps)
+    return named, gpu_notes + host_notes + tdp_notes
+
+
+def _named(
+    pairs: tuple[tuple[str, float], ...], names: Sequence[str], option: str, what: str
+) -> tuple[tuple[tuple[str, float], ...], list[str]]:
+    known = sorted({n.strip() for n in names if n and n.strip()}, key=str.lower)
     resolved, notes = [], []
-    for key, usd in prices.gpu_price_by_model:
+    for key, value in pairs:
         wanted = key.strip().lower()
-        within = [n for n in names if wanted and wanted in n.lower()]
-        if any(n.lower() == wanted for n in names) or not names:
-            resolved.append((key, usd))
+        same = [n for n in known if n.lower() == wanted]
+        within = [n for n in known if wanted and wanted in n.lower()]
+        if same or not known:
+            resolved.append((same[0] if same else key, value))
         elif len(within) == 1:
-            resolved.append((within[0], usd))
-            notes.append(f"--gpu-price {key}={usd:g} read as the price of each {within[0]}")
+            resolved.append((within[0], value))
+            notes.append(f"{option} {key}={value:g} read as {what} {within[0]}")
         else:
-            resolved.append((key, usd))
+            resolved.append((key, value))
             which = f"names {len(within)} of them" if within else "names none of them"
             notes.append(
-                f"--gpu-price {key}={usd:g} prices no GPU: the runs' GPUs are {', '.join(names)}, and it "
-                f"{which} (give a whole name, as run.json system.gpus names it)"
+                f"{option} {key}={value:g} applies to no {what} of these runs: theirs are "
+                f"{', '.join(known)}, and it {which} (give a whole name)"
             )
-    return replace(prices, gpu_price_by_model=tuple(resolved)), notes
+    return tuple(resolved), notes
 
 
 def gpu_price(model: str, prices: Prices) -> float | None:

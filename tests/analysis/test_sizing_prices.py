@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 from energyfixtures import gpu_run
-from sizingfixtures import reference_cpu, reference_gpu, write_run
+from sizingfixtures import CPU_MODEL, reference_cpu, reference_gpu, write_run
 
 from sizing import Prices, ReportSettings, build_report, to_json
+from sizing.analysis import money
 from sizing.cli import main as sizing_main
 from sizing.output.render import render_markdown
 
@@ -171,8 +172,20 @@ def test_a_model_price_named_by_part_of_its_name_prices_that_gpu_and_says_so() -
     whole, part = (_priced(runs, model, 30000.0, cpu_price=1000.0) for model in (H100, "h100"))
     priced = [to_json(report)["runs"][1]["hardware_price_usd"] for report in (whole, part)]
     assert priced == [31000.0, 31000.0]
-    assert f"--gpu-price h100=30000 read as the price of each {H100}" in part.warnings
+    assert f"--gpu-price h100=30000 read as GPU {H100}" in part.warnings
     none = _priced(runs, "A100", 9000.0)
     assert to_json(none)["runs"][1]["hardware_price_usd"] is None
-    assert any(f"--gpu-price A100=9000 prices no GPU: the runs' GPUs are {H100}, and it names none" in w
-               for w in none.warnings)  # fmt: skip
+    said = f"--gpu-price A100=9000 applies to no GPU of these runs: theirs are {H100}, and it names none"
+    assert any(said in w for w in none.warnings), none.warnings
+
+
+def test_a_host_price_and_tdp_named_by_part_of_a_cpu_model_apply_to_that_host() -> None:
+    """`--cpu-tdp Xeon=200` matched no host or CPU model exactly: no estimate, nothing said."""
+    runs = [reference_cpu(), reference_gpu()]
+    cpu_part = CPU_MODEL.split()[1]  # one word of the crafted CPU model
+    settings = Prices(cpu_tdp_by_host=((cpu_part, 200.0),), host_price_by_host=((cpu_part.upper(), 900.0),))
+    report = build_report(runs, ReportSettings(settings))
+    assert to_json(report)["runs"][0]["hardware_price_usd"] == 900.0
+    assert f"--cpu-tdp {cpu_part}=200 read as host or CPU {CPU_MODEL}" in report.warnings
+    named, _ = money.named_prices(settings, [], ["craftbox", CPU_MODEL])
+    assert named.tdp_for("another host", CPU_MODEL) == 200.0  # exact, as the estimate looks it up

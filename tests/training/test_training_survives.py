@@ -132,27 +132,17 @@ def test_kill_9_of_the_training_summary_takes_steps_from_training_csv(
     assert "note: training.json still says running but the training process is gone" in out
 
 
+def _torch_training(run_dir: Path, dataset: Path, *more: str) -> list[str]:
+    """`python -m training train` with torch, 5m, no export, and `more`."""
+    common = ["--framework", "torch", "--run-dir", str(run_dir), "--dataset", str(dataset), "--no-export"]
+    return [sys.executable, "-m", "training", "train", *common, "--duration", "5m", *more]
+
+
 def test_a_closed_console_does_not_stop_the_training(tmp_path: Path, tiny_dataset: Path) -> None:
     """`python -m training train ... | head -1`: the reader goes away, the training goes on."""
     run_dir = tmp_path / "run"
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "training",
-            "train",
-            "--framework",
-            "torch",
-            "--run-dir",
-            str(run_dir),
-            "--dataset",
-            str(tiny_dataset),
-            "--max-steps",
-            "4",
-            "--no-export",
-            "--duration",
-            "5m",
-        ],
+        _torch_training(run_dir, tiny_dataset, "--max-steps", "4"),
         cwd=REPO,
         env=training_env(),
         stdout=subprocess.PIPE,
@@ -179,25 +169,8 @@ def _limit_file_size() -> None:
 def test_a_failed_training_records_how_far_it_got(tmp_path: Path, tiny_dataset: Path) -> None:
     run_dir = tmp_path / "run"
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "training",
-            "train",
-            "--framework",
-            "torch",
-            "--run-dir",
-            str(run_dir),
-            "--dataset",
-            str(tiny_dataset),
-            "--no-export",
-            "--duration",
-            "5m",
-            "--checkpoint-every",
-            "1h",
-            "--batch",
-            "1",  # the ~30 steps to fill the file, at half the cost
-        ],
+        # batch 1: the ~30 steps to fill the file, at half the cost
+        _torch_training(run_dir, tiny_dataset, "--checkpoint-every", "1h", "--batch", "1"),
         cwd=REPO,
         env=training_env(),
         capture_output=True,

@@ -125,19 +125,12 @@ def training_command(
 ) -> list[str]:
     """The training of one run; `setting` (a --tune run) replaces --batch and --precision."""
     command = [
-        sys.executable,
-        "-m",
-        "training",
-        "train",
-        "--device",
-        args.device,
-        "--duration",
-        args.duration,
-        "--preset",
-        args.preset,
-        "--data-dir",
-        str(args.data_dir),
-    ]
+        sys.executable, "-m", "training", "train",
+        "--device", args.device,
+        "--duration", args.duration,
+        "--preset", args.preset,
+        "--data-dir", str(args.data_dir),
+    ]  # fmt: skip
     if setting is not None:
         command += setting.train_args()
     elif args.precision is not None:  # else the workload's own default (float32 on every device)

@@ -92,7 +92,7 @@ def steady_sessions(rows: pd.DataFrame, warmup_of) -> Steady:  # warmup_of: rows
     return Steady(
         np.concatenate(durations) if durations else np.array([]),
         np.concatenate(done) if done else np.array([]),
-        len(starts),
+        len(bounds),
         gaps,
         longest,
         first_warmup or 0,

@@ -42,7 +42,14 @@ from runformat.textfile import absent_because
 from runformat.tuning import TuningTag, tuning_of
 from sizing.analysis.clock_steps import ClockSteps
 from sizing.analysis.jobcheck import is_job
-from sizing.analysis.validate import Mended, checked_and_mended, gpu_memory_bytes, impossible_cells
+from sizing.analysis.step_counts import as_steps
+from sizing.analysis.validate import (
+    Mended,
+    checked_and_mended,
+    fractions_for_percent,
+    gpu_memory_bytes,
+    impossible_cells,
+)
 from sizing.model import number
 
 PHASES_COLUMNS = ("phase", "start_unix", "end_unix", "status")
@@ -167,7 +174,9 @@ def read_training(run: RunInfo) -> pd.DataFrame:
     telemetry = _telemetry_checked(run)[4]
     if telemetry is not None and telemetry[1].forward():  # the step log's gaps at those steps, too
         kept = _training_checked(run, telemetry[1])
-    return _select(_with_parse_warnings(kept), None)
+    frame = _with_parse_warnings(kept)
+    counted, notes = as_steps(frame, run.training)
+    return _select(with_warnings(counted, [*warnings_of(frame), *notes]) if notes else frame, None)
 
 
 def _training_checked(run: RunInfo, other: ClockSteps | None) -> _Checked:
@@ -194,7 +203,8 @@ def _checked(
         checked, problems, mended = checked_and_mended(raw, path.name, start_unix, other)
         if gpu_memory is not None:
             checked, impossible = impossible_cells(checked, gpu_memory)
-            problems += [impossible] if impossible else []
+            checked, fractions = fractions_for_percent(checked)
+            problems += [note for note in (impossible, fractions) if note]
         kept = _CHECKED[key] = (raw, gpu_memory, checked, problems, mended)
         while len(_CHECKED) > _CHECKED_MAX:
             _CHECKED.pop(next(iter(_CHECKED)))

@@ -17,7 +17,7 @@ import pandas as pd
 from pandas.api.types import is_numeric_dtype
 
 from runformat import INFERENCE_JSON, PHASES_CSV, RUN_JSON, TELEMETRY_CSV, TRAINING_CSV, TRAINING_JSON
-from runformat.columns import TIME_COLUMNS, split_gpu_column
+from runformat.columns import TIME_COLUMNS, gpu_column, gpu_indices, split_gpu_column
 from runformat.records import InferenceRecord, RunRecord, TrainingRecord, checked, one_warning
 from runformat.tuning import tag_disagrees, tuning_problems
 from sizing.analysis.clock_steps import (
@@ -30,6 +30,7 @@ from sizing.analysis.clock_steps import (
 )
 from sizing.analysis.coarse_times import times_from_elapsed, times_from_start, times_in_another_zone
 from sizing.analysis.signature import listed_gpus
+from sizing.analysis.step_counts import as_steps
 from sizing.model import RunData, number
 
 TEXT_COLUMNS = {PHASES_CSV: ("phase", "status")}
@@ -37,6 +38,9 @@ LAST_UNIX_S = 253_402_300_799  # 9999-12-31 23:59:59 UTC: the last second a time
 NOT_NEGATIVE_SUFFIXES = ("_pct", "_bytes", "_bps", "_bytes_per_s", "_w", "_j", "_mhz")
 GPU_PCT_MAX = 101.0  # a GPU's own percentages (NVML, GPM, DCGM) are 0-100: above it, a sentinel or a misread
 BLANK_MIN = 2.0**47  # DCGM's blank values (FP64 2^47, INT64 near 2^63) and above: no reading is this large
+FRACTION_SUSPECTS = ("util_pct", "mem_util_pct")  # NVML's whole-percent utilizations
+POWER_SUFFIXES = ("power_w", "power_instant_w")
+WORKING_POWER_FACTOR = 1.5  # a board whose power's 95th percentile is this × its 5th did work
 UNIT_CEILINGS = (("_mhz", 1e5), ("_c", 1e3))  # no clock reaches 100 GHz, no sensor 1,000 °C: INT32 blanks do
 
 
@@ -183,6 +187,36 @@ def impossible_cells(
     return cleaned, f"{TELEMETRY_CSV}: cells no reading can hold read as empty ({'; '.join(found)})"
 
 
+def fractions_for_percent(frame: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """telemetry.csv with a GPU's NVML utilization columns (`util_pct`, `mem_util_pct`) read as unknown
+    where they hold a 0–1 fraction, not a percentage (a ratio such as DCGM's GR_ENGINE_ACTIVE written
+    there): never above 1, some cell between 0 and 1 (NVML counts whole percents), while the same board's
+    power rose to WORKING_POWER_FACTOR times its idle (5th percentile) or more: read as percent, a board
+    that worked would read as one that did no work. And the warning."""
+    found, cleaned = [], frame
+    for index in gpu_indices(frame.columns):
+        power = next((frame[c] for s in POWER_SUFFIXES if (c := gpu_column(index, s)) in frame), None)
+        watts = power.dropna().to_numpy(dtype=float) if power is not None else np.array([])
+        if watts.size < 2 or not np.percentile(watts, 5) > 0:
+            continue
+        low, high = np.percentile(watts, [5, 95])
+        if high < WORKING_POWER_FACTOR * low:
+            continue
+        for suffix in FRACTION_SUSPECTS:
+            column = gpu_column(index, suffix)
+            cells = frame[column].dropna().to_numpy(dtype=float) if column in frame else np.array([])
+            if cells.size and cells.max() <= 1 and ((cells > 0) & (cells < 1)).any():
+                found.append(column)
+                cleaned = cleaned if cleaned is not frame else frame.copy()
+                cleaned[column] = np.nan
+    if not found:
+        return frame, None
+    return cleaned, (
+        f"{TELEMETRY_CSV}: {', '.join(found)} never above 1 while the board's power rose from idle "
+        "(a 0–1 fraction, not a percentage?): read as unknown"
+    )
+
+
 def gpu_memory_bytes(meta: dict) -> dict[int, float]:
     """Each listed GPU's total memory by its index (its place in the list where it records none)."""
     found = {}
@@ -219,6 +253,8 @@ def validated_run(run: RunData) -> RunData:
             run.training, TRAINING_CSV, starts[TRAINING_CSV], found["telemetry"][1]
         )
     problems += first + more
+    frames["training"], counted = as_steps(frames["training"], info)
+    problems += counted
     phases = run.phases
     if stepped := found["telemetry"] or found["training"]:  # the densest record places the step best
         times, steps = stepped
@@ -230,7 +266,8 @@ def validated_run(run: RunData) -> RunData:
     frames["phases"], more, _ = checked_and_mended(phases, PHASES_CSV, None)
     problems += more
     frames["telemetry"], impossible = impossible_cells(frames["telemetry"], gpu_memory_bytes(meta))
-    problems += [impossible] if impossible else []
+    frames["telemetry"], fractions = fractions_for_percent(frames["telemetry"])
+    problems += [note for note in (impossible, fractions) if note]
     evaluation = run.evaluation if isinstance(run.evaluation, dict) else {}
     notes = [f"{run.run_id}: {p}" for p in problems]
     warnings = tuple(dict.fromkeys([*run.warnings, *notes]))

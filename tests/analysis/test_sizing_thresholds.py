@@ -93,6 +93,9 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - runchecks.MIN_VERDICT_SAMPLES = 5: a verdict on fewer samples in its window is a guess (a caveat).
   Pinned: here
 - validate.GPU_PCT_MAX = 101: a GPU's percentage above it reads as empty. Pinned: here
+- validate.WORKING_POWER_FACTOR = 1.5: a GPU's utilization never above 1, some cell between 0 and 1, reads
+  as unknown (a fraction) where its power's 95th percentile is at least it × its 5th. Pinned:
+  fraction_cells::fractions_read_as_unknown_where_the_power_rose
 - validate.BLANK_MIN = 140737488355328: any other telemetry cell ≥ it (a counter's blank) reads as empty.
   Pinned: here
 - coarse_times.MAX_GUESSED_STEP_S = 10: a time_unix rounded to a power of ten above it, with no start_unix
@@ -115,6 +118,18 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
   step) plus the step log's row interval. Pinned: clock_steps::step_log_within_the_match_slack
 - clock_steps.MATCH_SHARE = 0.05: … or within this share of the step. Pinned:
   clock_steps::step_log_within_the_match_slack
+- step_counts.MIN_EPOCH_ROWS = 2: a step log whose step starts again, each time at least this many rows
+  after the last, while the run goes on, is a count within each epoch, read as one running count.
+  Pinned: step_counts::epochs_of_at_least_the_min_epoch_rows
+- step_counts.EXAMPLES_ROW_SHARE = 0.9: a step column advancing by the batch in at least this share of its
+  rows, each row one step, counts examples, divided by the batch. Pinned:
+  step_counts::rows_advancing_by_the_batch_in_the_row_share
+- step_counts.ONE_STEP_MIN_RATIO = 0.8: … each row one step: the rows' time over their step_time_s at
+  least it. Pinned: step_counts::one_step_a_row_within_the_ratio
+- step_counts.ONE_STEP_MAX_RATIO = 1.25: … and at most it.
+  Pinned: step_counts::one_step_a_row_within_the_ratio
+- step_counts.STEPS_MATCH_SHARE = 0.02: … or training.json's global_step the column's last value over the
+  batch within this share of it. Pinned: step_counts::training_json_steps_within_the_match_share
 - sessions.GAP_MIN_S = 30: a new session, a pause > max(it, …). Pinned: here
 - sessions.GAP_FACTOR = 20: … and > this many typical row intervals. Pinned: here
 - sessions.STEP_JUMP_FACTOR = 10: a new session, the step jumps > it × its stride. Pinned: here
@@ -178,7 +193,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 77
+    assert len(found) == 83
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 

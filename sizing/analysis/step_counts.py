@@ -1,0 +1,136 @@
+"""A step log whose `step` column counts something other than the run's steps, read as its steps.
+
+- **Within each epoch.** A loop that logs its batch index (`for step, batch in enumerate(loader)`) starts
+  its count again each epoch: sorted by time, the step goes back to where it began while the run goes on
+  (its `elapsed_s` does not start again; without one, no pause a restart needs). Read as it is, each epoch
+  is a resumed session and the file "holds steps 1–100". Where every step back is such a restart, each
+  epoch's steps follow the last: one running count.
+- **Examples.** A loop that logs the examples it has seen as its step advances by the batch each row. Read
+  as steps, the rate is the batch times too high. Where the step advances by the batch (≥ 2) in nearly
+  every row and the rows say each is one step (its own `examples_per_s × step_time_s` is that batch and
+  its time since the row before is its `step_time_s`; or training.json counts the step column's last
+  value over the batch as its steps), the count is divided by the batch.
+
+A resumed run (its `elapsed_s` starts again, or a pause before the step goes back), a rollback to an
+earlier checkpoint, two ranks writing one file, or a log written every N steps is left as it is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from runformat import TRAINING_CSV
+from sizing.analysis.sessions import GAP_FACTOR, GAP_MIN_S
+from sizing.model import number
+
+MIN_EPOCH_ROWS = 2  # an epoch logs at least this many rows: fewer, and the steps back are not restarts
+EXAMPLES_ROW_SHARE = 0.9  # share of rows whose step advances by exactly the batch
+ONE_STEP_MIN_RATIO = 0.8  # the rows' time since the row before over their step_time_s, for one step a row …
+ONE_STEP_MAX_RATIO = 1.25  # … at most this
+STEPS_MATCH_SHARE = 0.02  # training.json's steps against the step column's last value over the batch
+
+
+def as_steps(training: pd.DataFrame, training_info: dict) -> tuple[pd.DataFrame, list[str]]:
+    """The step log (in time order) with its step column read as the run's steps, and a warning for each
+    reading (running_steps, steps_from_examples)."""
+    training, restarted = running_steps(training)
+    training, examples = steps_from_examples(training, training_info)
+    return training, [note for note in (restarted, examples) if note]
+
+
+def running_steps(training: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """The step log (in time order) with a count that restarts each epoch read as one running count, and
+    the warning; the log as it is, and None, where its steps never go back or not only by restarts."""
+    if len(training) < 2 * MIN_EPOCH_ROWS or "step" not in training:
+        return training, None
+    steps = training["step"].to_numpy(dtype=float)
+    times = training["time_unix"].to_numpy(dtype=float)
+    if not np.isfinite(steps).all():
+        return training, None
+    dstep = np.diff(steps)
+    restarts = np.flatnonzero(dstep < 0)
+    if restarts.size == 0:
+        return training, None
+    usual = float(np.median(dstep[dstep > 0])) if (dstep > 0).any() else 1.0
+    floor = float(steps[restarts + 1].min())
+    if floor > steps[0] + usual or (steps[restarts + 1] > floor + usual).any():
+        return training, None  # back to somewhere inside the count: a rollback, or ranks interleaved
+    if np.diff(np.concatenate(([-1], restarts))).min() < MIN_EPOCH_ROWS:
+        return training, None
+    if "elapsed_s" in training and np.isfinite(elapsed := training["elapsed_s"].to_numpy(dtype=float)).all():
+        if (np.diff(elapsed)[restarts] < 0).any():
+            return training, None  # a resumed session starts its elapsed_s again
+    else:
+        dt = np.diff(times)
+        typical = float(np.median(dt[dt > 0])) if (dt > 0).any() else 0.0
+        if (dt[restarts] > max(GAP_MIN_S, GAP_FACTOR * typical)).any():
+            return training, None  # a pause a restart needs
+    done = dstep.copy()
+    done[restarts] = steps[restarts + 1] - floor + usual
+    counted = training.copy()
+    counted["step"] = steps[0] + np.concatenate(([0.0], np.cumsum(done)))
+    last = counted["step"].iloc[-1]
+    note = (
+        f"{TRAINING_CSV}: its step starts again {restarts.size} time(s) while the run goes on (a count "
+        f"within each epoch): read as one running count, {steps[0]:,.0f}–{last:,.0f}"
+    )
+    return counted, note
+
+
+def steps_from_examples(training: pd.DataFrame, training_info: dict) -> tuple[pd.DataFrame, str | None]:
+    """The step log with a step column that counts examples divided by the batch, and the warning; the log
+    as it is, and None, where the rows do not say so (module docstring)."""
+    if len(training) < 3 or "step" not in training:
+        return training, None
+    steps = training["step"].to_numpy(dtype=float)
+    per_row = np.diff(steps)
+    batch = _batch(training, training_info)
+    if batch is None or batch < 2 or not np.isfinite(per_row).all():
+        return training, None
+    if float(np.mean(per_row == batch)) < EXAMPLES_ROW_SHARE:
+        return training, None
+    if not (_steps_counted(training_info, steps[-1] / batch) or _one_step_a_row(training, batch)):
+        return training, None
+    counted = training.copy()
+    counted["step"] = steps / batch
+    first, last = counted["step"].iloc[0], counted["step"].iloc[-1]
+    note = (
+        f"{TRAINING_CSV}: its step advances by the batch ({batch:,.0f}) a row, and each row is one step "
+        f"(a count of examples): read as steps, {first:,.0f}–{last:,.0f}"
+    )
+    return counted, note
+
+
+def _batch(training: pd.DataFrame, training_info: dict) -> float | None:
+    stated = number(training_info.get("batch_size"))
+    if stated is not None and stated > 0:
+        return stated
+    if not {"examples_per_s", "step_time_s"} <= set(training.columns):
+        return None
+    per_step = (training["examples_per_s"] * training["step_time_s"]).dropna()
+    return float(round(per_step.median())) if not per_step.empty else None
+
+
+def _steps_counted(training_info: dict, steps_if_examples: float) -> bool:
+    """training.json's last step (global_step, else steps) is the step column's last value over the batch."""
+    for field in ("global_step", "steps"):
+        counted = number(training_info.get(field))
+        if counted is not None and counted > 0:
+            return abs(counted - steps_if_examples) <= STEPS_MATCH_SHARE * steps_if_examples
+    return False
+
+
+def _one_step_a_row(training: pd.DataFrame, batch: float) -> bool:
+    """Each row's own cells say it is one step of `batch` examples: its examples_per_s × step_time_s is the
+    batch, and the time since the row before is about its step_time_s."""
+    if not {"examples_per_s", "step_time_s"} <= set(training.columns):
+        return False
+    rate = training["examples_per_s"].to_numpy(dtype=float)[1:]
+    step_time = training["step_time_s"].to_numpy(dtype=float)[1:]
+    dt = np.diff(training["time_unix"].to_numpy(dtype=float))
+    known = np.isfinite(rate) & np.isfinite(step_time) & (step_time > 0)
+    if known.sum() < 2 or round(float(np.median(rate[known] * step_time[known]))) != batch:
+        return False
+    ratio = float(dt[known].sum()) / float(step_time[known].sum())
+    return ONE_STEP_MIN_RATIO <= ratio <= ONE_STEP_MAX_RATIO

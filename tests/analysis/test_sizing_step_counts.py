@@ -1,0 +1,230 @@
+"""A step log whose `step` counts something else than the run's steps: a batch index that starts again
+each epoch (read as 88 resumed sessions and a file "cut at its head or tail"), or the examples seen (the
+rate, the examples per second and the MFU twice too high at batch 2, 32 times at batch 32). Each is read
+as the run's steps where its rows say so, and left alone where they do not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_sizing_imperfect_runs import CPU_RUN, EXAMPLES, GPU_RUN, decision_of
+
+from dashboard import runs as dashboard_runs
+from sizing.analysis.step_counts import (
+    EXAMPLES_ROW_SHARE,
+    MIN_EPOCH_ROWS,
+    ONE_STEP_MAX_RATIO,
+    ONE_STEP_MIN_RATIO,
+    STEPS_MATCH_SHARE,
+    running_steps,
+    steps_from_examples,
+)
+from sizing.analysis.throughput import throughput
+
+STEP_S, BATCH = 0.25, 2
+
+
+def step_log(
+    steps: list[float], *, gaps: dict[int, float] | None = None, elapsed: bool = True
+) -> pd.DataFrame:
+    """One row per step, STEP_S apart (plus `gaps`: seconds added before row i), each a batch of BATCH."""
+    waits = np.array([STEP_S + (gaps or {}).get(i, 0.0) for i in range(len(steps))])
+    times = 1_795_000_000.0 + np.cumsum(waits)
+    frame = pd.DataFrame(
+        {
+            "time_unix": times,
+            "step": np.asarray(steps, dtype=float),
+            "step_time_s": STEP_S,
+            "examples_per_s": BATCH / STEP_S,
+        }
+    )
+    if elapsed:
+        frame.insert(1, "elapsed_s", times - times[0] + STEP_S)
+    return frame
+
+
+def left_alone(result: tuple[pd.DataFrame, str | None], log: pd.DataFrame) -> bool:
+    return result[0] is log and result[1] is None
+
+
+def epochs(count: int, per_epoch: int, first: int = 1, every: int = 1) -> list[float]:
+    return [float(s) for _ in range(count) for s in range(first, first + per_epoch, every)]
+
+
+@pytest.mark.parametrize(("first", "every"), [(1, 1), (0, 1), (10, 10)])
+def test_a_count_within_each_epoch_reads_as_one_running_count(first: int, every: int) -> None:
+    log = step_log(epochs(5, 100, first, every))
+    counted, note = running_steps(log)
+    assert note is not None and "starts again 4 time(s)" in note
+    assert np.all(np.diff(counted["step"]) == every)
+    untouched = step_log([float(s) for s in range(first, first + 500, every)])
+    assert throughput(counted, {}).steps_per_s == pytest.approx(throughput(untouched, {}).steps_per_s)
+    assert throughput(counted, {}).sessions == 1
+    assert left_alone(running_steps(counted), counted)  # read once: loading and build_report both apply it
+
+
+def test_an_epoch_ending_in_a_long_evaluation_still_runs_on() -> None:
+    """elapsed_s goes on across the evaluation's minute: the run did not stop."""
+    counted, note = running_steps(step_log(epochs(3, 100), gaps={100: 60.0, 200: 60.0}))
+    assert note is not None and counted["step"].iloc[-1] == 300
+
+
+def test_a_resumed_session_is_left_as_it_is() -> None:
+    """Resumed from step 1's checkpoint: its elapsed_s starts again. Without elapsed_s, the pause tells."""
+    log = step_log(epochs(2, 100), gaps={100: 5.0})
+    log.loc[100:, "elapsed_s"] -= log["elapsed_s"].iloc[100] - STEP_S
+    assert left_alone(running_steps(log), log)
+    paused = step_log(epochs(2, 100), gaps={100: 120.0}, elapsed=False)
+    assert left_alone(running_steps(paused), paused)
+    on_time = step_log(epochs(2, 100), elapsed=False)  # control: the same file without the pause
+    assert running_steps(on_time)[1] is not None
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [*range(1, 101), *range(60, 161)],  # rolled back to step 60's checkpoint, in the same process
+        [s + r for s in range(1, 200) for r in (0, -1)],  # two ranks, the second a step behind
+        [float(s) for s in range(1, 201)],  # control: never back
+    ],
+)
+def test_steps_back_that_are_not_restarts_are_left_alone(steps: list[float]) -> None:
+    log = step_log([float(s) for s in steps])
+    assert left_alone(running_steps(log), log)
+
+
+def examples_log(
+    batch: int,
+    info_steps: int | None = None,
+    *,
+    every: int = 1,
+    row_s: float = STEP_S,
+    step_time_s: float = STEP_S,
+    per_row: list[float] | None = None,
+) -> tuple[pd.DataFrame, dict]:
+    """A step log that counts the examples seen (400 rows, `every` steps a row, `row_s` apart, each
+    `step_time_s` long at batch / step_time_s examples/s; `per_row`: its step's advances), and its
+    training.json."""
+    per_row = per_row or [float(batch * every)] * 399
+    steps = np.concatenate(([batch * every], batch * every + np.cumsum(per_row)))
+    log = step_log(steps.tolist())
+    log["time_unix"] = log["time_unix"].iloc[0] + np.arange(len(steps)) * row_s
+    log["step_time_s"], log["examples_per_s"] = step_time_s, batch / step_time_s
+    info = {"batch_size": batch} | ({"global_step": info_steps} if info_steps is not None else {})
+    return log, info
+
+
+@pytest.mark.parametrize("info_steps", [400, None])
+def test_a_step_column_that_counts_examples_is_divided_by_the_batch(info_steps: int | None) -> None:
+    """training.json's 400 steps, or each row's own cells (one batch in one step_time_s), say so."""
+    log, info = examples_log(32, info_steps)
+    counted, note = steps_from_examples(log, info)
+    assert note is not None and "by the batch (32)" in note
+    assert counted["step"].iloc[-1] == 400
+    assert throughput(counted, info).examples_per_s == pytest.approx(32 / STEP_S, rel=0.01)
+    assert left_alone(steps_from_examples(counted, info), counted)
+
+
+def test_a_log_written_every_batch_steps_is_left_alone() -> None:
+    """Logged every 32 steps at batch 32: the step advances by the batch, but 32 step times pass a row,
+    and training.json's steps are the column's."""
+    log, info = examples_log(32, every=32, row_s=32 * STEP_S)
+    log["step"] = log["step"] / 32
+    info["global_step"] = int(log["step"].iloc[-1])
+    assert left_alone(steps_from_examples(log, info), log)
+    info.pop("global_step")
+    assert left_alone(steps_from_examples(log, info), log)
+
+
+def test_a_batch_of_one_is_left_alone() -> None:
+    log, info = examples_log(1)
+    assert left_alone(steps_from_examples(log, info), log)
+
+
+@pytest.mark.parametrize(("off", "divided"), [(39, True), (40, False)])
+def test_rows_advancing_by_the_batch_in_the_row_share(off: int, divided: bool) -> None:
+    """`off` of the 399 advances are 5, not the batch of 4."""
+    log, info = examples_log(4, per_row=[4.0] * (399 - off) + [5.0] * off)
+    assert EXAMPLES_ROW_SHARE == 0.9 and 360 / 399 >= EXAMPLES_ROW_SHARE > 359 / 399
+    assert (steps_from_examples(log, info)[1] is not None) is divided
+
+
+@pytest.mark.parametrize(
+    ("row_s", "step_time_s", "divided"),
+    [
+        (0.25, 0.3125, True),
+        (0.25, 0.3125 + 2**-8, False),
+        (0.3125, 0.25, True),
+        (0.3125 + 2**-8, 0.25, False),
+    ],
+)
+def test_one_step_a_row_within_the_ratio_of_row_time_to_step_time(
+    row_s: float, step_time_s: float, divided: bool
+) -> None:
+    """Without training.json's steps: the rows' time over their step_time_s within the ratio."""
+    log, info = examples_log(4, row_s=row_s, step_time_s=step_time_s)
+    assert (ONE_STEP_MIN_RATIO, ONE_STEP_MAX_RATIO) == (0.25 / 0.3125, 0.3125 / 0.25)
+    assert (steps_from_examples(log, info)[1] is not None) is divided
+
+
+@pytest.mark.parametrize(("counted", "divided"), [(408, True), (392, True), (409, False), (391, False)])
+def test_training_json_steps_within_the_match_share(counted: int, divided: bool) -> None:
+    """Without step_time_s: training.json's global_step within the share of the column over the batch."""
+    log, info = examples_log(4, info_steps=counted)
+    log = log.drop(columns=["step_time_s"])
+    assert log["step"].iloc[-1] / 4 * STEPS_MATCH_SHARE == 8
+    assert (steps_from_examples(log, info)[1] is not None) is divided
+
+
+@pytest.mark.parametrize(("epoch", "mended"), [([1, 2], True), ([2], False)])
+def test_epochs_of_at_least_the_min_epoch_rows(epoch: list[int], mended: bool) -> None:
+    """An epoch between two restarts of MIN_EPOCH_ROWS rows, and of one fewer."""
+    assert len(epoch) in (MIN_EPOCH_ROWS, MIN_EPOCH_ROWS - 1)
+    steps = [*range(1, 101), *epoch, *range(1, 101)]
+    assert (running_steps(step_log([float(s) for s in steps]))[1] is not None) is mended
+
+
+def per_epoch(run_dir: Path) -> None:
+    """training.csv's step as a batch index that starts again every 100 steps."""
+    frame = pd.read_csv(run_dir / "training.csv")
+    frame["step"] = (frame["step"] - 1) % 100 + 1
+    frame.to_csv(run_dir / "training.csv", index=False)
+
+
+def examples_seen(run_dir: Path) -> None:
+    """training.csv's step as the examples seen: the step × the batch."""
+    batch = json.loads((run_dir / "training.json").read_text())["batch_size"]
+    frame = pd.read_csv(run_dir / "training.csv")
+    frame["step"] = frame["step"] * batch
+    frame.to_csv(run_dir / "training.csv", index=False)
+
+
+@pytest.mark.parametrize("change", [per_epoch, examples_seen])
+def test_the_decision_is_the_untouched_runs(tmp_path: Path, change) -> None:
+    untouched, _ = decision_of(tmp_path / "untouched")
+    for side in ("gpu", "cpu"):
+        changed, warnings = decision_of(tmp_path / side, **{f"{side}_change": change})
+        option, expected = changed["options"][0], untouched["options"][0]
+        assert option["speedup"] == pytest.approx(expected["speedup"], rel=1e-6)
+        assert option["mfu"] == pytest.approx(expected["mfu"], rel=1e-6)
+        assert option["energy_j_per_1k_examples"] == pytest.approx(
+            expected["energy_j_per_1k_examples"], rel=1e-6
+        )
+        assert not any("resumed or paused" in c or "off its training.json" in c for c in changed["caveats"])
+        name = GPU_RUN if side == "gpu" else CPU_RUN
+        assert any(w.startswith(f"{name}: training.csv: its step ") for w in warnings)
+
+
+@pytest.mark.parametrize("change", [per_epoch, examples_seen])
+def test_the_dashboard_plots_the_steps_the_report_reads(tmp_path: Path, change) -> None:
+    decision_of(tmp_path, gpu_change=change)
+    run = dashboard_runs.open_run_dir(tmp_path / "runs" / GPU_RUN)
+    untouched = dashboard_runs.open_run_dir(EXAMPLES / GPU_RUN)
+    steps = dashboard_runs.read_training(run)["step"]
+    assert steps.tolist() == pytest.approx(dashboard_runs.read_training(untouched)["step"].tolist())
+    warnings = dashboard_runs.run_warnings(run)
+    assert any(w.startswith("training.csv: its step ") for w in warnings)

@@ -19,11 +19,17 @@ from typing import Annotated, Any, TypeVar, get_args, get_origin, get_type_hints
 from runformat.jsonio import read_object
 
 NUMBER, COUNT, TEXT, BOOL = "a number", "a whole number ≥ 0", "text", "true/false"
+UNIX_TIME = "seconds since 1970 before the year 10000 (milliseconds?)"
+LAST_UNIX_S = 253_402_300_799  # 9999-12-31 23:59:59 UTC: the last second a timestamp can name
 OBJECT, LIST, TEXT_LIST = "an object", "a list", "a list of text"
 
 
 def is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def is_unix_time(value: object) -> bool:
+    return is_number(value) and 0 <= value <= LAST_UNIX_S
 
 
 def is_count(value: object) -> bool:
@@ -33,6 +39,7 @@ def is_count(value: object) -> bool:
 
 CHECKS: dict[str, Callable[[object], bool]] = {
     NUMBER: is_number,
+    UNIX_TIME: is_unix_time,
     COUNT: is_count,
     TEXT: lambda value: isinstance(value, str),
     BOOL: lambda value: isinstance(value, bool),
@@ -44,6 +51,7 @@ CHECKS: dict[str, Callable[[object], bool]] = {
 
 Text = Annotated[str | None, TEXT]
 Number = Annotated[float | None, NUMBER]
+UnixTime = Annotated[float | None, UNIX_TIME]
 Count = Annotated[int | None, COUNT]
 Flag = Annotated[bool | None, BOOL]
 Object = Annotated[dict[str, Any] | None, OBJECT]  # kept as a dict, its fields unchecked
@@ -94,8 +102,8 @@ class RunRecord:
     label: Text = None
     device: Text = None
     host: Text = None
-    start_unix: Number = None
-    end_unix: Number = None
+    start_unix: UnixTime = None
+    end_unix: UnixTime = None
     actual_duration_s: Number = None
     interval_s: Number = None
     end_reason: Text = None
@@ -143,8 +151,8 @@ class TrainingRecord:
     dataset_info: Object = None
     gpu_uuids: TextList = None
     gpu_names: TextList = None
-    start_unix: Number = None
-    end_unix: Number = None
+    start_unix: UnixTime = None
+    end_unix: UnixTime = None
     first_step_s: Number = None
     steps: Count = None
     global_step: Count = None
@@ -168,8 +176,8 @@ class CellRecord:
     """inference.json `runtimes[i].cells[j]`: one runtime × batch size."""
 
     batch_size: Count = None
-    start_unix: Number = None
-    end_unix: Number = None
+    start_unix: UnixTime = None
+    end_unix: UnixTime = None
     calls: Count = None
     images: Count = None
     images_per_s: Number = None
@@ -234,8 +242,8 @@ class InferenceRecord:
     device: Text = None
     framework: Text = None
     status: Text = None
-    start_unix: Number = None
-    end_unix: Number = None
+    start_unix: UnixTime = None
+    end_unix: UnixTime = None
     duration_per_cell_s: Number = None
     warmup_calls: Count = None
     model: Annotated[ModelRecord | None, OBJECT] = None

@@ -11,12 +11,15 @@ import pytest
 from runformat import ENDED_UNRECORDED, RunFiles, read_run
 from runformat.records import (
     COUNT,
+    LAST_UNIX_S,
+    UNIX_TIME,
     CellRecord,
     InferenceRecord,
     RunRecord,
     SystemRecord,
     TrainingRecord,
     is_count,
+    is_unix_time,
     spec,
 )
 
@@ -170,6 +173,20 @@ def test_declared_types_are_the_checks() -> None:
     assert spec(RunRecord)["system"][1] is SystemRecord
     assert is_count(3) and is_count(3.0) and not is_count(-1) and not is_count(2.5) and not is_count(True)
     assert not is_count(2**53 + 2)  # beyond what a float holds exactly
+
+
+def test_a_time_in_milliseconds_is_unknown_not_a_date_past_the_year_9999(tmp_path: Path) -> None:
+    """start_unix × 1000 read as seconds lies 57,000 years on: the run and its training "not one run's"."""
+    start = 1_795_518_531.25
+    files = read_run(_write(tmp_path, run={"start_unix": start * 1000, "end_unix": LAST_UNIX_S}))
+    assert files.warnings == (
+        "run.json field start_unix is a number, not seconds since 1970 before the year 10000 "
+        "(milliseconds?): read as unknown",
+    )
+    assert files.run.start_unix is None and files.run.end_unix == LAST_UNIX_S
+    assert spec(TrainingRecord)["end_unix"] == spec(InferenceRecord)["start_unix"] == (UNIX_TIME, None)
+    assert spec(CellRecord)["end_unix"] == (UNIX_TIME, None)
+    assert is_unix_time(0) and not is_unix_time(-1) and not is_unix_time(LAST_UNIX_S + 1)
 
 
 def test_a_pid_no_process_can_have_is_not_a_crash(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from pandas.api.types import is_numeric_dtype
 
 from runformat import INFERENCE_JSON, PHASES_CSV, RUN_JSON, TELEMETRY_CSV, TRAINING_CSV, TRAINING_JSON
 from runformat.columns import TIME_COLUMNS, gpu_column, gpu_indices, split_gpu_column
-from runformat.records import InferenceRecord, RunRecord, TrainingRecord, checked, one_warning
+from runformat.records import LAST_UNIX_S, InferenceRecord, RunRecord, TrainingRecord, checked, one_warning
 from runformat.tuning import tag_disagrees, tuning_problems
 from sizing.analysis.clock_steps import (
     ClockSteps,
@@ -34,7 +34,6 @@ from sizing.analysis.step_counts import as_steps
 from sizing.model import RunData, number
 
 TEXT_COLUMNS = {PHASES_CSV: ("phase", "status")}
-LAST_UNIX_S = 253_402_300_799  # 9999-12-31 23:59:59 UTC: the last second a timestamp can name
 NOT_NEGATIVE_SUFFIXES = ("_pct", "_bytes", "_bps", "_bytes_per_s", "_w", "_j", "_mhz")
 GPU_PCT_MAX = 101.0  # a GPU's own percentages (NVML, GPM, DCGM) are 0-100: above it, a sentinel or a misread
 BLANK_MIN = 2.0**47  # DCGM's blank values (FP64 2^47, INT64 near 2^63) and above: no reading is this large

@@ -208,11 +208,13 @@ def headroom(
     thresholds: Thresholds,
     mig_slice: bool = False,
     board_not_attributable: str | None = None,
+    cpu_facts_doubt: str | None = None,
 ) -> Headroom:
     """The run's MFU and, for a GPU run, why its GPU is not at its limit. `mig_slice`: the run had a MIG
     slice, whose share of the board's peak is not known; `board_not_attributable`: why the board's
-    counters are not the run's (a shared board or a slice: GPM counts the whole board)."""
-    found = mfu_of(info, system, kind, gpu_names, rate, len(gpus))
+    counters are not the run's (a shared board or a slice: GPM counts the whole board); `cpu_facts_doubt`:
+    why run.json's CPU facts may be another host's (mfu_of)."""
+    found = mfu_of(info, system, kind, gpu_names, rate, len(gpus), cpu_facts_doubt)
     if mig_slice and kind == "gpu":
         found = {**found, "mfu": None, "mfu_reason": MIG_PEAK_UNKNOWN}
     if kind != "gpu":

@@ -83,11 +83,18 @@ def device_count(info: dict, kind: str) -> int:
 
 
 def mfu_of(
-    info: dict, system: dict, kind: str, gpu_names: Sequence[str], rate: Throughput, gpus_at_work: int = 1
+    info: dict,
+    system: dict,
+    kind: str,
+    gpu_names: Sequence[str],
+    rate: Throughput,
+    gpus_at_work: int = 1,
+    cpu_facts_doubt: str | None = None,
 ) -> dict:
     """The MFU fields of Headroom (sizing.sections.definitions "MFU"). `gpus_at_work`: the run's GPUs that
     did work; with no `world_size` recorded, more than one of them is the peak's device count and the MFU
-    a lower bound (some of them may have worked for another job)."""
+    a lower bound (some of them may have worked for another job). `cpu_facts_doubt`: why run.json's CPU
+    facts may be another host's, so a CPU's peak is not known."""
     names = list(dict.fromkeys(gpu_names))
     gpu_name = names[0] if len(names) == 1 else None
     dtype, basis = math_dtype(info, kind, gpu_name)
@@ -102,6 +109,8 @@ def mfu_of(
             )
         else:
             peak = peaks.gpu_peak(gpu_name, dtype or "")
+    elif cpu_facts_doubt:
+        peak = peaks.Peak(None, dtype or "", str(system.get("cpu_model") or "CPU"), cpu_facts_doubt)
     else:
         peak = peaks.cpu_peak(system, dtype or "")
     total = peak.flops_per_s * devices if peak.flops_per_s is not None else None

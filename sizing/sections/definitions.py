@@ -199,7 +199,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "them copied from another run) is a caveat: the hardware, workload and settings they name may "
             "not be the run's. A run.json whose `system.cpu_cores_logical` its telemetry contradicts "
             "(another count of `cpu<N>_util_pct` columns with a reading) is a caveat, and the run is sized "
-            "with the count the telemetry sampled.",
+            "with the count the telemetry sampled; its CPU's peak, and so a CPU run's MFU, is not known "
+            "(run.json's CPU facts may be another host's).",
         ),
         (
             "Stability",

@@ -41,6 +41,11 @@ def decision_of(
     return report["decision"], report["warnings"]
 
 
+def report_of(tmp_path: Path) -> dict:
+    """The whole report decision_of wrote in tmp_path."""
+    return json.loads((tmp_path / "report.json").read_text())
+
+
 def losses(cells: Callable[[pd.Series], pd.Series]) -> Callable[[Path], None]:
     """training.csv with its loss_total cells (as text) rewritten."""
 
@@ -277,13 +282,16 @@ def test_a_step_log_written_twice_reads_as_written_once(tmp_path: Path) -> None:
     assert "cut at its head or tail" not in said and "steps from training.csv" not in said
 
 
-def records_cpus(logical: int) -> Callable[[Path], None]:
-    """run.json's system records `logical` logical CPUs (a run.json from another host)."""
+def records_cpus(logical: int | None) -> Callable[[Path], None]:
+    """run.json's system records `logical` logical CPUs (a run.json from another host; None: as it is), and
+    the CPU's vector flags and clock, so its CPU peak is known."""
 
     def change(run_dir: Path) -> None:
         path = run_dir / "run.json"
         record = json.loads(path.read_text())
-        record["system"]["cpu_cores_logical"] = logical
+        record["system"] |= {"cpu_simd": ["avx512f", "avx2", "fma"], "cpu_max_mhz": 3000.0}
+        if logical is not None:
+            record["system"]["cpu_cores_logical"] = logical
         path.write_text(json.dumps(record))
 
     return change
@@ -295,9 +303,20 @@ def test_a_cpu_count_the_telemetry_contradicts_is_a_caveat_and_the_sampled_count
     """The baseline's run.json from a 64-CPU host over telemetry of 16: "The baseline is weak: its training
     used 9.2 of 64 logical CPUs while other processes kept about 27.6 more busy", and no speedup."""
     decision, _ = decision_of(tmp_path, cpu_change=records_cpus(64))
-    control, _ = decision_of(tmp_path / "control")
+    cpu_room = next(r for r in report_of(tmp_path)["runs"] if r["run_id"] == CPU_RUN)["headroom"]
+    assert cpu_room["mfu"] is None  # its peak would be the other host's cores
+    assert (
+        cpu_room["mfu_not_known_reason"]
+        == "run.json's CPU facts may be another host's (its CPU count is not the telemetry's)"
+    )
+    control, _ = decision_of(tmp_path / "control", cpu_change=records_cpus(None))
+    control_room = next(r for r in report_of(tmp_path / "control")["runs"] if r["run_id"] == CPU_RUN)[
+        "headroom"
+    ]
+    assert control_room["mfu"] is not None
     assert [o["line"] for o in decision["options"]] == [o["line"] for o in control["options"]]
-    assert decision["baseline"] == control["baseline"] and "16 logical CPUs" in decision["baseline"]
+    assert "16 logical CPUs" in decision["baseline"] and "MFU" not in decision["baseline"]
+    assert control["baseline"].startswith(decision["baseline"].removesuffix("."))  # the same, but its MFU
     assert not any("weak" in c for c in decision["caveats"])
     assert any(
         f"{CPU_RUN}: run.json records 64 logical CPUs but its telemetry samples 16 (cpu0–cpu15)" in c

@@ -13,10 +13,17 @@ from runformat.columns import core_indices
 from runformat.diskfull import DISK_FULL
 from runformat.progress import LOSS_NOT_FINITE_FROM_STEP
 from sizing.analysis import coverage
+from sizing.analysis.jobcheck import is_job
 from sizing.analysis.sessions import DRIFT_WARN_FRACTION
 from sizing.analysis.signature import device_kind
 from sizing.analysis.stats import ratio_ci95, spread
-from sizing.analysis.throughput import FROM_STEP_LOG, LOSS_WINDOW_STEPS, Throughput, counted_batch
+from sizing.analysis.throughput import (
+    FROM_STEP_LOG,
+    LOSS_WINDOW_STEPS,
+    Throughput,
+    counted_batch,
+    logged_batch,
+)
 from sizing.model import number
 
 INCOMPLETE_TRAINING = {
@@ -126,8 +133,16 @@ def batch_in_doubt(
     more off training.json's batch_size; what to say; and whether it is a caveat. A count that is one of
     `devices` data-parallel devices' share of the batch size (a job counting on its first rank) leaves the
     batch size as recorded, said (None, note, False); any other count is read for it (a job's --batch given
-    as its per-device batch, a record edited): (count, caveat, True). (None, None, False) when they agree."""
+    as its per-device batch, a record edited): (count, caveat, True). (None, None, False) when they agree.
+    Our training's record without a batch_size (lost, text) reads its step log's (logged_batch), said
+    (batch, note, False); a job's stays undeclared (two jobs compare on what both declared)."""
     stated, counted = number(training_info.get("batch_size")), counted_batch(training)
+    if stated is None and not is_job(training_info) and (logged := logged_batch(training)):
+        return (
+            logged,
+            f"training.json records no batch_size: read as its step log's {logged:,.0f} examples a step",
+            False,
+        )
     if stated is None or stated <= 0 or not counted or abs(counted - stated) < BATCH_DOUBT_SHARE * stated:
         return None, None, False
     if devices > 1 and abs(counted * devices - stated) < BATCH_DOUBT_SHARE * stated:

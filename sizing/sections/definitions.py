@@ -88,7 +88,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "mixed_float16 as float16, bf16, bf16-mixed and mixed_bfloat16 as bfloat16; float16 on a "
             "CPU is a class of its own, float16 "
             "(emulated on a CPU)) and a dataset fingerprint (a hash of training.json `dataset_info`). "
-            "A field the run does not record is unknown.",
+            "A field the run does not record is unknown; a batch size our training's training.json lost "
+            "(absent, or text) is read as its step log's (`examples_per_s` × `step_time_s`, the median), "
+            "said.",
         ),
         (
             "Hardware signature",

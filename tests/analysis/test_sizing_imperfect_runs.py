@@ -355,3 +355,21 @@ def test_a_flop_count_in_gflops_gives_no_mfu_and_says_why(tmp_path: Path) -> Non
     decision, _ = decision_of(tmp_path, gpu_change=in_gflops)
     (option,) = decision["options"]
     assert option["mfu"] is None and "MFU not known" in option["line"], option["line"]
+
+
+def test_a_batch_size_the_record_lost_is_read_from_the_step_log(tmp_path: Path) -> None:
+    """training.json's batch_size written as text ("2"): "not known to be like-for-like: batch_size unknown",
+    and no speedup known to compare the same work. Its step log's examples_per_s × step_time_s is 2."""
+
+    def batch_as_text(run_dir: Path) -> None:
+        path = run_dir / "training.json"
+        record = json.loads(path.read_text())
+        record["batch_size"] = str(record["batch_size"])
+        path.write_text(json.dumps(record))
+
+    decision, warnings = decision_of(tmp_path, gpu_change=batch_as_text)
+    control, _ = decision_of(tmp_path / "control")
+    assert decision["options"][0]["line"] == control["options"][0]["line"]
+    assert "like-for-like" not in " ".join(decision["caveats"])
+    said = f"{GPU_RUN}: training.json records no batch_size: read as its step log's 2 examples a step"
+    assert said in warnings

@@ -42,12 +42,11 @@ def as_steps(training: pd.DataFrame, training_info: dict) -> tuple[pd.DataFrame,
 def running_steps(training: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """The step log (in time order) with a count that restarts each epoch read as one running count, and
     the warning; the log as it is, and None, where its steps never go back or not only by restarts."""
-    if len(training) < 2 * MIN_EPOCH_ROWS or "step" not in training:
+    known = _with_a_step(training)
+    if len(known) < 2 * MIN_EPOCH_ROWS:
         return training, None
-    steps = training["step"].to_numpy(dtype=float)
-    times = training["time_unix"].to_numpy(dtype=float)
-    if not np.isfinite(steps).all():
-        return training, None
+    steps = known["step"].to_numpy(dtype=float)
+    times = known["time_unix"].to_numpy(dtype=float)
     dstep = np.diff(steps)
     restarts = np.flatnonzero(dstep < 0)
     if restarts.size == 0:
@@ -58,7 +57,7 @@ def running_steps(training: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
         return training, None  # back to somewhere inside the count: a rollback, or ranks interleaved
     if np.diff(np.concatenate(([-1], restarts))).min() < MIN_EPOCH_ROWS:
         return training, None
-    if "elapsed_s" in training and np.isfinite(elapsed := training["elapsed_s"].to_numpy(dtype=float)).all():
+    if "elapsed_s" in known and np.isfinite(elapsed := known["elapsed_s"].to_numpy(dtype=float)).all():
         if (np.diff(elapsed)[restarts] < 0).any():
             return training, None  # a resumed session starts its elapsed_s again
     else:
@@ -69,8 +68,8 @@ def running_steps(training: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     done = dstep.copy()
     done[restarts] = steps[restarts + 1] - floor + usual
     counted = training.copy()
-    counted["step"] = steps[0] + np.concatenate(([0.0], np.cumsum(done)))
-    last = counted["step"].iloc[-1]
+    last = steps[0] + float(done.sum())
+    counted.loc[known.index, "step"] = steps[0] + np.concatenate(([0.0], np.cumsum(done)))
     note = (
         f"{TRAINING_CSV}: its step starts again {restarts.size} time(s) while the run goes on (a count "
         f"within each epoch): read as one running count, {steps[0]:,.0f}–{last:,.0f}"
@@ -81,25 +80,29 @@ def running_steps(training: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
 def steps_from_examples(training: pd.DataFrame, training_info: dict) -> tuple[pd.DataFrame, str | None]:
     """The step log with a step column that counts examples divided by the batch, and the warning; the log
     as it is, and None, where the rows do not say so (module docstring)."""
-    if len(training) < 3 or "step" not in training:
+    known = _with_a_step(training)
+    if len(known) < 3:
         return training, None
-    steps = training["step"].to_numpy(dtype=float)
+    steps = known["step"].to_numpy(dtype=float)
     per_row = np.diff(steps)
-    batch = _batch(training, training_info)
-    if batch is None or batch < 2 or not np.isfinite(per_row).all():
+    batch = _batch(known, training_info)
+    if batch is None or batch < 2 or float(np.mean(per_row == batch)) < EXAMPLES_ROW_SHARE:
         return training, None
-    if float(np.mean(per_row == batch)) < EXAMPLES_ROW_SHARE:
-        return training, None
-    if not (_steps_counted(training_info, steps[-1] / batch) or _one_step_a_row(training, batch)):
+    if not (_steps_counted(training_info, steps[-1] / batch) or _one_step_a_row(known, batch)):
         return training, None
     counted = training.copy()
-    counted["step"] = steps / batch
-    first, last = counted["step"].iloc[0], counted["step"].iloc[-1]
+    counted.loc[known.index, "step"] = steps / batch
+    first, last = steps[0] / batch, steps[-1] / batch
     note = (
         f"{TRAINING_CSV}: its step advances by the batch ({batch:,.0f}) a row, and each row is one step "
         f"(a count of examples): read as steps, {first:,.0f}–{last:,.0f}"
     )
     return counted, note
+
+
+def _with_a_step(training: pd.DataFrame) -> pd.DataFrame:
+    """The rows with a step (a torn or emptied cell left out)."""
+    return training[training["step"].notna()] if "step" in training else training.iloc[0:0]
 
 
 def _batch(training: pd.DataFrame, training_info: dict) -> float | None:

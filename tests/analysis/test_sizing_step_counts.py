@@ -67,6 +67,18 @@ def test_a_count_within_each_epoch_reads_as_one_running_count(first: int, every:
     assert left_alone(running_steps(counted), counted)  # read once: loading and build_report both apply it
 
 
+def test_a_row_without_a_step_does_not_hide_the_epochs() -> None:
+    """A torn row's empty step cell: the rows with one are still read, the empty one left empty."""
+    log = step_log(epochs(3, 100))
+    log.loc[150, "step"] = np.nan
+    counted, note = running_steps(log)
+    assert note is not None and counted["step"].iloc[-1] == 300 and np.isnan(counted["step"].iloc[150])
+    examples, info = examples_log(4, 400)
+    examples.loc[10, "step"] = np.nan
+    counted, note = steps_from_examples(examples, info)
+    assert note is not None and counted["step"].iloc[-1] == 400
+
+
 def test_an_epoch_ending_in_a_long_evaluation_still_runs_on() -> None:
     """elapsed_s goes on across the evaluation's minute: the run did not stop."""
     counted, note = running_steps(step_log(epochs(3, 100), gaps={100: 60.0, 200: 60.0}))

@@ -99,6 +99,12 @@ def weak_baseline_reasons(a: RunAnalysis, t: Thresholds) -> list[str]:
                      "run.json cpu_simd): converted to float32 and back")  # fmt: skip
     if a.verdict.primary == bottleneck.HOST_BOUND:
         found.append("host-bound: " + "; ".join(a.verdict.evidence))
+    if a.busy_other_gpus:
+        busy = ", ".join(f"gpu{i} {mean:.0f} %" for i, mean in a.busy_other_gpus)
+        found.insert(  # first: it explains the rest
+            0,
+            f"a GPU was busy while it trained ({busy} on average): it may not have trained on the CPU alone",
+        )
     return found
 
 

@@ -373,3 +373,23 @@ def test_a_batch_size_the_record_lost_is_read_from_the_step_log(tmp_path: Path) 
     assert "like-for-like" not in " ".join(decision["caveats"])
     said = f"{GPU_RUN}: training.json records no batch_size: read as its step log's 2 examples a step"
     assert said in warnings
+
+
+def test_a_cpu_baseline_beside_a_busy_gpu_is_weak(tmp_path: Path) -> None:
+    """A "CPU" run whose telemetry shows its GPU 25 % busy while it trained (code that found the GPU, a
+    record edited): "1.0× faster", from a baseline that may have trained on the GPU. The shipped CPU
+    baseline, its GPU idle, is not."""
+    runs = tmp_path / "runs"
+    shutil.copytree(EXAMPLES / GPU_RUN, runs / GPU_RUN, ignore=shutil.ignore_patterns("detections"))
+    shutil.copytree(EXAMPLES / GPU_RUN, runs / "on-the-gpu", ignore=shutil.ignore_patterns("detections"))
+    for name, fields in (("run.json", {"device": "cpu"}), ("training.json", {"device_used": "CPU"})):
+        path = runs / "on-the-gpu" / name
+        path.write_text(json.dumps(json.loads(path.read_text()) | fields))
+    out = tmp_path / "report.json"
+    assert sizing_main([str(runs / "on-the-gpu"), str(runs / GPU_RUN), "--out", str(out)]) == 0
+    caveats = json.loads(out.read_text())["decision"]["caveats"]
+    weak = next(c for c in caveats if c.startswith("The baseline is weak"))
+    assert weak.startswith("The baseline is weak: a GPU was busy while it trained (gpu0 ")
+    assert "it may not have trained on the CPU alone" in weak
+    control, _ = decision_of(tmp_path / "control")
+    assert not any("a GPU was busy" in c for c in control["caveats"])

@@ -19,6 +19,8 @@ DEFAULT_UTILISATION = 1.0
 JOULES_PER_KWH = 3.6e6
 MAX_TARIFF_USD_PER_KWH = 5.0  # no grid charges more: a tariff above it was given in cents
 MAX_AMORTISE_YEARS = 20.0  # no accelerator is kept longer: a life above it was given in months
+MAX_CPU_TDP_W = 5000.0  # eight 500 W sockets: a host's CPU TDP above it was given in milliwatts
+MAX_TEMP_THRESHOLD_C = 125.0  # no chip runs hotter: a threshold above it was given in °F
 
 
 class UsageError(Exception):
@@ -101,6 +103,13 @@ class Prices:
                 f"amortisation years {years:g} is longer than any hardware's life (at most "
                 f"{MAX_AMORTISE_YEARS:g}): months given? ({years / 12:g} years)"
             )
+        tdps = [("CPU TDP", self.cpu_tdp_w), *((f"CPU TDP of {key}", w) for key, w in self.cpu_tdp_by_host)]
+        found += [
+            f"{name} {watts:g} W is above any host's CPUs (at most {MAX_CPU_TDP_W:g} W): milliwatts given? "
+            f"({watts / 1000:g} W)"
+            for name, watts in tdps
+            if watts is not None and math.isfinite(watts) and watts > MAX_CPU_TDP_W
+        ]
         if not (math.isfinite(self.idle_fraction) and 0 <= self.idle_fraction < 1):
             found.append(f"idle fraction must be ≥ 0 and < 1, got {self.idle_fraction!r}")
         if not (math.isfinite(self.utilisation) and 0 < self.utilisation <= 1):

@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 
 from sizing.context import DEFAULT_TARGET_STEPS, ReportSettings
-from sizing.model import DEFAULT_UTILISATION, Prices, Thresholds, UsageError
+from sizing.model import DEFAULT_UTILISATION, MAX_TEMP_THRESHOLD_C, Prices, Thresholds, UsageError
 
 
 def gpu_prices(
@@ -60,6 +60,11 @@ def report_settings(
     temp = Thresholds.temp_threshold_c if temp_threshold is None else temp_threshold
     if not math.isfinite(temp):
         raise UsageError(f"temperature threshold must be a finite number, got {temp_threshold!r}")
+    if temp > MAX_TEMP_THRESHOLD_C:
+        raise UsageError(
+            f"temperature threshold {temp:g} °C is above any chip's (at most {MAX_TEMP_THRESHOLD_C:g} °C): "
+            f"°F given? ({(temp - 32) * 5 / 9:.0f} °C)"
+        )
     steps = DEFAULT_TARGET_STEPS if target_steps is None else target_steps
     if not math.isfinite(steps) or steps < 1 or steps != int(steps):
         raise UsageError(f"target steps must be a whole number ≥ 1, got {target_steps!r}")

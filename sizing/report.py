@@ -84,7 +84,7 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
     prices, price_notes = money.named_prices(settings.prices, gpu_models(runs), hosts(runs))
     settings = replace(settings, prices=prices)
     runs, copied = fold_copies(runs, settings.baseline)
-    folded = tn.fold_trials(runs)
+    folded = tn.fold_trials(runs, settings.include_incomplete)
     if settings.baseline in folded.trial_of:
         raise UsageError(
             f"baseline {settings.baseline!r} is a --tune trial: name its sweep's final run, "

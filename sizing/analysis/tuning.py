@@ -27,6 +27,7 @@ from runformat.tuning import (
 from sizing.analysis import signature
 from sizing.analysis import throughput as tp
 from sizing.analysis.compare import Comparison, Group
+from sizing.analysis.runchecks import incomplete_reason
 from sizing.model import RunData
 
 SETTING_FIELDS = ("batch_size", "precision")  # the workload fields a sweep may change (the rest is the task)
@@ -286,14 +287,21 @@ class Folded:
     notes: tuple[str, ...]  # one line per sweep folded, and per trial whose final run is not given
 
 
-def fold_trials(runs: Sequence[RunData]) -> Folded:
+def fold_trials(runs: Sequence[RunData], include_incomplete: bool = False) -> Folded:
     """A trial is a short run at a setting under trial, not a training of its own: where its sweep's final
     run is given too, the final run stands for it (its tag records every trial's outcome) and the trial is
-    not sized as a run. A trial given without its final run is sized as a run, with a note."""
-    finals = {tag.id: run.run_id for run in runs if (tag := final_tag(run)) is not None}
+    not sized as a run. A trial given without its final run, or with one left out as incomplete (killed
+    while it trained; `include_incomplete`: not left out), is sized as a run, with a note."""
+    given = {tag.id: run for run in runs if (tag := final_tag(run)) is not None}
+    stopped = {
+        sweep: reason
+        for sweep, run in given.items()
+        if not include_incomplete and (reason := incomplete_reason(run.meta, run.training_info))
+    }
+    finals = {sweep: run.run_id for sweep, run in given.items() if sweep not in stopped}
     kept: list[RunData] = []
     folded: dict[str, list[str]] = {}
-    lone: list[str] = []
+    lone: list[tuple[str, str]] = []
     for run in runs:
         tag = tuning_of(run.meta)
         if tag is None or tag.role == FINAL:
@@ -302,16 +310,21 @@ def fold_trials(runs: Sequence[RunData]) -> Folded:
             folded.setdefault(tag.id, []).append(run.run_id)
         else:
             kept.append(run)
-            lone.append(run.run_id)
+            lone.append((run.run_id, tag.id))
     notes = [
         f"{len(ids)} trial{'s' * (len(ids) > 1)} of tuning sweep {sweep} ({', '.join(ids)}) read through its "
         f"final run {finals[sweep]} (Tuning trials), not sized as runs of their own"
         for sweep, ids in folded.items()
     ]
     notes += [
-        f"{run_id}: a --tune trial (a short run at a setting under trial) whose sweep's final run is not in "
-        "the report: sized as a run of its own"
-        for run_id in lone
+        f"{run_id}: a --tune trial (a short run at a setting under trial) whose sweep's final run "
+        + (
+            f"{given[sweep].run_id} is left out as incomplete ({stopped[sweep]})"
+            if sweep in stopped
+            else "is not in the report"
+        )
+        + ": sized as a run of its own"
+        for run_id, sweep in lone
     ]
     trial_of = {run_id: finals[sweep] for sweep, ids in folded.items() for run_id in ids}
     return Folded(tuple(kept), trial_of, tuple(notes))

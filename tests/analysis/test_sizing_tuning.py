@@ -197,11 +197,19 @@ def test_batches_differ_is_said_and_the_same_batch_is_not() -> None:
 
 
 def test_a_batch_not_recorded_is_not_the_same_batch() -> None:
-    """An untuned baseline that records no batch (nor settings): unknown, never 'the same batch'."""
+    """An untuned baseline that records no batch (nor settings, nor the step times its step log's batch
+    would come from): unknown, never 'the same batch'. Its step log's batch, where it has one, is read."""
     plain_cpu = with_info(reference_cpu(), batch_size=None, settings=None)
+    read = report_of(plain_cpu, gpu_final())
+    assert pair_of(read)["batches_differ"] is True
+    assert (
+        "against the CPU's untuned run (batch 2, float32); 20.0× at your setting"
+        in read.decision.options[0].line
+    )
+    plain_cpu = replace(plain_cpu, training=plain_cpu.training.drop(columns=["step_time_s"]))
     report = report_of(plain_cpu, gpu_final())
     assert pair_of(report)["batches_differ"] is None
-    assert "at your settings (not recorded on one side)" in report.decision.options[0].line
+    assert "against the CPU's untuned run (setting not recorded)" in report.decision.options[0].line
     assert "| batch not recorded on one side: compared per example, never per step |" in render_markdown(
         report
     )
@@ -351,6 +359,20 @@ def test_a_trial_without_its_final_run_is_sized_with_a_note() -> None:
     report = report_of(reference_cpu(), lone)
     assert {r.run_id for r in report.runs} == {"ref-cpu", "20261124T115900Z-gpu-box"}
     assert any(w.startswith("20261124T115900Z-gpu-box: a --tune trial") for w in report.warnings)
+
+
+def test_trials_whose_final_run_was_killed_are_sized_as_runs() -> None:
+    """The final run killed while it trained is left out as incomplete: its trials, complete runs, stand
+    as runs, where the Decision read "No complete GPU run". --include-incomplete keeps the final."""
+    killed = with_info(gpu_final(), status="running")
+    lone = trial_of_sweep(gpu_final(), "20261124T115900Z-gpu-box")
+    report = report_of(reference_cpu(), killed, lone)
+    (option,) = report.decision.options
+    assert option.group == ("20261124T115900Z-gpu-box",)
+    (note,) = [w for w in report.warnings if w.startswith("20261124T115900Z-gpu-box: a --tune trial")]
+    assert "whose sweep's final run ref-gpu is left out as incomplete (training still running (or" in note
+    kept = build_report([reference_cpu(), killed, lone], ReportSettings(include_incomplete=True))
+    assert {r.run_id for r in kept.runs} == {"ref-cpu", "ref-gpu"}
 
 
 def test_a_side_whose_sweep_tried_only_your_setting_is_said_untested() -> None:

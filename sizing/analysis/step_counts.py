@@ -66,7 +66,7 @@ def running_steps(training: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
         if (dt[restarts] > max(GAP_MIN_S, GAP_FACTOR * typical)).any():
             return training, None  # a pause a restart needs
     done = dstep.copy()
-    done[restarts] = steps[restarts + 1] - floor + usual
+    done[restarts] = usual  # the log's usual stride: its cadence goes on across the restart
     counted = training.copy()
     last = steps[0] + float(done.sum())
     counted.loc[known.index, "step"] = steps[0] + np.concatenate(([0.0], np.cumsum(done)))

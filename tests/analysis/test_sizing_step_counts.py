@@ -79,6 +79,15 @@ def test_a_row_without_a_step_does_not_hide_the_epochs() -> None:
     assert note is not None and counted["step"].iloc[-1] == 400
 
 
+def test_a_batch_index_logged_every_50_global_steps_keeps_its_cadence() -> None:
+    """Logged every 50 global steps as the batch index of epochs of 120 steps: 49, 99, then 29, 79, 9, 59,
+    109 … The restarts come back at varying indices; the count goes on by 50."""
+    global_steps = range(50, 50 * 20 + 1, 50)
+    counted, note = running_steps(step_log([float((g - 1) % 120) for g in global_steps]))
+    assert note is not None
+    assert np.diff(counted["step"]).tolist() == [50.0] * 19
+
+
 def test_an_epoch_ending_in_a_long_evaluation_still_runs_on() -> None:
     """elapsed_s goes on across the evaluation's minute: the run did not stop."""
     counted, note = running_steps(step_log(epochs(3, 100), gaps={100: 60.0, 200: 60.0}))

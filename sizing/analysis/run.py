@@ -14,6 +14,7 @@ from sizing.analysis.bottleneck import Verdict, verdict
 from sizing.analysis.gpu_verdicts import gpu_findings
 from sizing.analysis.headroom import Headroom, headroom
 from sizing.analysis.signature import listed_gpus
+from sizing.analysis.step_counts import steps_outrun_their_times
 from sizing.analysis.thermal import ThermalSummary, ThrottleSummary
 from sizing.analysis.throughput import FROM_TOTALS, Throughput, min_smoothed_loss, throughput
 from sizing.model import (
@@ -287,7 +288,8 @@ def analyse_run(
     rose = runchecks.loss_rose(run.training)
     short = None if apart else runchecks.telemetry_short(whole_steady, steady)
     foreign = runchecks.foreign_run_json(meta, info)
-    notes = (batch_note if batch_doubt else None, apart, rose, short, foreign)
+    outrun = steps_outrun_their_times(run.training, info)
+    notes = (batch_note if batch_doubt else None, apart, rose, short, foreign, outrun)
     unsure = [f"{run.run_id}: {note}" for note in notes if note]  # warned, caveats
     charged = charged_gpu_columns(run, kind)
     gpus, attribution, attribution_known = charged.columns, charged.how, charged.known

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from runformat import TRAINING_CSV
+from sizing.analysis.jobcheck import is_job
 from sizing.analysis.sessions import GAP_FACTOR, GAP_MIN_S
 from sizing.model import number
 
@@ -29,6 +30,8 @@ EXAMPLES_ROW_SHARE = 0.9  # share of rows whose step advances by exactly the bat
 ONE_STEP_MIN_RATIO = 0.8  # the rows' time since the row before over their step_time_s, for one step a row …
 ONE_STEP_MAX_RATIO = 1.25  # … at most this
 STEPS_MATCH_SHARE = 0.02  # training.json's steps against the step column's last value over the batch
+MAX_STEPS_PER_STEP_TIME = 1.5  # a row's step advance × its step_time_s over its time since the row before
+MIN_TIMED_ROWS = 10  # rows with a step time, a time since the row before and a step advance
 
 
 def as_steps(training: pd.DataFrame, training_info: dict) -> tuple[pd.DataFrame, list[str]]:
@@ -98,6 +101,31 @@ def steps_from_examples(training: pd.DataFrame, training_info: dict) -> tuple[pd
         f"(a count of examples): read as steps, {first:,.0f}–{last:,.0f}"
     )
     return counted, note
+
+
+def steps_outrun_their_times(training: pd.DataFrame, training_info: dict) -> str | None:
+    """'its step advances 2.0× as fast as its own step times allow: …' where the median row's step advance
+    times its step_time_s, over its time since the row before, is above MAX_STEPS_PER_STEP_TIME: a step
+    takes at least its own step time, so a step column advancing faster counts something finer (examples,
+    micro-batches), or its step_time_s times several steps. None otherwise, for a job (its rows come in
+    bursts, timed by the collector) and with fewer than MIN_TIMED_ROWS such rows."""
+    known = _with_a_step(training)
+    if is_job(training_info) or "step_time_s" not in known or len(known) < MIN_TIMED_ROWS + 1:
+        return None
+    advance = np.diff(known["step"].to_numpy(dtype=float))
+    since = np.diff(known["time_unix"].to_numpy(dtype=float))
+    took = known["step_time_s"].to_numpy(dtype=float)[1:]
+    timed = np.isfinite(took) & (took > 0) & (since > 0) & (advance > 0)
+    if timed.sum() < MIN_TIMED_ROWS:
+        return None
+    ratio = float(np.median(advance[timed] * took[timed] / since[timed]))
+    if ratio <= MAX_STEPS_PER_STEP_TIME:
+        return None
+    return (
+        f"its step advances {ratio:,.1f}× as fast as its own step times allow (training.csv step_time_s): "
+        "a step column counting examples or micro-batches, or a step_time_s that times several steps? Its "
+        f"rate may be {ratio:,.1f}× too high"
+    )
 
 
 def _with_a_step(training: pd.DataFrame) -> pd.DataFrame:

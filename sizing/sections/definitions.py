@@ -58,7 +58,7 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "clocks heat or a HW slowdown "
             "pulled down, a GPU setting changed while it trained, no CPU run so that GPUs are compared "
             "with a GPU, an assumed UTC offset, a step "
-            "log on a clock of its own, "
+            "log on a clock of its own, a step log whose step advances faster than its step times allow, "
             "run-to-run spread not measured, the host "
             "not recorded, a drifting rate or one on too few steps for an interval), then what leaves it "
             "partial (energy of the GPU board only, no prices); how many more there are is said. The "

@@ -16,12 +16,15 @@ from test_sizing_imperfect_runs import CPU_RUN, EXAMPLES, GPU_RUN, decision_of
 from dashboard import runs as dashboard_runs
 from sizing.analysis.step_counts import (
     EXAMPLES_ROW_SHARE,
+    MAX_STEPS_PER_STEP_TIME,
     MIN_EPOCH_ROWS,
+    MIN_TIMED_ROWS,
     ONE_STEP_MAX_RATIO,
     ONE_STEP_MIN_RATIO,
     STEPS_MATCH_SHARE,
     running_steps,
     steps_from_examples,
+    steps_outrun_their_times,
 )
 from sizing.analysis.throughput import throughput
 
@@ -249,3 +252,46 @@ def test_the_dashboard_plots_the_steps_the_report_reads(tmp_path: Path, change) 
     assert steps.tolist() == pytest.approx(dashboard_runs.read_training(untouched)["step"].tolist())
     warnings = dashboard_runs.run_warnings(run)
     assert any(w.startswith("training.csv: its step ") for w in warnings)
+
+
+@pytest.mark.parametrize(("advance", "said"), [(1.5, False), (1.5 + 2**-6, True)])
+def test_a_step_advancing_faster_than_its_step_times_allow_is_in_doubt(advance: float, said: bool) -> None:
+    """Rows STEP_S apart, each timed STEP_S: a step advance above MAX_STEPS_PER_STEP_TIME a row is more
+    steps than fit in the time (micro-batches, examples), a caveat; at it, not."""
+    log = step_log([1.0 + advance * i for i in range(40)])
+    note = steps_outrun_their_times(log, {})
+    assert (note is not None) is said and MAX_STEPS_PER_STEP_TIME == 1.5
+    if said:
+        assert note.startswith("its step advances 1.5× as fast as its own step times allow")
+
+
+def test_a_job_or_a_log_without_enough_step_times_is_not_judged() -> None:
+    fast = step_log([4.0 * i for i in range(1, 41)])
+    assert steps_outrun_their_times(fast, {}) is not None  # control
+    job = {"workload": {"name": "train.py"}, "progress": {"from": "protocol"}}
+    assert steps_outrun_their_times(fast, job) is None  # its rows come in bursts, timed by the collector
+    assert steps_outrun_their_times(fast.iloc[:MIN_TIMED_ROWS], {}) is None
+    assert steps_outrun_their_times(fast.iloc[: MIN_TIMED_ROWS + 1], {}) is not None
+    assert steps_outrun_their_times(fast.drop(columns=["step_time_s"]), {}) is None
+
+
+def micro_batches(run_dir: Path) -> None:
+    """training.csv's step counting 4 micro-batches a step, and training.json without its own rate."""
+    frame = pd.read_csv(run_dir / "training.csv")
+    frame["step"] = frame["step"] * 4
+    frame.to_csv(run_dir / "training.csv", index=False)
+    info = json.loads((run_dir / "training.json").read_text())
+    info.pop("steady_steps_per_s", None)
+    (run_dir / "training.json").write_text(json.dumps(info))
+
+
+def test_a_step_column_counting_micro_batches_is_a_caveat(tmp_path: Path) -> None:
+    """Read as steps, the GPU is 4× faster than it was, silently; now the Decision says the rate may be 4×
+    too high."""
+    decision, _ = decision_of(tmp_path, gpu_change=micro_batches)
+    assert any(
+        c.startswith(f"{GPU_RUN}: its step advances 4.0× as fast as its own step times allow")
+        for c in decision["caveats"]
+    )
+    control, _ = decision_of(tmp_path / "control")
+    assert not any("own step times allow" in c for c in control["caveats"])

@@ -130,6 +130,11 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
   Pinned: step_counts::one_step_a_row_within_the_ratio
 - step_counts.STEPS_MATCH_SHARE = 0.02: … or training.json's global_step the column's last value over the
   batch within this share of it. Pinned: step_counts::training_json_steps_within_the_match_share
+- step_counts.MAX_STEPS_PER_STEP_TIME = 1.5: a step log whose median row advances its step more than this
+  × its step_time_s fits in its time since the row before is in doubt (a caveat). Pinned:
+  step_counts::faster_than_its_step_times_allow
+- step_counts.MIN_TIMED_ROWS = 10: … judged on at least this many timed rows. Pinned:
+  step_counts::without_enough_step_times
 - sessions.GAP_MIN_S = 30: a new session, a pause > max(it, …). Pinned: here
 - sessions.GAP_FACTOR = 20: … and > this many typical row intervals. Pinned: here
 - sessions.STEP_JUMP_FACTOR = 10: a new session, the step jumps > it × its stride. Pinned: here
@@ -193,7 +198,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 83
+    assert len(found) == 85
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 

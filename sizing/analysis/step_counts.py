@@ -70,9 +70,8 @@ def running_steps(training: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
             return training, None  # a pause a restart needs
     done = dstep.copy()
     done[restarts] = usual  # the log's usual stride: its cadence goes on across the restart
-    counted = training.copy()
     last = steps[0] + float(done.sum())
-    counted.loc[known.index, "step"] = steps[0] + np.concatenate(([0.0], np.cumsum(done)))
+    counted = _with_steps(training, known.index, steps[0] + np.concatenate(([0.0], np.cumsum(done))))
     note = (
         f"{TRAINING_CSV}: its step starts again {restarts.size} time(s) while the run goes on (a count "
         f"within each epoch): read as one running count, {steps[0]:,.0f}–{last:,.0f}"
@@ -93,8 +92,7 @@ def steps_from_examples(training: pd.DataFrame, training_info: dict) -> tuple[pd
         return training, None
     if not (_steps_counted(training_info, steps[-1] / batch) or _one_step_a_row(known, batch)):
         return training, None
-    counted = training.copy()
-    counted.loc[known.index, "step"] = steps / batch
+    counted = _with_steps(training, known.index, steps / batch)
     first, last = steps[0] / batch, steps[-1] / batch
     note = (
         f"{TRAINING_CSV}: its step advances by the batch ({batch:,.0f}) a row, and each row is one step "
@@ -126,6 +124,15 @@ def steps_outrun_their_times(training: pd.DataFrame, training_info: dict) -> str
         "a step column counting examples or micro-batches, or a step_time_s that times several steps? Its "
         f"rate may be {ratio:,.1f}× too high"
     )
+
+
+def _with_steps(training: pd.DataFrame, rows: pd.Index, steps: np.ndarray) -> pd.DataFrame:
+    """A copy of the step log whose `rows` have these steps (a float column, whatever the file's was)."""
+    counted = training.copy()
+    column = training["step"].to_numpy(dtype=float, copy=True)
+    column[training.index.get_indexer(rows)] = steps
+    counted["step"] = column
+    return counted
 
 
 def _with_a_step(training: pd.DataFrame) -> pd.DataFrame:

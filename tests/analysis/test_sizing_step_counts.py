@@ -153,6 +153,18 @@ def test_a_step_column_that_counts_examples_is_divided_by_the_batch(info_steps: 
     assert left_alone(steps_from_examples(counted, info), counted)
 
 
+def test_a_whole_number_step_column_takes_the_steps_read() -> None:
+    """A step column parsed as whole numbers (int64) whose count of examples is no multiple of the batch
+    (a first row at 3 examples): the steps read are fractions, in a float column, not a traceback."""
+    log, info = examples_log(4, 400)
+    log["step"] = (log["step"] - 1).astype("int64")
+    counted, note = steps_from_examples(log, info)
+    assert note is not None and counted["step"].dtype == float and counted["step"].iloc[0] == 0.75
+    epochs_log = step_log(epochs(3, 100))
+    epochs_log["step"] = epochs_log["step"].astype("int64")
+    assert running_steps(epochs_log)[0]["step"].iloc[-1] == 300
+
+
 def test_a_log_written_every_batch_steps_is_left_alone() -> None:
     """Logged every 32 steps at batch 32: the step advances by the batch, but 32 step times pass a row,
     and training.json's steps are the column's."""

@@ -394,12 +394,7 @@ def analyse_run(
     )
     system = meta.get("system") if isinstance(meta.get("system"), dict) else {}
     gpu_names = analysis.hardware.get("gpus") or []
-    doubt = (
-        "run.json's CPU facts may be another host's (its CPU count is not the telemetry's)"
-        if cpus_note
-        else None
-    )
     room = headroom(info, system, kind, gpu_names, rate, measured, gpus, analysis.verdict, thresholds,
                     mig_slice=state.mig, board_not_attributable=state.not_attributable,
-                    cpu_facts_doubt=doubt)  # fmt: skip
+                    cpu_facts_doubt=runchecks.CPU_FACTS_DOUBT if cpus_note else None)  # fmt: skip
     return replace(analysis, headroom=room)

@@ -165,6 +165,9 @@ def batch_in_doubt(
     )
 
 
+CPU_FACTS_DOUBT = "run.json's CPU facts may be another host's (its CPU count is not the telemetry's)"
+
+
 def cpus_disagree(meta: dict, telemetry: pd.DataFrame) -> tuple[int | None, str | None]:
     """The logical CPUs the telemetry sampled (`cpu<N>_util_pct` columns with a reading) where run.json's
     system records another count (a run.json from another host, an edited one), and the caveat; else

@@ -13,6 +13,9 @@
 
 A resumed run (its `elapsed_s` starts again, or a pause before the step goes back), a rollback to an
 earlier checkpoint, two ranks writing one file, or a log written every N steps is left as it is.
+
+What no reading mends is said: a step that advances faster than its own step times allow
+(steps_outrun_their_times) counts something finer than steps, a caveat.
 """
 
 from __future__ import annotations

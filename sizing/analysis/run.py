@@ -273,7 +273,7 @@ def analyse_run(
         warnings += one_node_warnings(run.run_id, meta)
     rate = throughput(run.training, info)
     warnings += runchecks.rate_problems(run.run_id, rate, info)
-    incomplete = runchecks.incomplete_reason(meta, info)
+    incomplete = runchecks.incomplete_reason(meta, info, run.phases)
     if rate.source == FROM_TOTALS:
         warnings.append(f"{run.run_id}: no step log (training.csv); throughput from training.json's totals")
     elif cut := runchecks.step_log_cut(run.training, info):

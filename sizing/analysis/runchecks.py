@@ -37,6 +37,7 @@ INCOMPLETE_RUN = {
     "interrupted": "the collector was interrupted",
     "running": "the collector did not finish",
 }
+AFTER_TRAINING = ("export", "evaluate", "detect", "infer")  # the phases a training run goes on to
 RATE_MISMATCH_FRACTION = 0.05
 LOSS_ROSE_FACTOR = 1.25  # the last loss reads' mean above this × the first's: the training may have diverged
 MIN_VERDICT_SAMPLES = 5  # telemetry samples in the measurement window below which its verdict is a guess
@@ -140,7 +141,7 @@ def batch_in_doubt(
     if stated is None and not is_job(training_info) and (logged := logged_batch(training)):
         return (
             logged,
-            f"training.json records no batch_size: read as its step log's {logged:,.0f} examples a step",
+            f"no batch_size recorded (training.json): read as its step log's {logged:,.0f} examples a step",
             False,
         )
     if stated is None or stated <= 0 or not counted or abs(counted - stated) < BATCH_DOUBT_SHARE * stated:
@@ -183,10 +184,11 @@ def cpus_disagree(meta: dict, telemetry: pd.DataFrame) -> tuple[int | None, str 
     )
 
 
-def incomplete_reason(meta: dict, training_info: dict) -> str | None:
+def incomplete_reason(meta: dict, training_info: dict, phases: pd.DataFrame | None = None) -> str | None:
     """Why the run is not a complete measurement (training.json status, else run.json end_reason), or
-    None. A run that records neither (another tool's) is taken as complete. A full disk (either file's
-    `failure`) is named as such, whoever noticed it first."""
+    None. A run that records neither (another tool's) is taken as complete, and so is one without a
+    training status whose phases.csv says its training ended ok before a later phase failed
+    (trained_first). A full disk (either file's `failure`) is named as such, whoever noticed it first."""
     for failure in (meta.get("failure"), training_info.get("failure")):
         if isinstance(failure, dict) and failure.get("reason") == DISK_FULL:
             path = failure.get("path")
@@ -200,9 +202,22 @@ def incomplete_reason(meta: dict, training_info: dict) -> str | None:
         return f"training diverged: its loss was not finite (nan or inf) from step {diverged:.0f} to the end"
     end = meta.get("end_reason")
     if isinstance(end, str) and end in INCOMPLETE_RUN and status not in ("completed", "deadline"):
+        if status is None and end == "failed" and trained_first(phases):
+            return None
         code = number(meta.get("exit_code"))
         return INCOMPLETE_RUN[end] + (f" (exit code {code:g})" if code is not None else "")
     return None
+
+
+def trained_first(phases: pd.DataFrame | None) -> bool:
+    """phases.csv records a train phase that ended ok, and the phases that failed came after training
+    (export, evaluate, detect, infer): the training is whole, whatever failed next."""
+    if phases is None or phases.empty or not {"phase", "status"} <= set(phases.columns):
+        return False
+    rows = phases[["phase", "status"]].astype(str)
+    trained = ((rows["phase"] == "train") & (rows["status"] == "ok")).any()
+    failed = set(rows.loc[rows["status"] != "ok", "phase"])
+    return bool(trained) and failed <= set(AFTER_TRAINING)
 
 
 def loss_rose(training: pd.DataFrame) -> str | None:

@@ -296,7 +296,7 @@ def fold_trials(runs: Sequence[RunData], include_incomplete: bool = False) -> Fo
     stopped = {
         sweep: reason
         for sweep, run in given.items()
-        if not include_incomplete and (reason := incomplete_reason(run.meta, run.training_info))
+        if not include_incomplete and (reason := incomplete_reason(run.meta, run.training_info, run.phases))
     }
     finals = {sweep: run.run_id for sweep, run in given.items() if sweep not in stopped}
     kept: list[RunData] = []

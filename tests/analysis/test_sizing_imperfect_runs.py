@@ -371,7 +371,7 @@ def test_a_batch_size_the_record_lost_is_read_from_the_step_log(tmp_path: Path) 
     control, _ = decision_of(tmp_path / "control")
     assert decision["options"][0]["line"] == control["options"][0]["line"]
     assert "like-for-like" not in " ".join(decision["caveats"])
-    said = f"{GPU_RUN}: training.json records no batch_size: read as its step log's 2 examples a step"
+    said = f"{GPU_RUN}: no batch_size recorded (training.json): read as its step log's 2 examples a step"
     assert said in warnings
 
 
@@ -393,3 +393,32 @@ def test_a_cpu_baseline_beside_a_busy_gpu_is_weak(tmp_path: Path) -> None:
     assert "it may not have trained on the CPU alone" in weak
     control, _ = decision_of(tmp_path / "control")
     assert not any("a GPU was busy" in c for c in control["caveats"])
+
+
+def test_a_run_without_training_json_that_failed_after_training_is_complete(tmp_path: Path) -> None:
+    """training.json not copied, and run.json `failed` (its infer phase failed after training: exit code 1):
+    "No complete GPU run". phases.csv says the training ended ok, so the run is sized; a run whose train
+    phase failed stays incomplete."""
+
+    def without_training_json(run_dir: Path) -> None:
+        (run_dir / "training.json").unlink()
+        record = json.loads((run_dir / "run.json").read_text())
+        (run_dir / "run.json").write_text(json.dumps(record | {"end_reason": "failed", "exit_code": 1}))
+        phases = pd.read_csv(run_dir / "phases.csv")
+        phases.loc[phases["phase"] == "infer", "status"] = "failed"
+        phases.to_csv(run_dir / "phases.csv", index=False)
+
+    decision, _ = decision_of(tmp_path, gpu_change=without_training_json)
+    assert decision["options"] and decision["options"][0]["speedup"] is not None
+    assert not any("Left out as incomplete" in c for c in decision["caveats"])
+
+    def train_failed(run_dir: Path) -> None:
+        without_training_json(run_dir)
+        phases = pd.read_csv(run_dir / "phases.csv")
+        phases.loc[phases["phase"] == "train", "status"] = "failed"
+        phases.to_csv(run_dir / "phases.csv", index=False)
+
+    failed, _ = decision_of(tmp_path / "failed", gpu_change=train_failed)
+    assert any(
+        c.startswith(f"Left out as incomplete: {GPU_RUN} (the command failed") for c in failed["caveats"]
+    )

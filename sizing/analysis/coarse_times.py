@@ -15,12 +15,15 @@ import itertools
 import numpy as np
 import pandas as pd
 
+from runformat.records import LAST_UNIX_S
+
 FINEST_STEP_EXPONENT = -3  # times that are multiples of 1 ms or finer are taken as written
 COARSEST_STEP_EXPONENT = 6
 MAX_GUESSED_STEP_S = 10.0  # coarser rounding and no start that fits: the rows cannot be placed in time
 UNREADABLE_FIT_S = 1.0  # the readable rows' median distance from start_unix + elapsed_s, for the rest
 ZONE_STEP_S = 900.0  # UTC offsets are whole quarter hours
 MAX_ZONE_OFFSET_S = 14 * 3600.0  # … from −12 h to +14 h
+FINER_UNITS = ((1e3, "milliseconds"), (1e6, "microseconds"), (1e9, "nanoseconds"))
 
 
 def rounding_step_s(times: np.ndarray) -> float | None:
@@ -71,6 +74,31 @@ def _offset(times: np.ndarray, elapsed: np.ndarray, step: float, start: float | 
     if start is not None and np.all(np.abs(start + elapsed - times) <= step / 2 + 1e-3):
         return start, True
     return float(np.median(times - elapsed)), False
+
+
+def times_in_finer_units(
+    frame: pd.DataFrame, file: str, start_unix: float | None, records: str
+) -> tuple[pd.DataFrame, str | None]:
+    """The frame with a time_unix written in milliseconds, microseconds or nanoseconds since 1970 (every
+    readable cell past the year 9999) read in seconds, where that scale puts its rows on the recorded
+    start_unix + elapsed_s (median within UNREADABLE_FIT_S); and the warning. Otherwise the frame as it is.
+    `records`: the file whose start_unix it is."""
+    if start_unix is None or "elapsed_s" not in frame or "time_unix" not in frame:
+        return frame, None
+    times = frame["time_unix"].to_numpy(dtype=float)
+    elapsed = frame["elapsed_s"].to_numpy(dtype=float)
+    both = np.isfinite(times) & np.isfinite(elapsed)
+    if not both.any() or (times[np.isfinite(times)] <= LAST_UNIX_S).any():
+        return frame, None
+    for scale, unit in FINER_UNITS:
+        if np.median(np.abs(times[both] / scale - (start_unix + elapsed[both]))) <= UNREADABLE_FIT_S:
+            fixed = frame.copy()
+            fixed["time_unix"] = times / scale
+            return fixed, (
+                f"{file}: time_unix is in {unit} since 1970 (it fits {records}'s start_unix + elapsed_s): "
+                "read in seconds"
+            )
+    return frame, None
 
 
 def times_from_start(

@@ -28,7 +28,12 @@ from sizing.analysis.clock_steps import (
     phases_on_one_clock,
     said,
 )
-from sizing.analysis.coarse_times import times_from_elapsed, times_from_start, times_in_another_zone
+from sizing.analysis.coarse_times import (
+    times_from_elapsed,
+    times_from_start,
+    times_in_another_zone,
+    times_in_finer_units,
+)
 from sizing.analysis.signature import listed_gpus
 from sizing.analysis.step_counts import as_steps
 from sizing.model import RunData, number
@@ -94,9 +99,10 @@ def checked_and_mended(
         return numeric, problems, None
     if file in (TELEMETRY_CSV, TRAINING_CSV):
         records = RUN_JSON if file == TELEMETRY_CSV else TRAINING_JSON
+        numeric, finer = times_in_finer_units(numeric, file, start_unix, records)
         numeric, rebuilt = times_from_start(numeric, file, start_unix, records)
         numeric, zoned = times_in_another_zone(numeric, file, start_unix, records)
-        problems += [note for note in (rebuilt, zoned) if note]
+        problems += [note for note in (finer, rebuilt, zoned) if note]
     times = numeric[time_column]
     if times.isna().any():
         problems.append(f"{file}: {int(times.isna().sum())} row(s) without a time left out")

@@ -254,3 +254,38 @@ def test_only_a_whole_quarter_hour_within_the_fit_and_the_zones_is_a_zone() -> N
             assert found["time_unix"].tolist() == pytest.approx(
                 [1000.0 + off - round(off / step) * step] * 1 + [1001.0 + off - round(off / step) * step]
             )
+
+
+def in_milliseconds(run_dir: Path) -> None:
+    """Both CSVs' time_unix as `time.time_ns() // 1_000_000` (another tool's logger) would write it."""
+    for name in ("telemetry.csv", "training.csv"):
+        frame = pd.read_csv(run_dir / name)
+        frame["time_unix"] = (frame["time_unix"] * 1000).round(3)
+        frame.to_csv(run_dir / name, index=False)
+
+
+def test_times_in_milliseconds_read_in_seconds(tmp_path: Path) -> None:
+    """Every row "past the year 9999 left out": no step log, no telemetry, no energy and no verdict. Read in
+    seconds, where that fits the records' start_unix + elapsed_s, the run reads as recorded."""
+    original, found, gpu = resized(tmp_path, in_milliseconds)
+    assert found["decision"]["caveats"] == original["decision"]["caveats"]
+    said = [w for w in found["warnings"] if "time_unix is in milliseconds since 1970" in w]
+    assert len(said) == 2, found["warnings"]
+    dashboard_runs.clear_caches()
+    run = dashboard_runs.open_run_dir(gpu)
+    assert len(dashboard_runs.read_telemetry(run)) == len(load_run_dir(EXAMPLES / GPU_RUN).telemetry)
+
+
+def test_finer_units_are_read_only_where_they_fit_the_start() -> None:
+    fit = coarse_times.UNREADABLE_FIT_S
+    for scale, unit in coarse_times.FINER_UNITS:
+        for start, read in ((1e9, True), (1e9 - fit + 0.01, True), (1e9 - fit - 0.01, False)):
+            rows = pd.DataFrame({"time_unix": [1e9 * scale, (1e9 + 1) * scale], "elapsed_s": [0.0, 1.0]})
+            found, said = coarse_times.times_in_finer_units(rows, "training.csv", start, "training.json")
+            assert (said is not None) is read, (unit, start)
+            if read:
+                assert unit in said and found["time_unix"].tolist() == pytest.approx([1e9, 1e9 + 1])
+    seconds = pd.DataFrame({"time_unix": [1e9, 1e12], "elapsed_s": [0.0, 1.0]})  # one cell in seconds
+    assert coarse_times.times_in_finer_units(seconds, "training.csv", 1e9, "training.json")[1] is None
+    ms = pd.DataFrame({"time_unix": [1e12, 1e12 + 1000], "elapsed_s": [0.0, 1.0]})
+    assert coarse_times.times_in_finer_units(ms, "training.csv", None, "training.json")[1] is None

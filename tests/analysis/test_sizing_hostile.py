@@ -65,6 +65,18 @@ def in_milliseconds(path: Path) -> None:
     path.write_text(lines[0] + "".join(body))
 
 
+def in_milliseconds_alone(path: Path) -> None:
+    """in_milliseconds, without the elapsed_s that would place the rows: nothing says what they are."""
+    in_milliseconds(path)
+    lines = path.read_text().splitlines(keepends=True)
+    column = lines[0].rstrip("\n").split(",").index("elapsed_s")
+    kept = [
+        ",".join(c for i, c in enumerate(line.rstrip("\n").split(",")) if i != column) + "\n"
+        for line in lines
+    ]
+    path.write_text("".join(kept))
+
+
 def twice(path: Path) -> None:
     """The file with itself appended (two copies of one recording joined with cat)."""
     path.write_text(path.read_text() * 2)
@@ -124,7 +136,11 @@ HOSTILE: dict[str, tuple[str, Callable[[Path], None], str]] = {
                            "training.json's start_unix"),
     "out of order": ("telemetry.csv", shuffled, "telemetry.csv: rows out of time order"),
     "times in ms": ("telemetry.csv", in_milliseconds,
-                    "with a time_unix past the year 9999 left out (not seconds since 1970: milliseconds?)"),
+                    "telemetry.csv: time_unix is in milliseconds since 1970 (it fits run.json's start_unix + "
+                    "elapsed_s): read in seconds"),
+    "times in ms, no elapsed_s": ("telemetry.csv", in_milliseconds_alone,
+                                  "with a time_unix past the year 9999 left out (not seconds since 1970: "
+                                  "milliseconds?)"),
     "training out of order": ("training.csv", shuffled, "training.csv: rows out of time order"),
     "telemetry twice": ("telemetry.csv", twice, "row(s) repeat an earlier row's time: the first kept"),
     "pipes": ("training.csv", lambda p: p.write_text(p.read_text().replace(",", "|")),

@@ -14,6 +14,8 @@
 A resumed run (its `elapsed_s` starts again, or a pause before the step goes back), a rollback to an
 earlier checkpoint, two ranks writing one file, or a log written every N steps is left as it is.
 
+- **Milliseconds.** A step_time_s a thousand times the rows' spacing is read in seconds.
+
 What no reading mends is said: a step that advances faster than its own step times allow
 (steps_outrun_their_times) counts something finer than steps, a caveat.
 """
@@ -35,14 +37,32 @@ ONE_STEP_MAX_RATIO = 1.25  # … at most this
 STEPS_MATCH_SHARE = 0.02  # training.json's steps against the step column's last value over the batch
 MAX_STEPS_PER_STEP_TIME = 1.5  # a row's step advance × its step_time_s over its time since the row before
 MIN_TIMED_ROWS = 10  # rows with a step time, a time since the row before and a step advance
+MS_RATIO_SHARE = 0.1  # … a thousand, within this share: step_time_s in milliseconds
 
 
 def as_steps(training: pd.DataFrame, training_info: dict) -> tuple[pd.DataFrame, list[str]]:
-    """The step log (in time order) with its step column read as the run's steps, and a warning for each
-    reading (running_steps, steps_from_examples)."""
+    """The step log (in time order) with its step column read as the run's steps and its step times in
+    seconds, and a warning for each reading (running_steps, steps_from_examples, step_times_in_seconds)."""
     training, restarted = running_steps(training)
     training, examples = steps_from_examples(training, training_info)
-    return training, [note for note in (restarted, examples) if note]
+    training, milliseconds = step_times_in_seconds(training)
+    return training, [note for note in (restarted, examples, milliseconds) if note]
+
+
+def step_times_in_seconds(training: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """The step log with a step_time_s written in milliseconds read in seconds, and the warning: where its
+    median row's step advance × step_time_s over its time since the row before is a thousand, within
+    MS_RATIO_SHARE (every step a thousand times its time). The log as it is, and None, otherwise."""
+    ratio = _steps_per_step_time(training)
+    if ratio is None or abs(ratio / 1000 - 1) > MS_RATIO_SHARE:
+        return training, None
+    counted = training.copy()
+    counted["step_time_s"] = training["step_time_s"].to_numpy(dtype=float) / 1000
+    return (
+        counted,
+        f"{TRAINING_CSV}: step_time_s is in milliseconds (a thousand times the rows' spacing): read in "
+        "seconds",
+    )
 
 
 def running_steps(training: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
@@ -110,8 +130,21 @@ def steps_outrun_their_times(training: pd.DataFrame, training_info: dict) -> str
     takes at least its own step time, so a step column advancing faster counts something finer (examples,
     micro-batches), or its step_time_s times several steps. None otherwise, for a job (its rows come in
     bursts, timed by the collector) and with fewer than MIN_TIMED_ROWS such rows."""
+    ratio = None if is_job(training_info) else _steps_per_step_time(training)
+    if ratio is None or ratio <= MAX_STEPS_PER_STEP_TIME:
+        return None
+    return (
+        f"its step advances {ratio:,.1f}× as fast as its own step times allow (training.csv step_time_s): "
+        "a step column counting examples or micro-batches, or a step_time_s that times several steps? Its "
+        f"rate may be {ratio:,.1f}× too high"
+    )
+
+
+def _steps_per_step_time(training: pd.DataFrame) -> float | None:
+    """The median row's step advance × its step_time_s over its time since the row before (1 for a log of
+    one row a step, each timed whole); None with fewer than MIN_TIMED_ROWS such rows."""
     known = _with_a_step(training)
-    if is_job(training_info) or "step_time_s" not in known or len(known) < MIN_TIMED_ROWS + 1:
+    if "step_time_s" not in known or len(known) < MIN_TIMED_ROWS + 1:
         return None
     advance = np.diff(known["step"].to_numpy(dtype=float))
     since = np.diff(known["time_unix"].to_numpy(dtype=float))
@@ -119,14 +152,7 @@ def steps_outrun_their_times(training: pd.DataFrame, training_info: dict) -> str
     timed = np.isfinite(took) & (took > 0) & (since > 0) & (advance > 0)
     if timed.sum() < MIN_TIMED_ROWS:
         return None
-    ratio = float(np.median(advance[timed] * took[timed] / since[timed]))
-    if ratio <= MAX_STEPS_PER_STEP_TIME:
-        return None
-    return (
-        f"its step advances {ratio:,.1f}× as fast as its own step times allow (training.csv step_time_s): "
-        "a step column counting examples or micro-batches, or a step_time_s that times several steps? Its "
-        f"rate may be {ratio:,.1f}× too high"
-    )
+    return float(np.median(advance[timed] * took[timed] / since[timed]))
 
 
 def _with_steps(training: pd.DataFrame, rows: pd.Index, steps: np.ndarray) -> pd.DataFrame:

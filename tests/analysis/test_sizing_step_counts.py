@@ -19,10 +19,12 @@ from sizing.analysis.step_counts import (
     MAX_STEPS_PER_STEP_TIME,
     MIN_EPOCH_ROWS,
     MIN_TIMED_ROWS,
+    MS_RATIO_SHARE,
     ONE_STEP_MAX_RATIO,
     ONE_STEP_MIN_RATIO,
     STEPS_MATCH_SHARE,
     running_steps,
+    step_times_in_seconds,
     steps_from_examples,
     steps_outrun_their_times,
 )
@@ -307,3 +309,33 @@ def test_a_step_column_counting_micro_batches_is_a_caveat(tmp_path: Path) -> Non
     )
     control, _ = decision_of(tmp_path / "control")
     assert not any("own step times allow" in c for c in control["caveats"])
+
+
+@pytest.mark.parametrize(("times", "read"), [(1.0, True), (1.09375, True), (0.90625, True), (1.125, False)])
+def test_step_times_in_milliseconds_within_the_ms_ratio_share(times: float, read: bool) -> None:
+    """step_time_s a thousand times (× `times`) the rows' spacing: milliseconds, read in seconds, and no
+    caveat that the step outruns its times; outside MS_RATIO_SHARE of a thousand, left (and said)."""
+    log = step_log([float(s) for s in range(1, 41)])
+    log["step_time_s"] = STEP_S * 1000 * times
+    found, note = step_times_in_seconds(log)
+    assert (note is not None) is read and MS_RATIO_SHARE == 0.1
+    if read:
+        assert found["step_time_s"].iloc[0] == pytest.approx(STEP_S * times)
+        assert steps_outrun_their_times(found, {}) is None
+    else:
+        assert steps_outrun_their_times(found, {}) is not None
+
+
+def step_times_in_ms(run_dir: Path) -> None:
+    frame = pd.read_csv(run_dir / "training.csv")
+    frame["step_time_s"] = frame["step_time_s"] * 1000
+    frame.to_csv(run_dir / "training.csv", index=False)
+
+
+def test_a_step_log_timed_in_milliseconds_reads_as_recorded(tmp_path: Path) -> None:
+    """Its step advanced "1000× as fast as its own step times allow": a caveat on a right rate."""
+    decision, warnings = decision_of(tmp_path, gpu_change=step_times_in_ms)
+    untouched, _ = decision_of(tmp_path / "untouched")
+    assert decision == untouched
+    said = f"{GPU_RUN}: training.csv: step_time_s is in milliseconds (a thousand times the rows' spacing)"
+    assert any(w.startswith(said) for w in warnings)

@@ -135,6 +135,9 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
   step_counts::faster_than_its_step_times_allow
 - step_counts.MIN_TIMED_ROWS = 10: … judged on at least this many timed rows. Pinned:
   step_counts::without_enough_step_times
+- step_counts.MS_RATIO_SHARE = 0.1: a step log whose median row advances its step a thousand times (within
+  this share) what its step_time_s fits in its time since the row before is timed in milliseconds, read in
+  seconds. Pinned: step_counts::step_times_in_milliseconds_within_the_ms_ratio_share
 - sessions.GAP_MIN_S = 30: a new session, a pause > max(it, …). Pinned: here
 - sessions.GAP_FACTOR = 20: … and > this many typical row intervals. Pinned: here
 - sessions.STEP_JUMP_FACTOR = 10: a new session, the step jumps > it × its stride. Pinned: here
@@ -198,7 +201,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 85
+    assert len(found) == 86
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 

@@ -1,4 +1,4 @@
-"""A step log whose `step` column counts something other than the run's steps, read as its steps.
+"""A step log whose `step` or `step_time_s` means other than the run format says, read as the format's.
 
 - **Within each epoch.** A loop that logs its batch index (`for step, batch in enumerate(loader)`) starts
   its count again each epoch: sorted by time, the step goes back to where it began while the run goes on
@@ -10,13 +10,11 @@
   every row and the rows say each is one step (its own `examples_per_s × step_time_s` is that batch and
   its time since the row before is its `step_time_s`; or training.json counts the step column's last
   value over the batch as its steps), the count is divided by the batch.
+- **Milliseconds.** A `step_time_s` a thousand times what the rows' spacing fits is read in seconds.
 
 A resumed run (its `elapsed_s` starts again, or a pause before the step goes back), a rollback to an
-earlier checkpoint, two ranks writing one file, or a log written every N steps is left as it is.
-
-- **Milliseconds.** A step_time_s a thousand times the rows' spacing is read in seconds.
-
-What no reading mends is said: a step that advances faster than its own step times allow
+earlier checkpoint, two ranks writing one file, or a log written every N steps is left as it is. What no
+reading mends is said: a step that advances faster than its own step times allow
 (steps_outrun_their_times) counts something finer than steps, a caveat.
 """
 

@@ -174,9 +174,19 @@ def read_training(run: RunInfo) -> pd.DataFrame:
     telemetry = _telemetry_checked(run)[4]
     if telemetry is not None and telemetry[1].forward():  # the step log's gaps at those steps, too
         kept = _training_checked(run, telemetry[1])
-    frame = _with_parse_warnings(kept)
-    counted, notes = as_steps(frame, run.training)
-    return _select(with_warnings(counted, [*warnings_of(frame), *notes]) if notes else frame, None)
+    return _select(_with_parse_warnings(kept, *_steps_read(run, kept[2])), None)
+
+
+def _steps_read(run: RunInfo, checked: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The checked step log with its step column read as the report reads it (step_counts.as_steps), once
+    per checked frame and training.json."""
+    path = run.path / TRAINING_CSV
+    kept = _STEPS_READ.get(path)
+    if kept is None or kept[0] is not checked or kept[1] != run.training:
+        kept = _STEPS_READ[path] = (checked, dict(run.training), *as_steps(checked, run.training))
+        while len(_STEPS_READ) > _CHECKED_MAX:
+            _STEPS_READ.pop(next(iter(_STEPS_READ)))
+    return kept[2], kept[3]
 
 
 def _training_checked(run: RunInfo, other: ClockSteps | None) -> _Checked:
@@ -211,9 +221,13 @@ def _checked(
     return kept
 
 
-def _with_parse_warnings(kept: _Checked) -> pd.DataFrame:
-    # the parse's own warnings as of this read (a partial last line comes and goes without a new parse)
-    return with_warnings(kept[2].copy(deep=False), [*warnings_of(kept[0]), *kept[3]])
+def _with_parse_warnings(
+    kept: _Checked, frame: pd.DataFrame | None = None, more: Sequence[str] = ()
+) -> pd.DataFrame:
+    """The checked frame (or `frame`, read from it) with its checks' warnings, `more`, and the parse's own
+    as of this read (a partial last line comes and goes without a new parse)."""
+    shown = kept[2] if frame is None else frame
+    return with_warnings(shown.copy(deep=False), [*warnings_of(kept[0]), *kept[3], *more])
 
 
 def step_log_bursts(run: RunInfo) -> int:
@@ -362,6 +376,8 @@ _Checked = tuple[pd.DataFrame, dict[int, float] | None, pd.DataFrame, list[str],
 _CHECKED: dict[tuple[Path, float | None, ClockSteps | None], _Checked] = {}
 _CHECKED_MAX = 24
 _BURSTS: dict[Path, tuple[pd.DataFrame, int]] = {}  # training.csv -> (the parse, its bursts)
+# training.csv -> (the checked frame, training.json, the steps read, what was said)
+_STEPS_READ: dict[Path, tuple[pd.DataFrame, dict, pd.DataFrame, list[str]]] = {}
 
 
 def clear_caches() -> None:
@@ -369,6 +385,7 @@ def clear_caches() -> None:
     _CSV_CACHE.clear()
     _CHECKED.clear()
     _BURSTS.clear()
+    _STEPS_READ.clear()
     _FILES_CACHE.clear()
     _DETECTIONS_CACHE.clear()
 

@@ -26,6 +26,7 @@ import pandas as pd
 from runformat import TRAINING_CSV
 from sizing.analysis.jobcheck import is_job
 from sizing.analysis.sessions import GAP_FACTOR, GAP_MIN_S
+from sizing.analysis.throughput import batch_size, rated_batch
 from sizing.model import number
 
 MIN_EPOCH_ROWS = 2  # an epoch logs at least this many rows: fewer, and the steps back are not restarts
@@ -108,7 +109,7 @@ def steps_from_examples(training: pd.DataFrame, training_info: dict) -> tuple[pd
         return training, None
     steps = known["step"].to_numpy(dtype=float)
     per_row = np.diff(steps)
-    batch = _batch(known, training_info)
+    batch = batch_size(known, training_info)
     if batch is None or batch < 2 or float(np.mean(per_row == batch)) < EXAMPLES_ROW_SHARE:
         return training, None
     if not (_steps_counted(training_info, steps[-1] / batch) or _one_step_a_row(known, batch)):
@@ -167,16 +168,6 @@ def _with_a_step(training: pd.DataFrame) -> pd.DataFrame:
     return training[training["step"].notna()] if "step" in training else training.iloc[0:0]
 
 
-def _batch(training: pd.DataFrame, training_info: dict) -> float | None:
-    stated = number(training_info.get("batch_size"))
-    if stated is not None and stated > 0:
-        return stated
-    if not {"examples_per_s", "step_time_s"} <= set(training.columns):
-        return None
-    per_step = (training["examples_per_s"] * training["step_time_s"]).dropna()
-    return float(round(per_step.median())) if not per_step.empty else None
-
-
 def _steps_counted(training_info: dict, steps_if_examples: float) -> bool:
     """training.json's last step (global_step, else steps) is the step column's last value over the batch."""
     for field in ("global_step", "steps"):
@@ -188,14 +179,11 @@ def _steps_counted(training_info: dict, steps_if_examples: float) -> bool:
 
 def _one_step_a_row(training: pd.DataFrame, batch: float) -> bool:
     """Each row's own cells say it is one step of `batch` examples: its examples_per_s × step_time_s is the
-    batch, and the time since the row before is about its step_time_s."""
-    if not {"examples_per_s", "step_time_s"} <= set(training.columns):
-        return False
-    rate = training["examples_per_s"].to_numpy(dtype=float)[1:]
-    step_time = training["step_time_s"].to_numpy(dtype=float)[1:]
-    dt = np.diff(training["time_unix"].to_numpy(dtype=float))
-    known = np.isfinite(rate) & np.isfinite(step_time) & (step_time > 0)
-    if known.sum() < 2 or round(float(np.median(rate[known] * step_time[known]))) != batch:
-        return False
-    ratio = float(dt[known].sum()) / float(step_time[known].sum())
-    return ONE_STEP_MIN_RATIO <= ratio <= ONE_STEP_MAX_RATIO
+    batch, and the rows are as far apart as their step_time_s (ONE_STEP_MIN_RATIO to ONE_STEP_MAX_RATIO):
+    the step advancing by the batch a row fits `batch` times its step times."""
+    advance = _steps_per_step_time(training)
+    return (
+        rated_batch(training) == batch
+        and advance is not None
+        and ONE_STEP_MIN_RATIO <= batch / advance <= ONE_STEP_MAX_RATIO
+    )

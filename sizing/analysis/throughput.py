@@ -117,11 +117,16 @@ def logged_batch(training: pd.DataFrame) -> float | None:
     """Examples a step as the step log has them: its `examples` count's (counted_batch), else the median of
     examples_per_s × step_time_s, whole. None where it has neither."""
     counted = counted_batch(training)
-    if counted is None and {"examples_per_s", "step_time_s"} <= set(training.columns):
-        per_step = (training["examples_per_s"] * training["step_time_s"]).dropna()
-        if not per_step.empty:
-            return float(round(per_step.median()))
-    return counted
+    return rated_batch(training) if counted is None else counted
+
+
+def rated_batch(training: pd.DataFrame) -> float | None:
+    """Examples a step by the step log's own rate: the median of examples_per_s × step_time_s, whole. None
+    where it has neither or no row with both."""
+    if not {"examples_per_s", "step_time_s"} <= set(training.columns):
+        return None
+    per_step = (training["examples_per_s"] * training["step_time_s"]).dropna()
+    return float(round(per_step.median())) if not per_step.empty else None
 
 
 def counted_batch(training: pd.DataFrame) -> float | None:

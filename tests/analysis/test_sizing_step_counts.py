@@ -258,9 +258,15 @@ def test_the_decision_is_the_untouched_runs(tmp_path: Path, change) -> None:
 
 
 @pytest.mark.parametrize("change", [per_epoch, examples_seen])
-def test_the_dashboard_plots_the_steps_the_report_reads(tmp_path: Path, change) -> None:
+def test_the_dashboard_plots_the_steps_the_report_reads(tmp_path: Path, change, monkeypatch) -> None:
     decision_of(tmp_path, gpu_change=change)
     run = dashboard_runs.open_run_dir(tmp_path / "runs" / GPU_RUN)
+    calls = []
+    read = dashboard_runs.as_steps
+    monkeypatch.setattr(dashboard_runs, "as_steps", lambda *args: calls.append(1) or read(*args))
+    dashboard_runs.read_training(run)
+    dashboard_runs.read_training(run)
+    assert len(calls) == 1  # once per parse, not on every callback that reads the step log
     untouched = dashboard_runs.open_run_dir(EXAMPLES / GPU_RUN)
     steps = dashboard_runs.read_training(run)["step"]
     assert steps.tolist() == pytest.approx(dashboard_runs.read_training(untouched)["step"].tolist())

@@ -20,6 +20,7 @@ import pyarrow.csv as pacsv
 
 from dashboard import parsecache
 from runformat.textfile import absent_because, csv_text, needs_decoding
+from sizing.analysis.cells import as_numbers
 
 WARNINGS_ATTR = "warnings"
 
@@ -167,17 +168,10 @@ def _parse_lines(data: memoryview, header: list[str], numeric: bool) -> tuple[pd
 
 
 def _parse_numeric_slowly(data: bytes, header: list[str]) -> tuple[pd.DataFrame, list[str]]:
-    """The tolerant path for files with non-numeric cells: those cells become NaN, with a warning."""
+    """The tolerant path for files with cells that are not plain numbers: read as sizing reads them."""
     frame, problems = _parse_text_lines(data, header)
-    bad_cells = 0
-    for column in frame.columns:
-        text = frame[column]
-        numbers = pd.to_numeric(text, errors="coerce")
-        bad_cells += int((numbers.isna() & text.notna() & (text.astype(str).str.strip() != "")).sum())
-        frame[column] = numbers.astype("float64")
-    if bad_cells:
-        problems.append(f"{bad_cells} non-numeric value(s) read as missing")
-    return frame, problems
+    frame, cells = as_numbers(frame)
+    return frame, problems + ([cells] if cells else [])
 
 
 def _parse_text_lines(data: bytes, header: list[str]) -> tuple[pd.DataFrame, list[str]]:

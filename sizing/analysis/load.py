@@ -32,6 +32,7 @@ from runformat.layout import child_dirs
 from runformat.reader import read_run
 from runformat.records import raw_of
 from runformat.textfile import COMPRESSED, absent_because, comma_separated, text_encoding
+from sizing.analysis.cells import as_numbers
 from sizing.analysis.copies import same_measurement
 from sizing.analysis.jobs import node_place
 from sizing.analysis.validate import validated_run
@@ -62,7 +63,8 @@ def read_csv_file(path: Path, numeric: bool = True) -> tuple[pd.DataFrame, str |
     except (ValueError, pd.errors.ParserError) as exc:
         return pd.DataFrame(), f"{path.name} unparseable ({exc})".splitlines()[0]
     if numeric:
-        frame = frame.apply(pd.to_numeric, errors="coerce")
+        frame, cells = as_numbers(frame)
+        note = "; ".join(n for n in (note, cells and f"{path.name}: {cells}") if n) or None
     return frame, note
 
 

@@ -45,7 +45,10 @@ BLANK_MIN = 2.0**47  # DCGM's blank values (FP64 2^47, INT64 near 2^63) and abov
 FRACTION_SUSPECTS = ("util_pct", "mem_util_pct")  # NVML's whole-percent utilizations
 POWER_SUFFIXES = ("power_w", "power_instant_w")
 WORKING_POWER_FACTOR = 1.5  # a board whose power's 95th percentile is this × its 5th did work
-UNIT_CEILINGS = (("_mhz", 1e5), ("_c", 1e3))  # no clock reaches 100 GHz, no sensor 1,000 °C: INT32 blanks do
+UNIT_CEILINGS = (  # no clock reaches 100 GHz (INT32 blanks do); no chip works at 150 °C (GPUs stop near 95)
+    ("_mhz", 1e5, ""),
+    ("_c", 150.0, " °C: kelvin or millidegrees?"),
+)
 
 
 def checked_object(data: object, file: str, record: type) -> tuple[dict, str | None]:
@@ -176,8 +179,8 @@ def impossible_cells(
                 over, above = values > GPU_PCT_MAX, f"above {GPU_PCT_MAX:g} %"
             elif total:
                 over, above = values > total, f"above the GPU's {total / 2**30:.0f} GiB"
-            elif ceiling := next((c for suffix, c in UNIT_CEILINGS if name.endswith(suffix)), None):
-                over, above = values > ceiling, f"above {ceiling:,.0f}"
+            elif unit := next((u for u in UNIT_CEILINGS if name.endswith(u[0])), None):
+                over, above = values > unit[1], f"above {unit[1]:,.0f}{unit[2]}"
             else:
                 over, above = values >= BLANK_MIN, "at a counter's blank value (≥ 2^47)"
             below_zero = values < 0 if name.endswith(NOT_NEGATIVE_SUFFIXES) else np.zeros(values.shape, bool)

@@ -315,17 +315,21 @@ def test_a_counters_blank_value_reads_as_empty_at_two_to_the_47() -> None:
 
 
 def test_a_clock_or_temperature_past_what_any_can_read_is_an_int32_blank() -> None:
-    """DCGM's INT32 blank (2^31 − 16) in a clock or a temperature; 100 GHz and 1,000 °C are kept."""
-    assert validate.UNIT_CEILINGS == (("_mhz", 1e5), ("_c", 1e3))
+    """DCGM's INT32 blank (2^31 − 16) in a clock; a temperature in kelvin (313) or millidegrees (40,000,
+    Linux hwmon's unit). 100 GHz and 150 °C are kept."""
+    assert [u[:2] for u in validate.UNIT_CEILINGS] == [("_mhz", 1e5), ("_c", 150.0)]
     frame = pd.DataFrame({
-        "time_unix": [1.0, 2.0],
-        "gpu0_sm_clock_mhz": [1e5, 2147483632.0],
-        "gpu0_temp_c": [1e3, np.nextafter(1e3, np.inf)],
+        "time_unix": [1.0, 2.0, 3.0],
+        "gpu0_sm_clock_mhz": [1e5, 2147483632.0, 1980.0],
+        "gpu0_temp_c": [150.0, np.nextafter(150.0, np.inf), 313.15],
+        "cpu_temp_c": [40.0, 40000.0, 41.0],
     })  # fmt: skip
     cleaned, warning = validate.impossible_cells(frame, {})
-    assert cleaned["gpu0_sm_clock_mhz"].isna().tolist() == [False, True]
-    assert cleaned["gpu0_temp_c"].isna().tolist() == [False, True]
-    assert "gpu0_sm_clock_mhz: 1 above 100,000" in warning and "gpu0_temp_c: 1 above 1,000" in warning
+    assert cleaned["gpu0_sm_clock_mhz"].isna().tolist() == [False, True, False]
+    assert cleaned["gpu0_temp_c"].isna().tolist() == [False, True, True]
+    assert cleaned["cpu_temp_c"].isna().tolist() == [False, True, False]
+    assert "gpu0_sm_clock_mhz: 1 above 100,000" in warning
+    assert "gpu0_temp_c: 2 above 150 °C: kelvin or millidegrees?" in warning
 
 
 @pytest.mark.parametrize(("kept", "said"), [(5, False), (4, True), (1, True)])

@@ -338,7 +338,7 @@ def test_every_view_survives_broken_empty_and_odd_runs(app, data_dir: Path, run_
     for expected in (
         "telemetry.csv has no valid header line",
         "run.json is missing",
-        "training.csv: 2 non-numeric",
+        "training.csv: 2 cell(s) that hold no number",
     ):
         assert expected in banner
 

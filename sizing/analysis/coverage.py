@@ -3,9 +3,12 @@
 A source is a cumulative counter (NVML `gpu<i>_energy_j`, RAPL `cpu_energy_j`) or a power column
 (`gpu<i>_power_w`, or a TDP model). Two consecutive valid readings cover the time between them when they
 are at most MAX_GAP_INTERVALS of the source's own sampling intervals apart (each source its own: a merged
-log keeps its interval); a counter that goes down between them (driver
-reload, GPU reset, wrap) covers nothing there and counts one reset. Energy is integrated over covered time
-only, so a gap never reads as zero joules and a reset never as a negative one.
+log keeps its interval; a log whose interval changed, each part its own: gap_limits); a counter that goes
+down between them (driver reload, GPU reset, wrap) covers nothing there and counts one reset. Energy is
+integrated over covered time only, so a gap never reads as zero joules and a reset never as a negative one.
+A counter measures across a gap too: its rise between the reads either side of a gap inside the window
+counts (a bridged gap) when its mean power there lies within BRIDGE_POWER_RANGE of its own other spans' (a
+reset in the gap, or a misread, would not).
 """
 
 from __future__ import annotations
@@ -13,9 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 COMPLETE_COVERAGE = 0.95
 MAX_GAP_INTERVALS = 3.0
+LOCAL_SPACINGS = 21  # an interval is judged against the median of this many spacings around it
+BRIDGE_POWER_RANGE = (0.5, 1.5)  # × the 5th and 95th percentiles of a counter's mean power between reads
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,7 @@ class SourceEnergy:
     window_s: float
     resets: int = 0
     is_estimate: bool = False
+    bridged: int = 0  # gaps a counter measured across
 
     @property
     def coverage(self) -> float:
@@ -55,6 +62,7 @@ class SourceEnergy:
             "coverage": self.coverage,
             "complete": self.complete,
             "resets": self.resets,
+            "bridged_gaps": self.bridged,
             "covered_s": self.covered_s,
             "energy_j_covered": self.joules,
             "mean_power_w": self.mean_w,
@@ -71,6 +79,18 @@ def max_gap_s(times: np.ndarray, nominal_interval_s: float | None) -> float:
     gaps = gaps[gaps > 0]
     typical = float(np.median(gaps)) if gaps.size else (nominal_interval_s or 1.0)
     return MAX_GAP_INTERVALS * typical
+
+
+def gap_limits(t: np.ndarray, floor_s: float) -> np.ndarray:
+    """For each interval between ascending times t, the longest it may be and still count as covered:
+    MAX_GAP_INTERVALS × the median of the LOCAL_SPACINGS spacings around it, never below floor_s (max_gap_s).
+    A log sampled every 0.1 s and then every 1 s (a collector restarted with another interval, two logs
+    merged) is covered in both parts; a lone gap among short spacings still stands out."""
+    steps = np.diff(t)
+    if steps.size < 2:
+        return np.full(steps.shape, floor_s)
+    local = pd.Series(steps).rolling(LOCAL_SPACINGS, center=True, min_periods=1).median().to_numpy()
+    return np.maximum(floor_s, MAX_GAP_INTERVALS * local)
 
 
 def source_max_gap_s(times: np.ndarray, values: np.ndarray, nominal_interval_s: float | None) -> float:
@@ -106,7 +126,8 @@ def spread_between_reads(t: np.ndarray, c: np.ndarray, max_gap: float) -> np.nda
         return spread
     segment = np.searchsorted(reads, np.arange(c.size), side="right") - 1  # each row's last read
     steps = np.diff(t)
-    broken = np.bincount(segment[:-1], weights=(steps <= 0) | (steps > max_gap), minlength=reads.size) > 0
+    gaps = (steps <= 0) | (steps > gap_limits(t, max_gap))
+    broken = np.bincount(segment[:-1], weights=gaps, minlength=reads.size) > 0
     first = reads[segment]
     last = reads[np.minimum(segment + 1, reads.size - 1)]  # the next read (the row's own after the last)
     bounded = (segment < reads.size - 1) & ~broken[segment] & (c[last] >= c[first])
@@ -123,14 +144,14 @@ def counter_source(
     source: str, method: str, times: np.ndarray, counter: np.ndarray, window: tuple[float, float],
     max_gap: float,
 ) -> SourceEnergy | None:  # fmt: skip
-    """A cumulative counter over the window, piecewise across resets, spread between its reads; None
-    without two readings."""
+    """A cumulative counter over the window, piecewise across resets, spread between its reads, across the
+    gaps it bridges (bridged_gaps); None without two readings."""
     t, read = _pairs(times, counter, np.isfinite(counter) & (counter >= 0))
     if t.size < 2:
         return None
     start, end = window
     dt, dc = np.diff(t), np.diff(spread_between_reads(t, read, max_gap))
-    in_reach = (dt > 0) & (dt <= max_gap)
+    in_reach = (dt > 0) & (dt <= gap_limits(t, max_gap))
     resets = in_reach & (np.diff(read) < 0)
     usable = in_reach & ~resets & np.isfinite(dc)
     overlap = _overlap(t[:-1], t[1:], start, end)
@@ -138,7 +159,42 @@ def counter_source(
     joules = float(np.sum(np.where(usable, dc * fraction, 0.0)))
     covered = float(np.sum(np.where(usable, overlap, 0.0)))
     in_window = overlap > 0
-    return SourceEnergy(source, method, joules, covered, end - start, int(np.sum(resets & in_window)))
+    bridged_j, bridged_s, bridged = bridged_gaps(t, read, max_gap, window)
+    return SourceEnergy(
+        source,
+        method,
+        joules + bridged_j,
+        covered + bridged_s,
+        end - start,
+        int(np.sum(resets & in_window)),
+        bridged=bridged,
+    )
+
+
+def bridged_gaps(
+    t: np.ndarray, read: np.ndarray, max_gap: float, window: tuple[float, float]
+) -> tuple[float, float, int]:
+    """The joules and seconds a counter (times t ascending) measured across its gaps inside the window,
+    and how many: from the read before a gap to the read after it (the rows between repeat the read
+    before), where it rose at a mean power within BRIDGE_POWER_RANGE of the 5th and 95th percentiles of
+    its spans between reads without a gap. counter_source counts none of that time otherwise."""
+    reads = np.flatnonzero(np.concatenate(([True], np.diff(read) != 0)))
+    if reads.size < 3:
+        return 0.0, 0.0, 0
+    steps = np.diff(t)[: reads[-1]]
+    over = np.add.reduceat((steps > gap_limits(t, max_gap)[: reads[-1]]).astype(int), reads[:-1]) > 0
+    shortest = np.minimum.reduceat(steps, reads[:-1])
+    first, last = t[reads[:-1]], t[reads[1:]]
+    rise, span = np.diff(read[reads]), last - first
+    power = np.divide(rise, span, out=np.zeros_like(span), where=span > 0)
+    rising = (shortest > 0) & (rise > 0)
+    regular = rising & ~over
+    if not regular.any():
+        return 0.0, 0.0, 0
+    low, high = np.percentile(power[regular], [5, 95])
+    bridge = rising & over & (first >= window[0]) & (last <= window[1])
+    bridge &= (power >= BRIDGE_POWER_RANGE[0] * low) & (power <= BRIDGE_POWER_RANGE[1] * high)
+    return float(rise[bridge].sum()), float(span[bridge].sum()), int(bridge.sum())
 
 
 def power_source(
@@ -152,7 +208,7 @@ def power_source(
         return None
     start, end = window
     dt = np.diff(t)
-    usable = (dt > 0) & (dt <= max_gap)
+    usable = (dt > 0) & (dt <= gap_limits(t, max_gap))
     overlap = _overlap(t[:-1], t[1:], start, end)
     fraction = np.divide(overlap, dt, out=np.zeros_like(dt), where=dt > 0)
     joules = float(np.sum(np.where(usable, dt * (p[1:] + p[:-1]) / 2 * fraction, 0.0)))

@@ -191,6 +191,11 @@ def not_attributable_text(reason: str) -> str:
     return reason if reason.startswith("board energy") else f"energy {reason}"
 
 
+def _bridged_text(name: str, gaps: int) -> str:
+    return (f"{name} energy counter measured across {gaps} gap(s) in the telemetry (its readings either "
+            "side)")  # fmt: skip
+
+
 def reading_spacing_s(times: np.ndarray, values: np.ndarray, window: tuple[float, float]) -> float | None:
     """Median time between the valid readings inside the window; None with fewer than two."""
     inside = np.sort(times[np.isfinite(values) & (times >= window[0]) & (times <= window[1])])
@@ -232,6 +237,8 @@ def _gpu_sources(
     checks = []
     if from_counter is not None and from_counter.resets:
         checks.append(f"{name} energy counter reset {from_counter.resets} time(s) (integrated piecewise)")
+    if from_counter is not None and from_counter.bridged:
+        checks.append(_bridged_text(name, from_counter.bridged))
     valid = _plausible(read, checks, board_ceiling(values_of(telemetry, f"{name}_power_limit_w")))
     counted = [s for s in valid if s is from_counter]
     integrated = [s for s in valid if s is not from_counter]
@@ -275,6 +282,8 @@ def _cpu_source(
         read.append(rapl)
         if rapl.resets:
             checks.append(f"RAPL counter reset {rapl.resets} time(s) (integrated piecewise)")
+        if rapl.bridged:
+            checks.append(_bridged_text("RAPL", rapl.bridged))
     util = values_of(telemetry, "cpu_util_pct")
     if tdp_w is not None and util is not None:
         power = tdp_w * (idle_fraction + (1.0 - idle_fraction) * np.clip(util, 0.0, 100.0) / 100.0)

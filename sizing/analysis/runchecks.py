@@ -59,15 +59,17 @@ def telemetry_gaps(
 ) -> str | None:
     """'telemetry covers 62% of its measurement window …' when its samples cover less than
     coverage.COMPLETE_COVERAGE of the window (two samples cover the time between them when they are at most
-    coverage.MAX_GAP_INTERVALS sampling intervals apart, as for energy); None otherwise, and with too few
-    samples to tell (few_samples says that)."""
+    coverage.MAX_GAP_INTERVALS sampling intervals apart, as for energy: coverage.gap_limits); None otherwise,
+    and with too few samples to tell (few_samples says that)."""
     if window is None or window[1] <= window[0]:
         return None
     inside = np.sort(times[np.isfinite(times) & (times >= window[0]) & (times <= window[1])])
     if inside.size < MIN_VERDICT_SAMPLES:
         return None
-    steps = np.diff(np.concatenate(([window[0]], inside, [window[1]])))
-    share = float(steps[steps <= coverage.max_gap_s(inside, interval_s)].sum()) / (window[1] - window[0])
+    edged = np.concatenate(([window[0]], inside, [window[1]]))
+    steps = np.diff(edged)
+    limits = coverage.gap_limits(edged, coverage.max_gap_s(inside, interval_s))
+    share = float(steps[steps <= limits].sum()) / (window[1] - window[0])
     if share >= coverage.COMPLETE_COVERAGE:
         return None
     return (f"telemetry covers {share:.0%} of its measurement window (a gap of up to {steps.max():,.0f} s: "

@@ -8,7 +8,7 @@ from sizing.analysis import bottleneck as b
 from sizing.analysis import sessions as ss
 from sizing.analysis import speedup as sp
 from sizing.analysis import validity
-from sizing.analysis.coverage import COMPLETE_COVERAGE, MAX_GAP_INTERVALS
+from sizing.analysis.coverage import BRIDGE_POWER_RANGE, COMPLETE_COVERAGE, LOCAL_SPACINGS, MAX_GAP_INTERVALS
 from sizing.analysis.energy import (
     CROSS_CHECK_TOLERANCE,
     ESTIMATE_SPACING_S,
@@ -284,10 +284,15 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "Energy coverage",
             "each source is integrated over the time its valid readings cover: two readings at most "
             f"{MAX_GAP_INTERVALS:g} of the source's own sampling intervals apart (the median spacing "
-            "of its readings: a 5 s log merged into a 1 s run keeps its 5 s) cover the time between "
+            f"of the {LOCAL_SPACINGS} around them: a 5 s log merged into a 1 s run keeps its 5 s, a log "
+            "whose interval changed keeps each part's) cover the time between "
             "them; a counter "
             "that goes down there (driver reload, GPU reset, wrap) covers nothing there and counts "
-            "a reset (integrated piecewise). A counter's step is spread linearly over the rows that "
+            "a reset (integrated piecewise). A counter measures across a gap inside the window too: its "
+            "rise from the read before the gap to the read after counts (said) where its mean power "
+            f"there is {BRIDGE_POWER_RANGE[0]:g}–{BRIDGE_POWER_RANGE[1]:g} × the 5th–95th percentiles "
+            "of its mean power between its other reads (a reset in the gap would not be). A counter's "
+            "step is spread linearly over the rows that "
             "repeat its previous value (a counter read less often than rows are written, or moving in "
             "steps coarser than the tick), so a window shorter than a step gets its share rather than "
             "the whole step or none; repeats that no later read bounds (before a gap or a reset, after "

@@ -42,6 +42,8 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
   measurement window, or its span less of the steady state, is a caveat. Pinned: here
 - coverage.MAX_GAP_INTERVALS = 3: readings ≤ this many of the source's intervals apart cover the gap.
   Pinned: here
+- coverage.LOCAL_SPACINGS = 21: an interval is judged against the median of this many spacings around it.
+  Pinned: gaps::a_changed_interval_keeps_each_parts_limit
 - energy.ESTIMATE_SPACING_S = 1: integrated power is an ESTIMATE at a spacing ≥. Pinned: here
 - energy.CROSS_CHECK_TOLERANCE = 0.1: a counter and integrated power flagged apart by >. Pinned: here
 - energy.MIN_VALID_W = 1: a measured source averaging < it is ignored. Pinned: here
@@ -201,7 +203,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 86
+    assert len(found) == 87
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 

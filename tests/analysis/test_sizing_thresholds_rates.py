@@ -45,8 +45,12 @@ def test_a_source_covering_the_complete_share_gives_a_figure() -> None:
 def test_a_gap_of_at_most_the_gap_limit_of_the_sources_own_interval_is_covered(
     gap: float, covered: bool
 ) -> None:
+    """Integrated power (a counter measures across a gap: test_sizing_gaps)."""
     times = np.concatenate([np.arange(0.0, 21.0), 20.0 + gap + np.arange(0.0, 30.0)])
-    found = _counter_energy(times, (0.0, float(times[-1])))
+    frame = pd.DataFrame({"time_unix": times, "gpu0_power_w": 100.0})
+    found = energy.energy_in(
+        frame, (0.0, float(times[-1])), [0], None, 0.3, is_gpu_run=True, nominal_interval_s=1.0
+    )
     (source,) = found.considered
     assert source.covered_s == pytest.approx(times[-1] if covered else times[-1] - gap)
 

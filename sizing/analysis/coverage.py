@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
+from numpy.lib.stride_tricks import sliding_window_view
 
 COMPLETE_COVERAGE = 0.95
 MAX_GAP_INTERVALS = 3.0
@@ -87,10 +87,13 @@ def gap_limits(t: np.ndarray, floor_s: float) -> np.ndarray:
     A log sampled every 0.1 s and then every 1 s (a collector restarted with another interval, two logs
     merged) is covered in both parts; a lone gap among short spacings still stands out."""
     steps = np.diff(t)
-    if steps.size < 2:
-        return np.full(steps.shape, floor_s)
-    local = pd.Series(steps).rolling(LOCAL_SPACINGS, center=True, min_periods=1).median().to_numpy()
-    return np.maximum(floor_s, MAX_GAP_INTERVALS * local)
+    limits = np.full(steps.shape, floor_s)
+    longer = np.flatnonzero(steps > floor_s)  # the others are covered whatever their limit
+    if longer.size:
+        half = LOCAL_SPACINGS // 2
+        around = sliding_window_view(np.pad(steps, half, constant_values=np.nan), LOCAL_SPACINGS)[longer]
+        limits[longer] = np.maximum(floor_s, MAX_GAP_INTERVALS * np.nanmedian(around, axis=1))
+    return limits
 
 
 def source_max_gap_s(times: np.ndarray, values: np.ndarray, nominal_interval_s: float | None) -> float:

@@ -14,7 +14,9 @@ def as_numbers(frame: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """Every column as floats: a plain number as it is, a number in another tool's form
     (runformat.cells.cell_number) read, anything else unknown. And the one warning that says which columns
     held which, with a cell of each (without the file's name): a number read from text is said, and a cell
-    lost is never silent."""
+    lost is never silent. A row that repeats the header (a log appended to with its header) is skipped,
+    said."""
+    frame, headers = _without_header_rows(frame)
     columns: dict[str, pd.Series] = {}
     read: list[tuple[str, int, str]] = []
     lost: list[tuple[str, int, str]] = []
@@ -34,10 +36,25 @@ def as_numbers(frame: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
             _count(lost, name, text[pending][found.isna()])
         columns[name] = numbers
     parts = [
+        f"{headers} repeated header line(s) skipped (a log appended to)" * bool(headers),
         f"{_total(read):,} cell(s) read as the numbers they write another way ({_named(read)})" * bool(read),
         f"{_total(lost):,} cell(s) that hold no number read as unknown ({_named(lost)})" * bool(lost),
     ]
     return pd.DataFrame(columns, index=frame.index), "; ".join(p for p in parts if p) or None
+
+
+def _without_header_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    text = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
+    if not text or len(text) < len(frame.columns):
+        return frame, 0
+    named = pd.Series(False, index=frame.index)
+    header = pd.Series(True, index=frame.index)
+    for name in frame.columns:
+        same = frame[name].astype("string").str.strip().eq(str(name)).fillna(False).astype(bool)
+        named |= same
+        header &= same | frame[name].isna()
+    header &= named
+    return (frame[~header].reset_index(drop=True), int(header.sum())) if header.any() else (frame, 0)
 
 
 def _count(found: list[tuple[str, int, str]], name: object, cells: pd.Series) -> None:

@@ -129,3 +129,24 @@ def test_a_temperature_in_kelvin_is_unknown_not_hot(tmp_path: Path) -> None:
     assert [row["run_id"] for row in report["sections"]["thermal"]] == [CPU_RUN]
     said = re.compile(r"gpu0_temp_c: \d+ above 150 °C: kelvin or millidegrees\?")
     assert any(said.search(w) for w in report["warnings"])
+
+
+def test_a_header_repeated_inside_a_log_is_skipped_and_said_once(tmp_path: Path) -> None:
+    """A log appended to with its header (a resumed writer): before, every column named its header line's
+    cell as one that holds no number, and the row was left out as one without a time."""
+
+    def appended(run_dir: Path) -> None:
+        for name in ("telemetry.csv", "training.csv"):
+            lines = (run_dir / name).read_text().splitlines(keepends=True)
+            half = len(lines) // 2
+            (run_dir / name).write_text("".join([*lines[:half], lines[0], *lines[half:]]))
+
+    untouched, _ = decision_of(tmp_path / "a")
+    decision, warnings = decision_of(tmp_path / "b", gpu_change=appended)
+    assert [o["line"] for o in decision["options"]] == [o["line"] for o in untouched["options"]]
+    mine = [w for w in warnings if w.startswith(f"{GPU_RUN}: t")]
+    assert f"{GPU_RUN}: telemetry.csv: 1 repeated header line(s) skipped (a log appended to)" in mine
+    assert f"{GPU_RUN}: training.csv: 1 repeated header line(s) skipped (a log appended to)" in mine
+    assert not any("hold no number" in w or "without a time" in w for w in mine)
+    frame = dashboard_runs.read_training(dashboard_runs.open_run_dir(tmp_path / "b" / "runs" / GPU_RUN))
+    assert frame["step"].notna().all() and frame.index.is_unique

@@ -41,6 +41,7 @@ from runformat.records import RunRecord, TrainingRecord, as_record, raw_of, trai
 from runformat.textfile import absent_because
 from runformat.tuning import TuningTag, tuning_of
 from sizing.analysis.clock_steps import ClockSteps
+from sizing.analysis.coarse_times import step_log_in_another_zone
 from sizing.analysis.jobcheck import is_job
 from sizing.analysis.step_counts import as_steps
 from sizing.analysis.validate import (
@@ -178,12 +179,15 @@ def read_training(run: RunInfo) -> pd.DataFrame:
 
 
 def _steps_read(run: RunInfo, checked: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """The checked step log with its step column read as the report reads it (step_counts.as_steps), once
-    per checked frame and training.json."""
+    """The checked step log moved and its step column read as the report reads them
+    (coarse_times.step_log_in_another_zone, step_counts.as_steps), once per checked frame and
+    training.json."""
     path = run.path / TRAINING_CSV
     kept = _STEPS_READ.get(path)
     if kept is None or kept[0] is not checked or kept[1] != run.training:
-        kept = _STEPS_READ[path] = (checked, dict(run.training), *as_steps(checked, run.training))
+        zoned, moved = step_log_in_another_zone(checked, run.training)
+        counted, notes = as_steps(zoned, run.training)
+        kept = _STEPS_READ[path] = (checked, dict(run.training), counted, [moved, *notes] if moved else notes)
         while len(_STEPS_READ) > _CHECKED_MAX:
             _STEPS_READ.pop(next(iter(_STEPS_READ)))
     return kept[2], kept[3]

@@ -15,6 +15,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
+from runformat import TRAINING_CSV, TRAINING_JSON
 from runformat.records import LAST_UNIX_S
 
 FINEST_STEP_EXPONENT = -3  # times that are multiples of 1 ms or finer are taken as written
@@ -23,6 +24,7 @@ MAX_GUESSED_STEP_S = 10.0  # coarser rounding and no start that fits: the rows c
 UNREADABLE_FIT_S = 1.0  # the readable rows' median distance from start_unix + elapsed_s, for the rest
 ZONE_STEP_S = 900.0  # UTC offsets are whole quarter hours
 MAX_ZONE_OFFSET_S = 14 * 3600.0  # … from −12 h to +14 h
+ZONE_FIT_SLACK_S = 60.0  # a step log without elapsed_s fits its training's span within this either side
 FINER_UNITS = ((1e3, "milliseconds"), (1e6, "microseconds"), (1e9, "nanoseconds"))
 
 
@@ -160,3 +162,37 @@ def times_in_another_zone(
         f"{file}: time_unix is {hours} {records}'s start_unix + elapsed_s, to the second (a clock read as "
         f"local time: datetime.utcnow().timestamp()?): {moved}"
     )
+
+
+def step_log_in_another_zone(training: pd.DataFrame, training_info: dict) -> tuple[pd.DataFrame, str | None]:
+    """A step log without elapsed_s (so times_in_another_zone cannot tell) moved by a whole number of
+    quarter hours (at most MAX_ZONE_OFFSET_S) where every row lies outside the training its training.json
+    bounds (start_unix to end_unix, ZONE_FIT_SLACK_S either side) and exactly one such move places every row
+    inside it (a clock read as local time); and the warning. Otherwise the log as it is."""
+    start, end = (_finite(training_info.get(key)) for key in ("start_unix", "end_unix"))
+    if start is None or end is None or end <= start or "elapsed_s" in training or "time_unix" not in training:
+        return training, None
+    times = training["time_unix"].to_numpy(dtype=float)
+    times = times[np.isfinite(times)]
+    low, high = start - ZONE_FIT_SLACK_S, end + ZONE_FIT_SLACK_S
+    if times.size == 0 or ((times >= low) & (times <= high)).any():
+        return training, None
+    reach = int(MAX_ZONE_OFFSET_S // ZONE_STEP_S)
+    fits = [k * ZONE_STEP_S for k in range(-reach, reach + 1) if k]
+    fits = [z for z in fits if times.min() - z >= low and times.max() - z <= high]
+    if len(fits) != 1:
+        return training, None
+    zone = fits[0]
+    moved = training.copy()
+    moved["time_unix"] = training["time_unix"] - zone
+    hours = f"{abs(zone) / 3600:g} h {'after' if zone > 0 else 'before'}"
+    way = "back" if zone > 0 else "on"
+    return moved, (
+        f"{TRAINING_CSV}: every time_unix lies {hours} the training ({TRAINING_JSON}'s start_unix to "
+        f"end_unix), and no other whole number of quarter hours places it inside (a clock read as local "
+        f"time?): moved {way} {abs(zone):,.0f} s"
+    )
+
+
+def _finite(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and np.isfinite(value) else None

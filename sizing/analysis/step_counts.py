@@ -10,7 +10,8 @@
   every row and the rows say each is one step (its own `examples_per_s × step_time_s` is that batch and
   its time since the row before is its `step_time_s`; or training.json counts the step column's last
   value over the batch as its steps), the count is divided by the batch.
-- **Milliseconds.** A `step_time_s` a thousand times what the rows' spacing fits is read in seconds.
+- **Milliseconds.** A `step_time_s` a thousand times what the rows' spacing fits (by the step's advance,
+  or a row a step) is read in seconds, before the step column is read.
 
 A resumed run (its `elapsed_s` starts again, or a pause before the step goes back), a rollback to an
 earlier checkpoint, two ranks writing one file, or a log written every N steps is left as it is. What no
@@ -43,17 +44,18 @@ def as_steps(training: pd.DataFrame, training_info: dict) -> tuple[pd.DataFrame,
     """The step log (in time order) with its step column read as the run's steps and its step times in
     seconds, and a warning for each reading (running_steps, steps_from_examples, step_times_in_seconds)."""
     training, restarted = running_steps(training)
-    training, examples = steps_from_examples(training, training_info)
     training, milliseconds = step_times_in_seconds(training)
-    return training, [note for note in (restarted, examples, milliseconds) if note]
+    training, examples = steps_from_examples(training, training_info)
+    return training, [note for note in (restarted, milliseconds, examples) if note]
 
 
 def step_times_in_seconds(training: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """The step log with a step_time_s written in milliseconds read in seconds, and the warning: where its
     median row's step advance × step_time_s over its time since the row before is a thousand, within
-    MS_RATIO_SHARE (every step a thousand times its time). The log as it is, and None, otherwise."""
-    ratio = _steps_per_step_time(training)
-    if ratio is None or abs(ratio / 1000 - 1) > MS_RATIO_SHARE:
+    MS_RATIO_SHARE (every step a thousand times its time), or its step_time_s alone over that time is (a
+    row a step, whatever its step column counts: examples, say). The log as it is, and None, otherwise."""
+    ratios = (_steps_per_step_time(training), _steps_per_step_time(training, row_is_a_step=True))
+    if not any(r is not None and abs(r / 1000 - 1) <= MS_RATIO_SHARE for r in ratios):
         return training, None
     counted = training.copy()
     counted["step_time_s"] = training["step_time_s"].to_numpy(dtype=float) / 1000
@@ -139,13 +141,15 @@ def steps_outrun_their_times(training: pd.DataFrame, training_info: dict) -> str
     )
 
 
-def _steps_per_step_time(training: pd.DataFrame) -> float | None:
-    """The median row's step advance × its step_time_s over its time since the row before (1 for a log of
-    one row a step, each timed whole); None with fewer than MIN_TIMED_ROWS such rows."""
+def _steps_per_step_time(training: pd.DataFrame, row_is_a_step: bool = False) -> float | None:
+    """The median row's step advance (1 where row_is_a_step) × its step_time_s over its time since the row
+    before (1 for a log of one row a step, each timed whole); None with fewer than MIN_TIMED_ROWS such
+    rows."""
     known = _with_a_step(training)
     if "step_time_s" not in known or len(known) < MIN_TIMED_ROWS + 1:
         return None
     advance = np.diff(known["step"].to_numpy(dtype=float))
+    advance = np.where(advance > 0, 1.0, advance) if row_is_a_step else advance
     since = np.diff(known["time_unix"].to_numpy(dtype=float))
     took = known["step_time_s"].to_numpy(dtype=float)[1:]
     timed = np.isfinite(took) & (took > 0) & (since > 0) & (advance > 0)

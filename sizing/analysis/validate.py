@@ -29,6 +29,7 @@ from sizing.analysis.clock_steps import (
     said,
 )
 from sizing.analysis.coarse_times import (
+    step_log_in_another_zone,
     times_from_elapsed,
     times_from_start,
     times_in_another_zone,
@@ -261,8 +262,9 @@ def validated_run(run: RunData) -> RunData:
             run.training, TRAINING_CSV, starts[TRAINING_CSV], found["telemetry"][1]
         )
     problems += first + more
+    frames["training"], zoned = step_log_in_another_zone(frames["training"], info)
     frames["training"], counted = as_steps(frames["training"], info)
-    problems += counted
+    problems += [zoned, *counted] if zoned else counted
     phases = run.phases
     if stepped := found["telemetry"] or found["training"]:  # the densest record places the step best
         times, steps = stepped

@@ -345,3 +345,29 @@ def test_a_step_log_timed_in_milliseconds_reads_as_recorded(tmp_path: Path) -> N
     assert decision == untouched
     said = f"{GPU_RUN}: training.csv: step_time_s is in milliseconds (a thousand times the rows' spacing)"
     assert any(w.startswith(said) for w in warnings)
+
+
+def batch_as_text(run_dir: Path) -> None:
+    info = json.loads((run_dir / "training.json").read_text())
+    info["batch_size"] = str(info["batch_size"])
+    (run_dir / "training.json").write_text(json.dumps(info))
+
+
+def test_milliseconds_examples_and_a_lost_batch_together_read_as_recorded(tmp_path: Path) -> None:
+    """Found by a fuzz of combined faults: the batch read from the step log's examples/s × its step time in
+    milliseconds (2,000), so its examples were not divided by the batch nor its times read in seconds (the
+    step then advanced 2 a row): "13,814.8× faster", not like-for-like, for 6.9×."""
+
+    def all_three(run_dir: Path) -> None:
+        step_times_in_ms(run_dir)
+        examples_seen(run_dir)
+        batch_as_text(run_dir)
+
+    decision, warnings = decision_of(tmp_path, gpu_change=all_three)
+    untouched, _ = decision_of(tmp_path / "untouched")
+    assert decision["options"][0]["speedup"] == pytest.approx(untouched["options"][0]["speedup"], rel=1e-6)
+    assert decision["options"][0]["line"] == untouched["options"][0]["line"]
+    assert any(f"{GPU_RUN}: training.csv: step_time_s is in milliseconds" in w for w in warnings)
+    assert any(
+        f"{GPU_RUN}: no batch_size recorded (training.json): read as its step log's 2 " in w for w in warnings
+    )

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from dashboard import parsecache
-from runformat.textfile import absent_because, csv_text, needs_decoding
+from runformat.textfile import absent_because, csv_text, needs_decoding, packed_copy, unpacked
 from sizing.analysis.cells import as_numbers
 
 WARNINGS_ATTR = "warnings"
@@ -33,6 +33,7 @@ class _CsvEntry:
     header: list[str]
     frame: pd.DataFrame
     warnings: list[str]
+    packed: bool = False  # read from a compressed copy: parsed whole again on any change
 
 
 class CsvCache:
@@ -44,15 +45,21 @@ class CsvCache:
         self._max_entries = max_entries
 
     def read(self, path: Path, *, numeric: bool, required: bool = True) -> pd.DataFrame:
+        packed = None
         try:
             stat = path.stat()
         except OSError:
-            missing = [absent_because(path)] if required else []
-            return with_warnings(pd.DataFrame(), missing)
+            packed = packed_copy(path)
+            if packed is None:
+                return with_warnings(pd.DataFrame(), [absent_because(path)] if required else [])
+            stat = packed.stat()
         identity, stamp = (stat.st_dev, stat.st_ino), (stat.st_mtime_ns, stat.st_size)
         with self._lock:
             entry = self._entries.get(path)
-            if entry is None or entry.identity != identity or stat.st_size < entry.consumed:
+            if packed is not None:
+                if entry is None or entry.identity != identity or entry.stamp != stamp:
+                    entry = _parse_packed(path, packed, identity, numeric)
+            elif entry is None or entry.packed or entry.identity != identity or stat.st_size < entry.consumed:
                 entry = _from_sidecar(path, identity, stamp) if numeric else None
                 entry = entry or _parse_whole_and_keep(path, identity, stamp, numeric)
             elif entry.stamp != stamp:
@@ -93,10 +100,22 @@ def _parse_whole_and_keep(
     return entry
 
 
-def _parse_whole(path: Path, identity: tuple[int, int], numeric: bool) -> _CsvEntry:
-    """The file parsed from its start; one an editor or a spreadsheet saved (a byte-order mark, UTF-16,
-    `;` or tabs between cells) read as sizing reads it, whole: such a file is not a run in progress."""
-    raw = _read_bytes(path, 0)
+def _parse_packed(path: Path, packed: Path, identity: tuple[int, int], numeric: bool) -> _CsvEntry:
+    """A file found only as a compressed copy (an archived run), decompressed and parsed whole."""
+    raw, note = unpacked(packed)
+    if raw is None:
+        return _CsvEntry(identity, (0, 0), 0, [], pd.DataFrame(), [note], packed=True)
+    entry = _parse_whole(path, identity, numeric, raw)
+    entry.warnings.insert(0, note)
+    entry.packed = True
+    return entry
+
+
+def _parse_whole(path: Path, identity: tuple[int, int], numeric: bool, raw: bytes | None = None) -> _CsvEntry:
+    """The file (or `raw`, its bytes) parsed from its start; one an editor or a spreadsheet saved (a
+    byte-order mark, UTF-16, `;` or tabs between cells) read as sizing reads it, whole: such a file is not a
+    run in progress."""
+    raw = _read_bytes(path, 0) if raw is None else raw
     if not needs_decoding(raw):
         return _parse_whole_bytes(path, identity, raw, numeric)
     text, note = csv_text(raw, path.name)

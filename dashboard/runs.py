@@ -38,7 +38,7 @@ from runformat.diskfull import DISK_FULL
 from runformat.jsonio import read_object
 from runformat.progress import progress_of
 from runformat.records import RunRecord, TrainingRecord, as_record, raw_of, training_framework
-from runformat.textfile import absent_because
+from runformat.textfile import absent_because, packed_copy
 from runformat.tuning import TuningTag, tuning_of
 from sizing.analysis.clock_steps import ClockSteps
 from sizing.analysis.coarse_times import step_log_in_another_zone
@@ -329,7 +329,7 @@ def _load_run(path: Path, run_id: str, kind: str) -> RunInfo:
     )
     if note:
         warnings.append(note)
-    if not (path / TELEMETRY_CSV).is_file():
+    if not (path / TELEMETRY_CSV).is_file() and packed_copy(path / TELEMETRY_CSV) is None:
         warnings.append(absent_because(path / TELEMETRY_CSV))
     return RunInfo(run_id, path, kind, files.meta, training, files.evaluation or {}, tuple(warnings))
 

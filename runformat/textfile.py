@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import re
+import zipfile
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
@@ -15,11 +21,44 @@ def text_encoding(raw: bytes) -> str:
     return "utf-16" if raw[:2] in UTF16_BOMS else "utf-8-sig"
 
 
+READABLE_PACKINGS: dict[str, Callable[[bytes], bytes]] = {
+    ".gz": gzip.decompress, ".xz": lzma.decompress, ".bz2": bz2.decompress
+}  # fmt: skip  # and .zip of one file; .zst needs a library the standard one lacks
+PACKING_ERRORS = (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error, zipfile.BadZipFile)
+
+
 def absent_because(path: Path) -> str:
-    """Why a file that is not there cannot be read: "telemetry.csv.gz is compressed: decompress it to read
-    it" when an archived copy lies beside it, else "telemetry.csv is missing"."""
-    packed = [name for suffix in COMPRESSED if (path.parent / (name := path.name + suffix)).is_file()]
-    return f"{packed[0]} is compressed: decompress it to read it" if packed else f"{path.name} is missing"
+    """Why a file that is not there cannot be read: "telemetry.csv.zst is compressed: decompress it to read
+    it" when an archived copy lies beside it (one unpacked could not read), else "telemetry.csv is
+    missing"."""
+    packed = packed_copy(path)
+    return f"{packed.name} is compressed: decompress it to read it" if packed else f"{path.name} is missing"
+
+
+def packed_copy(path: Path) -> Path | None:
+    """The compressed copy of a file that is not there (`telemetry.csv.gz`: an archived run), the first of
+    COMPRESSED found; None without one."""
+    return next((p for suffix in COMPRESSED if (p := path.parent / (path.name + suffix)).is_file()), None)
+
+
+def unpacked(packed: Path) -> tuple[bytes | None, str]:
+    """A compressed copy's bytes decompressed (gzip, xz, bzip2, a zip of that one file) and the note
+    "telemetry.csv.gz: read decompressed"; else None and why not ("… is compressed: decompress it to read
+    it", "… is unreadable (…)")."""
+    try:
+        if packed.suffix == ".zip":
+            with zipfile.ZipFile(packed) as archive:
+                members = [name for name in archive.namelist() if not name.endswith("/")]
+                if len(members) != 1:
+                    return None, f"{packed.name} holds {len(members)} files: unpack it to read it"
+                raw = archive.read(members[0])
+        elif packed.suffix in READABLE_PACKINGS:
+            raw = READABLE_PACKINGS[packed.suffix](packed.read_bytes())
+        else:
+            return None, f"{packed.name} is compressed: decompress it to read it"
+    except PACKING_ERRORS as exc:
+        return None, f"{packed.name} is unreadable ({type(exc).__name__}: {exc})".splitlines()[0]
+    return raw, f"{packed.name}: read decompressed"
 
 
 _DECIMAL_COMMA = re.compile(r"\d,\d")

@@ -31,7 +31,7 @@ from runformat import (
 from runformat.layout import child_dirs
 from runformat.reader import read_run
 from runformat.records import raw_of
-from runformat.textfile import COMPRESSED, absent_because, comma_separated, text_encoding
+from runformat.textfile import COMPRESSED, comma_separated, packed_copy, text_encoding, unpacked
 from sizing.analysis.cells import as_numbers
 from sizing.analysis.copies import same_measurement
 from sizing.analysis.jobs import node_place
@@ -40,19 +40,26 @@ from sizing.model import RunData, UsageError
 
 
 def read_csv_file(path: Path, numeric: bool = True) -> tuple[pd.DataFrame, str | None]:
-    """The complete rows of a CSV; a truncated last line is dropped (and said)."""
+    """The complete rows of a CSV, or of its compressed copy (runformat.textfile.unpacked); a truncated last
+    line is dropped (and said)."""
+    packing = None
     if not path.is_file():
-        why = absent_because(path)
-        return pd.DataFrame(), None if why.endswith(" is missing") else why
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        return pd.DataFrame(), f"{path.name} unreadable ({exc.strerror or exc})"
+        packed = packed_copy(path)
+        if packed is None:
+            return pd.DataFrame(), None
+        raw, packing = unpacked(packed)
+        if raw is None:
+            return pd.DataFrame(), packing
+    else:
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            return pd.DataFrame(), f"{path.name} unreadable ({exc.strerror or exc})"
     text = raw.decode(text_encoding(raw), errors="replace")
-    note = None
+    note = packing
     if text and not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]
-        note = f"{path.name}: truncated last line ignored"
+        note = "; ".join(n for n in (note, f"{path.name}: truncated last line ignored") if n)
     if not text.strip():
         return pd.DataFrame(), note
     text, locale = comma_separated(text, path.name)

@@ -3,9 +3,13 @@ data/examples go through `python -m sizing` and the dashboard's Sizing tab."""
 
 from __future__ import annotations
 
+import bz2
 import gzip
+import io
 import json
+import lzma
 import shutil
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -93,6 +97,23 @@ def gzipped(path: Path) -> None:
     path.unlink()
 
 
+def packed_as(suffix: str, content: Callable[[bytes], bytes]) -> Callable[[Path], None]:
+    """Archived: only the file's compressed copy (`suffix`) is left, holding `content` of its bytes."""
+
+    def change(path: Path) -> None:
+        path.with_name(path.name + suffix).write_bytes(content(path.read_bytes()))
+        path.unlink()
+
+    return change
+
+
+def zipped(raw: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("telemetry.csv", raw)
+    return buffer.getvalue()
+
+
 def shuffled(path: Path) -> None:
     lines = path.read_text().splitlines(keepends=True)
     body = lines[1:]
@@ -147,7 +168,11 @@ HOSTILE: dict[str, tuple[str, Callable[[Path], None], str]] = {
               "training.csv has no time_unix and step columns (its header begins 'time_unix|elapsed_s|"),
     "no time column": ("telemetry.csv", timeless,
                        "telemetry.csv has no time_unix or elapsed_s column (its header begins 't, e, "),
-    "gzipped": ("telemetry.csv", gzipped, "telemetry.csv.gz is compressed: decompress it to read it"),
+    "gzipped": ("telemetry.csv", gzipped, "telemetry.csv.gz: read decompressed"),
+    "zstd": ("telemetry.csv", packed_as(".zst", lambda raw: b"(\xb5/\xfd" + raw[:100]),
+             "telemetry.csv.zst is compressed: decompress it to read it"),
+    "corrupt gzip": ("telemetry.csv", packed_as(".gz", lambda raw: gzip.compress(raw)[:200]),
+                     "telemetry.csv.gz is unreadable (EOFError"),
     "empty run.json": ("run.json", lambda p: p.write_text(""), "run.json is unreadable (JSONDecodeError"),
     "empty training.json": ("training.json", lambda p: p.write_text(""), "training.json is unreadable"),
     "empty telemetry": ("telemetry.csv", lambda p: p.write_text(""), ""),
@@ -258,3 +283,23 @@ def test_the_sizing_tab_leaves_timeless_telemetry_unread_as_the_report_does(tmp_
     text = all_text(sizing_view.sizing_content(tmp_path, [run_dir.name], DEFAULTS))
     assert "could not be sized (" not in text and "Baseline:" in text
     assert "telemetry.csv has no time_unix or elapsed_s column" in text
+
+
+@pytest.mark.parametrize(
+    ("suffix", "content"),
+    [(".gz", gzip.compress), (".xz", lzma.compress), (".bz2", bz2.compress), (".zip", zipped)],
+)
+def test_an_archived_runs_compressed_csvs_read_as_written(tmp_path: Path, suffix: str, content) -> None:
+    """Before: "telemetry.csv.gz is compressed: decompress it to read it", and the run had no host, no
+    energy and no GPU counters."""
+    run_dir = tmp_path / "runs" / REAL[0].name
+    shutil.copytree(REAL[0], run_dir)
+    for name in ("telemetry.csv", "training.csv"):
+        packed_as(suffix, content)(run_dir / name)
+    assert sizing_main([str(REAL[0]), "--out", str(tmp_path / "untouched.json")]) == 0
+    assert sizing_main([str(run_dir), "--out", str(tmp_path / "packed.json")]) == 0
+    untouched, packed = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("untouched", "packed"))
+    assert f"{REAL[0].name}: telemetry.csv{suffix}: read decompressed" in packed["warnings"]
+    assert f"{REAL[0].name}: training.csv{suffix}: read decompressed" in packed["warnings"]
+    for field in ("examples_per_s", "energy_j_per_1k_examples", "verdict"):
+        assert packed["runs"][0][field] == untouched["runs"][0][field], field

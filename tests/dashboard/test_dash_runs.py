@@ -112,17 +112,26 @@ def test_missing_files_give_empty_frames(data_dir: Path, run_ids: dict[str, str]
     assert runs.run_warnings(run) == ["telemetry.csv is missing"]
 
 
-def test_an_archived_telemetry_csv_is_named_not_called_missing(
+def test_an_archived_telemetry_csv_is_read_as_the_report_reads_it(
     data_dir: Path, run_ids: dict[str, str]
 ) -> None:
-    """As the sizing report says it: the run's telemetry lies beside it compressed."""
+    """The run's telemetry lies beside it compressed: read decompressed, said; a .zst (no standard-library
+    reader) is named, not called missing."""
     run_dir = data_dir / "runs" / run_ids["gpu"]
     telemetry = run_dir / "telemetry.csv"
+    written = runs.read_telemetry(runs.get_run(data_dir, run_ids["gpu"]))
     (run_dir / "telemetry.csv.gz").write_bytes(gzip.compress(telemetry.read_bytes()))
     telemetry.unlink()
     run = runs.get_run(data_dir, run_ids["gpu"])
-    compressed = "telemetry.csv.gz is compressed: decompress it to read it"
-    assert runs.run_warnings(run) == [compressed]
+    assert runs.run_warnings(run) == ["telemetry.csv.gz: read decompressed"]
+    read = runs.read_telemetry(run)
+    assert read.attrs["warnings"] == ["telemetry.csv.gz: read decompressed"]
+    pd.testing.assert_frame_equal(read, written, check_like=True)
+    cpu_dir = runs.get_run(data_dir, run_ids["cpu"]).path
+    (cpu_dir / "telemetry.csv").rename(cpu_dir / "telemetry.csv.zst")
+    run = runs.get_run(data_dir, run_ids["cpu"])
+    compressed = "telemetry.csv.zst is compressed: decompress it to read it"
+    assert compressed in runs.run_warnings(run)
     assert runs.read_telemetry(run).attrs["warnings"] == [compressed]
 
 

@@ -39,6 +39,7 @@ class ReportContext:
     left_out: tuple[RunAnalysis, ...] = ()  # incomplete runs kept out of the groups (shown apart)
     tuned: Mapping[tuple[str, ...], TunedPair] = field(default_factory=dict)  # by the option's run ids
     unsized: tuple[str, ...] = ()  # why each run given could not be sized (left out of everything)
+    own_baselines: Mapping[tuple[str, ...], Comparison] = field(default_factory=dict)  # compare.own_baselines
 
     def tuned_pair(self, c: Comparison) -> TunedPair | None:
         """The option's tuned figures (sizing.analysis.tuning), None unless a side of it is a tuned run."""

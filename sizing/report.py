@@ -100,8 +100,19 @@ def build_report(runs: Sequence[RunData], settings: ReportSettings) -> Report:
     if target_loss is None:
         target_loss = common_target_loss(a.min_smoothed_loss for a in analyses)
     tuned = tn.tuned_pairs(comparisons, baseline, runs, target_loss)
+    own = cmp.own_baselines(groups, baseline, comparisons, settings.prices)
     ctx = ReportContext(
-        settings, tuple(runs), analyses, groups, baseline, comparisons, target_loss, left_out, tuned, unsized
+        settings,
+        tuple(runs),
+        analyses,
+        groups,
+        baseline,
+        comparisons,
+        target_loss,
+        left_out,
+        tuned,
+        unsized,
+        own,
     )
     unsized_notes = [f"{why}: left out of the report" for why in unsized]
     warnings = [*price_notes, *copied, *folded.notes, *unsized_notes, *job_notes,

@@ -86,6 +86,7 @@ class Comparison:
     interval: speedup.SpeedupInterval | None = None  # the interval the speedup is given with
     repeats_disagree: tuple[str, ...] = ()  # this group's and the baseline's, where their runs disagree
     in_steps: bool = False  # the speedup is of steps/s: examples per step not known on either side
+    baseline: Group | None = None  # what the speedup is against
 
 
 def group_key(a: RunAnalysis) -> tuple:
@@ -187,9 +188,29 @@ def compare(groups: Sequence[Group], baseline: Group | None, prices: Prices) -> 
                 ),
                 interval=None if is_base else speedup.speedup_interval(g.analyses, baseline.analyses),
                 in_steps=in_steps and not is_base,
+                baseline=baseline,
                 repeats_disagree=tuple(
                     d for d in dict.fromkeys(speedup.repeats_disagree(x.analyses) for x in (g, baseline)) if d
                 ),
             )
         )
+    return found
+
+
+def own_baselines(
+    groups: Sequence[Group], baseline: Group | None, comparisons: Sequence[Comparison], prices: Prices
+) -> dict[tuple[str, ...], Comparison]:
+    """For each GPU group the baseline does not train like for like: its comparison against the fastest
+    other CPU group that does (its own workload's baseline), keyed by the GPU group's run ids; none where no
+    CPU group of the report trains its workload."""
+    found = {}
+    others = [g for g in groups if g.kind == "cpu" and g is not baseline]
+    for c in comparisons:
+        if c.group.kind != "gpu" or c.is_baseline or c.like_for_like:
+            continue
+        own = [g for g in others if signature.like_for_like(c.group.first.workload, g.first.workload)]
+        if own:
+            best = max(own, key=lambda g: (g.examples_per_s.mean or 0.0, g.steps_per_s.mean or 0.0))
+            against = compare([c.group, best], best, prices)
+            found[c.group.run_ids] = next(x for x in against if not x.is_baseline)
     return found

@@ -41,6 +41,7 @@ class Option:
     mfu: float | None
     why_not_at_limit: str | None
     tuned: tn.TunedPair | None = None  # where either side is a tuned run (sizing.sections.tuning)
+    own_baseline: Comparison | None = None  # against its own workload's CPU run, where not the baseline's
 
 
 @dataclass(frozen=True)
@@ -173,12 +174,13 @@ def option(c: Comparison, ctx: ReportContext) -> Option:
         speed += " in steps/s"
         notes.insert(0, "examples per step not known")
     speed += f" ({'; '.join(n for n in notes if n)})" if any(notes) else ""
+    own = ctx.own_baselines.get(g.run_ids)
     usd_text, usd, energy_only = _usd(g)
     room, mfu, label = _headroom(g)
     if idle:  # no utilization verdict of a GPU that did no work
         room = (f"MFU {mfu * 100:.2g} %" if mfu is not None else "MFU not known") + f": {IDLE_MARK}"
     even = _break_even(c, ctx)
-    parts = [speed,
+    parts = [speed, _own_workload(own),
              f"{_energy(g)} and {usd_text} per 1,000 examples", even, room,
              tuned_text.clause(pair) if pair and pair.same_task else ""]  # fmt: skip
     line = f"{name}: " + "; ".join(p for p in parts if p) + "."
@@ -196,7 +198,18 @@ def option(c: Comparison, ctx: ReportContext) -> Option:
         mfu=mfu,
         why_not_at_limit=label,
         tuned=pair,
+        own_baseline=own,
     )
+
+
+def _own_workload(own: Comparison | None) -> str:
+    """'like for like, against the CPU run of its workload (…): 75.2× faster (within-run …)', or ''."""
+    if own is None or own.speedup is None or own.baseline is None:
+        return ""
+    base, bound = own.baseline, _interval(own.interval, own.group)
+    return (f"like for like, against {base.first.hardware_name} ({base.kind.upper()}, "
+            f"{', '.join(base.run_ids)}) training its workload: {own.speedup:.1f}× "
+            f"{'faster' if own.speedup >= 1 else 'as fast'}" + (f" ({bound})" if bound else ""))  # fmt: skip
 
 
 NO_GPU_RUN = "No GPU run to compare with the baseline"
@@ -283,6 +296,14 @@ def decision_json(d: Decision) -> dict:
                 "usd_per_1k_examples": o.usd_per_1k_examples, "usd_is_energy_only": o.usd_is_energy_only,
                 "break_even_hours": o.break_even_hours, "break_even_reason": o.break_even_reason,
                 "mfu": o.mfu, "why_not_at_limit": o.why_not_at_limit,
+                "like_for_like": None if o.own_baseline is None or o.own_baseline.baseline is None else {
+                    "baseline_runs": list(o.own_baseline.baseline.run_ids),
+                    "speedup": o.own_baseline.speedup,
+                    "speedup_interval": None if o.own_baseline.interval is None else {
+                        "low": o.own_baseline.interval.low, "high": o.own_baseline.interval.high,
+                        "basis": o.own_baseline.interval.basis, "text": o.own_baseline.interval.text,
+                    },
+                },
                 "tuned": None if o.tuned is None else {
                     "speedup_at_best": o.tuned.at_best, "speedup_at_user_setting": o.tuned.at_user,
                     "speedup_at_user_setting_unknown_reason": o.tuned.at_user_unknown,

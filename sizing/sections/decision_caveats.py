@@ -53,20 +53,25 @@ def _not_the_same_work(options: Sequence[Comparison]) -> str:
 
 def _like_for_like_elsewhere(ctx: ReportContext, options: Sequence[Comparison]) -> list[str]:
     """For GPU options not like for like with the baseline: another CPU group of the report that trains
-    their workload, and the --baseline that compares them; one line per such CPU group."""
+    their workload, and the --baseline that compares them in full (their lines give the like-for-like
+    speedup where compare.own_baselines found it); one line per such CPU group."""
     tuned = {r.run_id for r in ctx.runs if tn.final_tag(r) is not None}
     others = [g for g in ctx.groups if g.kind == "cpu" and g is not ctx.baseline]
-    found: dict[str, tuple[str, int]] = {}  # the CPU run named -> (its workload, how many options)
+    found: dict[str, tuple[str, int, bool]] = {}  # the CPU run named -> (its workload, options, all lined)
     for c in options:
         match = None if _same_work(c, ctx) else next((g for g in others if _trains(c.group, g, tuned)), None)
         if match is not None:
-            name, count = found.get(match.first.run_id, (match.first.workload_name, 0))
-            found[match.first.run_id] = (name, count + 1)
+            own = ctx.own_baselines.get(c.group.run_ids)
+            lined = own is not None and own.baseline is match and own.speedup is not None
+            name, count, all_lined = found.get(match.first.run_id, (match.first.workload_name, 0, True))
+            found[match.first.run_id] = (name, count + 1, all_lined and lined)
     return [
         f"{run_id} ({name}) trains the workload of {f'{count} GPU options' if count > 1 else 'a GPU option'} "
-        f"here: --baseline {run_id} compares them like for like."
-        for run_id, (name, count) in found.items()
-    ]
+        + (f"here: {'their lines give' if count > 1 else 'its line gives'} the like-for-like speedup; "
+           f"--baseline {run_id} compares them in full." if lined
+           else f"here: --baseline {run_id} compares them like for like.")
+        for run_id, (name, count, lined) in found.items()
+    ]  # fmt: skip
 
 
 def _trains(option: Group, cpu: Group, tuned: set[str]) -> bool:

@@ -345,13 +345,34 @@ def test_a_cpu_run_of_an_options_workload_elsewhere_in_the_report_is_named_as_it
     runs = [reference_cpu(), reference_gpu(), cpu_std, gpu_std]
     said = (
         "cpu-std (tensorflow/standard/resnet50/640px/batch 2/float32) trains the workload of a GPU option "
-        "here: --baseline cpu-std compares them like for like."
+        "here: its line gives the like-for-like speedup; --baseline cpu-std compares them in full."
     )
-    assert said in build_report(runs, ReportSettings()).decision.caveats
+    report = build_report(runs, ReportSettings())
+    assert said in report.decision.caveats
     other = build_report(runs, ReportSettings(baseline="cpu-std")).decision.caveats
     assert any(c.startswith("ref-cpu (tensorflow/small/") for c in other)
     alone = build_report([reference_cpu(), reference_gpu(), gpu_std], ReportSettings()).decision.caveats
-    assert not any("compares them like for like" in c for c in alone)
+    assert not any("trains the workload of" in c for c in alone)
+
+
+def test_an_option_not_like_for_like_gives_its_speedup_against_its_own_workloads_cpu_run() -> None:
+    """Before: "NOT like-for-like: preset standard vs small …: 4.8× faster" and a caveat naming the
+    --baseline to give, while the report held the standard CPU run that made it 66× like for like."""
+    from sizingfixtures import with_info
+
+    standard = {"preset": "standard", "backbone": "resnet50", "image_size": 640}
+    cpu_std = with_info(renamed(reference_cpu(), "cpu-std"), **standard)
+    gpu_std = with_info(renamed(reference_gpu(), "gpu-std"), **standard)
+    report = build_report([reference_cpu(), reference_gpu(), cpu_std, gpu_std], ReportSettings())
+    by_group = {o.group: o for o in report.decision.options}
+    plain, std = by_group[("ref-gpu",)], by_group[("gpu-std",)]
+    assert plain.own_baseline is None and "like for like, against" not in plain.line
+    assert std.own_baseline is not None and std.own_baseline.baseline.run_ids == ("cpu-std",)
+    assert std.own_baseline.speedup == pytest.approx(plain.speedup)  # the same pair of runs, renamed
+    assert f"(CPU, cpu-std) training its workload: {plain.speedup:.1f}× faster" in std.line
+    option = next(o for o in dc.decision_json(report.decision)["options"] if o["group"] == ["gpu-std"])
+    assert option["like_for_like"]["baseline_runs"] == ["cpu-std"]
+    assert option["like_for_like"]["speedup"] == pytest.approx(plain.speedup)
 
 
 @pytest.mark.parametrize(("util", "idle"), [(1.0, False), (np.nextafter(1.0, 0.0), True)])

@@ -316,3 +316,28 @@ def _folded_trials(run_dirs: list[Path]) -> set[str]:
     tags = {d.name: json.loads((d / "run.json").read_text()).get("tuning") or {} for d in run_dirs}
     finals = {tag.get("id") for tag in tags.values() if tag.get("role") == "final"}
     return {name for name, tag in tags.items() if tag.get("role") == "trial" and tag.get("id") in finals}
+
+
+STANDARD_RUNS = ["20261124T112303Z-gpu-vm", "20261127T090127Z-cpu-vm"]
+
+
+@pytest.mark.skipif(
+    not all((EXAMPLES / r).is_dir() for r in [*H100_RUNS, *STANDARD_RUNS]),
+    reason="the H100 runs are not shipped",
+)
+def test_a_standard_gpu_option_against_the_small_baseline_gives_its_like_for_like_speedup(
+    tmp_path: Path,
+) -> None:
+    """The README's promise, as it shows it: `python -m sizing` over both presets' runs. The baseline is the
+    small CPU run; the standard GPU run's line also gives its speedup against the standard CPU run."""
+    out = tmp_path / "r.md"
+    assert (
+        sizing_main([*H100_RUNS, *STANDARD_RUNS, "--data-dir", str(EXAMPLES.parent), "--out", str(out)]) == 0
+    )
+    decision = out.read_text(encoding="utf-8").split("## Decision")[1].split("Caveats")[0]
+    (standard,) = [line for line in decision.splitlines() if "NOT like-for-like: preset standard" in line]
+    assert (
+        "like for like, against Intel(R) Xeon(R) Processor, 16 logical CPUs (CPU, 20261127T090127Z-cpu-vm) "
+        in standard
+    )
+    assert "training its workload: " in standard

@@ -252,14 +252,17 @@ def step_log_bursts(run: RunInfo) -> int:
 
 
 def read_phases(run: RunInfo) -> pd.DataFrame:
-    """phases.csv (`phase, start_unix, end_unix, status`); an empty frame if absent."""
+    """phases.csv (`phase, start_unix, end_unix, status`), a column it lacks empty (said); an empty frame if
+    absent."""
     frame = _select(_CSV_CACHE.read(run.path / PHASES_CSV, numeric=False, required=False), None)
     if frame.empty:
         return with_warnings(pd.DataFrame(columns=list(PHASES_COLUMNS)), warnings_of(frame))
+    earlier, missing = warnings_of(frame), [column for column in PHASES_COLUMNS if column not in frame]
+    frame = frame.assign(**dict.fromkeys(missing, None))
     for column in ("start_unix", "end_unix"):
-        if column in frame:
-            frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    return frame
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    said = [f"{PHASES_CSV} has no {', '.join(missing)} column: read as unknown"] if missing else []
+    return with_warnings(frame, [*earlier, *said])
 
 
 def read_detections(run: RunInfo) -> dict[str, Any]:

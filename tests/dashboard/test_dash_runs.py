@@ -369,3 +369,19 @@ def test_a_partial_last_line_is_warned_as_it_comes_and_goes(tmp_path: Path) -> N
     path.write_bytes(whole)
     runs.clear_caches()
     assert runs.read_telemetry(run).attrs["warnings"] == []
+
+
+@pytest.mark.parametrize("column", ["phase", "start_unix", "end_unix", "status"])
+def test_a_phases_csv_without_a_column_reads_it_as_unknown(
+    data_dir: Path, run_ids: dict[str, str], column: str
+) -> None:
+    """Found by a fuzz of hostile files: the Training tab's phase durations raised KeyError."""
+    from dashboard import details
+
+    run = runs.get_run(data_dir, run_ids["gpu"])
+    frame = pd.read_csv(run.path / "phases.csv")
+    frame.drop(columns=[column]).to_csv(run.path / "phases.csv", index=False)
+    phases = runs.read_phases(run)
+    assert phases[column].isna().all()
+    assert f"phases.csv has no {column} column: read as unknown" in phases.attrs["warnings"]
+    assert len(details.phase_durations(run)) == len(details.PHASES)

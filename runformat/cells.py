@@ -26,6 +26,7 @@ _PRINTER = r"(?:tf\.Tensor|tensor|np\.(?:float|int)\d*|numpy\.(?:float|int)\d*)"
 _PRINTOUT = re.compile(rf"{_PRINTER}\(\s*({_NUMBER})\s*[,)]")
 _WITH_UNIT = re.compile(rf"({_GROUPED.pattern}|{_NUMBER})\s*([^\d\s].*)")
 
+RATE_SUFFIX = "_per_s"
 UNITS: dict[str, dict[str, float]] = {  # a column's suffix: the units its cells may carry, and their scale
     "_pct": {"%": 1.0},
     "_w": {"w": 1.0},
@@ -59,5 +60,7 @@ def cell_number(text: str, column: str) -> float | None:
 
 
 def _unit_scale(column: str, unit: str) -> float | None:
+    if column.endswith(RATE_SUFFIX):  # examples_per_s: a rate, not seconds
+        return None
     units = next((u for suffix, u in UNITS.items() if column.endswith(suffix)), {})
     return units.get(unit.strip().lower())

@@ -49,6 +49,7 @@ def test_a_number_in_another_tools_form_is_read(cell: str, column: str, value: f
         ("Loss<0.5>", "loss"),
         ("fast", "examples_per_s"),
         ("45 %", "step"),  # a column without a unit
+        ("12 s", "examples_per_s"),  # a rate, not seconds
     ],
 )
 def test_a_cell_that_holds_no_number_of_its_column_is_none(cell: str, column: str) -> None:

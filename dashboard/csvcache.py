@@ -33,7 +33,7 @@ class _CsvEntry:
     header: list[str]
     frame: pd.DataFrame
     warnings: list[str]
-    packed: bool = False  # read from a compressed copy: parsed whole again on any change
+    packed: Path | None = None  # the compressed copy it was read from: parsed whole again on any change
 
 
 class CsvCache:
@@ -56,10 +56,11 @@ class CsvCache:
         identity, stamp = (stat.st_dev, stat.st_ino), (stat.st_mtime_ns, stat.st_size)
         with self._lock:
             entry = self._entries.get(path)
+            other = entry is None or entry.packed != packed or entry.identity != identity
             if packed is not None:
-                if entry is None or entry.identity != identity or entry.stamp != stamp:
+                if other or entry.stamp != stamp:
                     entry = _parse_packed(path, packed, identity, numeric)
-            elif entry is None or entry.packed or entry.identity != identity or stat.st_size < entry.consumed:
+            elif other or stat.st_size < entry.consumed:
                 entry = _from_sidecar(path, identity, stamp) if numeric else None
                 entry = entry or _parse_whole_and_keep(path, identity, stamp, numeric)
             elif entry.stamp != stamp:
@@ -104,10 +105,10 @@ def _parse_packed(path: Path, packed: Path, identity: tuple[int, int], numeric: 
     """A file found only as a compressed copy (an archived run), decompressed and parsed whole."""
     raw, note = unpacked(packed)
     if raw is None:
-        return _CsvEntry(identity, (0, 0), 0, [], pd.DataFrame(), [note], packed=True)
+        return _CsvEntry(identity, (0, 0), 0, [], pd.DataFrame(), [note], packed=packed)
     entry = _parse_whole(path, identity, numeric, raw)
     entry.warnings.insert(0, note)
-    entry.packed = True
+    entry.packed = packed
     return entry
 
 

@@ -23,6 +23,7 @@ from runformat import (
     DETECTIONS_JSON,
     EVAL_JSON,
     INFERENCE_JSON,
+    PHASES_COLUMNS,
     PHASES_CSV,
     RUN_JSON,
     TELEMETRY_CSV,
@@ -50,10 +51,9 @@ from sizing.analysis.validate import (
     fractions_for_percent,
     gpu_memory_bytes,
     impossible_cells,
+    phases_columns,
 )
 from sizing.model import number
-
-PHASES_COLUMNS = ("phase", "start_unix", "end_unix", "status")
 
 
 @dataclass(frozen=True)
@@ -257,12 +257,11 @@ def read_phases(run: RunInfo) -> pd.DataFrame:
     frame = _select(_CSV_CACHE.read(run.path / PHASES_CSV, numeric=False, required=False), None)
     if frame.empty:
         return with_warnings(pd.DataFrame(columns=list(PHASES_COLUMNS)), warnings_of(frame))
-    earlier, missing = warnings_of(frame), [column for column in PHASES_COLUMNS if column not in frame]
-    frame = frame.assign(**dict.fromkeys(missing, None))
+    earlier = warnings_of(frame)
+    frame, lacking = phases_columns(frame)
     for column in ("start_unix", "end_unix"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    said = [f"{PHASES_CSV} has no {', '.join(missing)} column: read as unknown"] if missing else []
-    return with_warnings(frame, [*earlier, *said])
+    return with_warnings(frame, [*earlier, lacking] if lacking else earlier)
 
 
 def read_detections(run: RunInfo) -> dict[str, Any]:

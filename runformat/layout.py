@@ -18,6 +18,7 @@ COMMAND_LOG = "command.log"
 TRAINING_CSV = "training.csv"
 TRAINING_JSON = "training.json"
 PHASES_CSV = "phases.csv"
+PHASES_COLUMNS = ("phase", "start_unix", "end_unix", "status")  # its header, in order
 EVAL_JSON = "eval.json"
 CHECKPOINTS_DIR = "checkpoints"
 MODEL_DIR = "model"

@@ -11,7 +11,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runformat import FORMAT_VERSION, PHASES_CSV, TRAINING_CSV, TRAINING_JSON, write_json_atomic
+from runformat import (
+    FORMAT_VERSION,
+    PHASES_COLUMNS,
+    PHASES_CSV,
+    TRAINING_CSV,
+    TRAINING_JSON,
+    write_json_atomic,
+)
 
 LOSS_COLUMNS = {
     "total_loss": "loss_total",
@@ -30,7 +37,6 @@ TRAINING_COLUMNS = [
     "step_time_s",
     "examples_per_s",
 ]
-PHASE_COLUMNS = ["phase", "start_unix", "end_unix", "status"]
 
 
 class TrainingCsv:
@@ -110,7 +116,7 @@ def append_phase(run_dir: Path, phase: str, start_unix: float, end_unix: float, 
     with path.open("a", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         if needs_header:
-            writer.writerow(PHASE_COLUMNS)
+            writer.writerow(PHASES_COLUMNS)
         writer.writerow([phase, f"{start_unix:.6f}", f"{end_unix:.6f}", "ok" if ok else "failed"])
 
 

@@ -16,7 +16,15 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import is_numeric_dtype
 
-from runformat import INFERENCE_JSON, PHASES_CSV, RUN_JSON, TELEMETRY_CSV, TRAINING_CSV, TRAINING_JSON
+from runformat import (
+    INFERENCE_JSON,
+    PHASES_COLUMNS,
+    PHASES_CSV,
+    RUN_JSON,
+    TELEMETRY_CSV,
+    TRAINING_CSV,
+    TRAINING_JSON,
+)
 from runformat.columns import TIME_COLUMNS, gpu_column, gpu_indices, split_gpu_column
 from runformat.records import LAST_UNIX_S, InferenceRecord, RunRecord, TrainingRecord, checked, one_warning
 from runformat.tuning import tag_disagrees, tuning_problems
@@ -196,6 +204,16 @@ def impossible_cells(
     return cleaned, f"{TELEMETRY_CSV}: cells no reading can hold read as empty ({'; '.join(found)})"
 
 
+def phases_columns(phases: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """phases.csv with each column of PHASES_COLUMNS it lacks added empty (unknown), and the warning; an
+    empty frame as it is."""
+    missing = [column for column in PHASES_COLUMNS if column not in phases]
+    if phases.empty or not missing:
+        return phases, None
+    said = f"{PHASES_CSV} has no {', '.join(missing)} column: read as unknown"
+    return phases.assign(**dict.fromkeys(missing, None)), said
+
+
 def fractions_for_percent(frame: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """telemetry.csv with a GPU's NVML utilization columns (`util_pct`, `mem_util_pct`) read as unknown
     where they hold a 0–1 fraction, not a percentage (a ratio such as DCGM's GR_ENGINE_ACTIVE written
@@ -273,8 +291,9 @@ def validated_run(run: RunData) -> RunData:
             earliest = min((s for s in starts.values() if s is not None), default=None)
             phases = phases_on_one_clock(phases, times, steps, earliest)
         problems.append(f"the run's end_unix ({RUN_JSON}, {TRAINING_JSON}) and {PHASES_CSV} moved with them")
+    phases, lacking = phases_columns(phases)
     frames["phases"], more, _ = checked_and_mended(phases, PHASES_CSV, None)
-    problems += more
+    problems += [lacking, *more] if lacking else more
     frames["telemetry"], impossible = impossible_cells(frames["telemetry"], gpu_memory_bytes(meta))
     frames["telemetry"], fractions = fractions_for_percent(frames["telemetry"])
     problems += [note for note in (impossible, fractions) if note]

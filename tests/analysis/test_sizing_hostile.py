@@ -173,6 +173,9 @@ HOSTILE: dict[str, tuple[str, Callable[[Path], None], str]] = {
              "telemetry.csv.zst is compressed: decompress it to read it"),
     "corrupt gzip": ("telemetry.csv", packed_as(".gz", lambda raw: gzip.compress(raw)[:200]),
                      "telemetry.csv.gz is unreadable (EOFError"),
+    "phases without status": ("phases.csv", lambda p: p.write_text(
+        "".join(line.rsplit(",", 1)[0] + "\n" for line in p.read_text().splitlines())),
+        "phases.csv has no status column: read as unknown"),
     "empty run.json": ("run.json", lambda p: p.write_text(""), "run.json is unreadable (JSONDecodeError"),
     "empty training.json": ("training.json", lambda p: p.write_text(""), "training.json is unreadable"),
     "empty telemetry": ("telemetry.csv", lambda p: p.write_text(""), ""),

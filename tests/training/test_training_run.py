@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from trainfixtures import REPO, CompletedRun, training_env
 
-from runformat import read_json
-from training.runlog import PHASE_COLUMNS, TRAINING_COLUMNS
+from runformat import PHASES_COLUMNS, read_json
+from training.runlog import TRAINING_COLUMNS
 
 pytestmark = pytest.mark.slow
 
@@ -89,7 +89,7 @@ def test_checkpoints_are_kept_to_a_few(trained_run: CompletedRun) -> None:
 
 def test_phases_csv_records_train_then_postprocessing(trained_run: CompletedRun) -> None:
     path = trained_run.run_dir / "phases.csv"
-    assert path.read_text().splitlines()[0].split(",") == PHASE_COLUMNS
+    assert tuple(path.read_text().splitlines()[0].split(",")) == PHASES_COLUMNS
     rows = _rows(path)
     assert [row["phase"] for row in rows] == ["train", "export", "evaluate", "detect", "infer"]
     assert all(row["status"] == "ok" for row in rows)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_sizing_imperfect_runs import CPU_RUN, GPU_RUN, decision_of, report_of, telemetry
+from test_sizing_imperfect_runs import CPU_RUN, GPU_RUN, decision_of, report_of, rewrite, telemetry
 
 from dashboard import runs as dashboard_runs
 from runformat.cells import cell_number, not_available
@@ -68,14 +69,8 @@ def with_units(frame: pd.DataFrame) -> None:
     frame["gpu0_power_w"] = frame["gpu0_power_w"].map(lambda v: f"{v:.2f} W")
 
 
-def step_log(change_frame) -> object:
-    def change(run_dir: Path) -> None:
-        path = run_dir / "training.csv"
-        frame = pd.read_csv(path)
-        change_frame(frame)
-        frame.to_csv(path, index=False)
-
-    return change
+def step_log(change_frame) -> Callable[[Path], None]:
+    return rewrite("training.csv", change_frame)
 
 
 def grouped_and_printed(frame: pd.DataFrame) -> None:

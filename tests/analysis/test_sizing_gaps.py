@@ -3,12 +3,13 @@ Unit cases on coverage, then copies of the H100 run and its 16-CPU baseline (dat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from test_sizing_imperfect_runs import GPU_RUN, decision_of, report_of
+from test_sizing_imperfect_runs import GPU_RUN, decision_of, report_of, rewrite
 
 from sizing.analysis import coverage as cov
 
@@ -79,12 +80,8 @@ def paused(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[~lost]
 
 
-def rewritten(change) -> object:
-    def apply(run_dir: Path) -> None:
-        path = run_dir / "telemetry.csv"
-        change(pd.read_csv(path)).to_csv(path, index=False)
-
-    return apply
+def rewritten(change) -> Callable[[Path], None]:
+    return rewrite("telemetry.csv", change)
 
 
 def gpu_energy(tmp_path: Path) -> float | None:

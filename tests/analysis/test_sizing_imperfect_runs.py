@@ -58,14 +58,21 @@ def losses(cells: Callable[[pd.Series], pd.Series]) -> Callable[[Path], None]:
     return change
 
 
-def telemetry(change_frame: Callable[[pd.DataFrame], None]) -> Callable[[Path], None]:
+def rewrite(name: str, change_frame: Callable[[pd.DataFrame], pd.DataFrame | None]) -> Callable[[Path], None]:
+    """The run's CSV `name` read, changed in place by change_frame (or replaced by the frame it returns) and
+    written back."""
+
     def change(run_dir: Path) -> None:
-        path = run_dir / "telemetry.csv"
+        path = run_dir / name
         frame = pd.read_csv(path)
-        change_frame(frame)
-        frame.to_csv(path, index=False)
+        changed = change_frame(frame)
+        (frame if changed is None else changed).to_csv(path, index=False)
 
     return change
+
+
+def telemetry(change_frame: Callable[[pd.DataFrame], pd.DataFrame | None]) -> Callable[[Path], None]:
+    return rewrite("telemetry.csv", change_frame)
 
 
 def nan_from_half(cells: pd.Series) -> pd.Series:

@@ -373,6 +373,8 @@ def test_an_option_not_like_for_like_gives_its_speedup_against_its_own_workloads
     option = next(o for o in dc.decision_json(report.decision)["options"] if o["group"] == ["gpu-std"])
     assert option["like_for_like"]["baseline_runs"] == ["cpu-std"]
     assert option["like_for_like"]["speedup"] == pytest.approx(plain.speedup)
+    (summary,) = [line for line in report.headline if "standard/resnet50" in line and line.startswith("GPU")]
+    assert f"like for like, {plain.speedup:.2f}× the examples/s of cpu-std, its workload's CPU run" in summary
 
 
 @pytest.mark.parametrize(("util", "idle"), [(1.0, False), (np.nextafter(1.0, 0.0), True)])

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from runformat import TRAINING_CSV
+from runformat.bursts import BURST_GAP_S
 from sizing.analysis.jobcheck import is_job
 from sizing.analysis.sessions import GAP_FACTOR, GAP_MIN_S
 from sizing.analysis.throughput import batch_size, rated_batch
@@ -143,8 +144,9 @@ def steps_outrun_their_times(training: pd.DataFrame, training_info: dict) -> str
 
 def _steps_per_step_time(training: pd.DataFrame, row_is_a_step: bool = False) -> float | None:
     """The median row's step advance (1 where row_is_a_step) × its step_time_s over its time since the row
-    before (1 for a log of one row a step, each timed whole); None with fewer than MIN_TIMED_ROWS such
-    rows."""
+    before (1 for a log of one row a step, each timed whole), over rows at least runformat.bursts.BURST_GAP_S
+    after the one before (rows written in one burst are not apart by their steps' time); None with fewer than
+    MIN_TIMED_ROWS such rows."""
     known = _with_a_step(training)
     if "step_time_s" not in known or len(known) < MIN_TIMED_ROWS + 1:
         return None
@@ -152,7 +154,7 @@ def _steps_per_step_time(training: pd.DataFrame, row_is_a_step: bool = False) ->
     advance = np.where(advance > 0, 1.0, advance) if row_is_a_step else advance
     since = np.diff(known["time_unix"].to_numpy(dtype=float))
     took = known["step_time_s"].to_numpy(dtype=float)[1:]
-    timed = np.isfinite(took) & (took > 0) & (since > 0) & (advance > 0)
+    timed = np.isfinite(took) & (took > 0) & (since >= BURST_GAP_S) & (advance > 0)
     if timed.sum() < MIN_TIMED_ROWS:
         return None
     return float(np.median(advance[timed] * took[timed] / since[timed]))

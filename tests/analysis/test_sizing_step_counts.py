@@ -371,3 +371,19 @@ def test_milliseconds_examples_and_a_lost_batch_together_read_as_recorded(tmp_pa
     assert any(
         f"{GPU_RUN}: no batch_size recorded (training.json): read as its step log's 2 " in w for w in warnings
     )
+
+
+def test_a_log_written_in_bursts_keeps_its_step_times_in_seconds() -> None:
+    """Steps of 0.1 s whose rows came ten at a time, 0.1 ms apart (a buffered writer): before, each row's
+    step_time_s over its 0.1 ms since the row before read a thousand, and the right times were divided by
+    1,000 as milliseconds."""
+    steps = np.arange(1, 201)
+    burst_start = (steps - 1) // 10 * 1.0  # a burst each second, its ten rows 0.1 ms apart
+    log = pd.DataFrame({
+        "time_unix": 1_795_000_000.0 + burst_start + ((steps - 1) % 10) * 1e-4,
+        "step": steps.astype(float),
+        "step_time_s": 0.1,
+        "examples_per_s": BATCH / 0.1,
+    })  # fmt: skip
+    found, note = step_times_in_seconds(log)
+    assert note is None and found["step_time_s"].iloc[0] == 0.1

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from dashboard import parsecache
-from runformat.textfile import absent_because, csv_text, needs_decoding, packed_copy, unpacked
+from runformat.textfile import csv_text, needs_decoding, packed_copy, unpacked
 from sizing.analysis.cells import as_numbers
 
 WARNINGS_ATTR = "warnings"
@@ -51,7 +51,7 @@ class CsvCache:
         except OSError:
             packed = packed_copy(path)
             if packed is None:
-                return with_warnings(pd.DataFrame(), [absent_because(path)] if required else [])
+                return with_warnings(pd.DataFrame(), [f"{path.name} is missing"] if required else [])
             stat = packed.stat()
         identity, stamp = (stat.st_dev, stat.st_ino), (stat.st_mtime_ns, stat.st_size)
         with self._lock:

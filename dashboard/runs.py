@@ -39,12 +39,10 @@ from runformat.diskfull import DISK_FULL
 from runformat.jsonio import read_object
 from runformat.progress import progress_of
 from runformat.records import RunRecord, TrainingRecord, as_record, raw_of, training_framework
-from runformat.textfile import absent_because, packed_copy
+from runformat.textfile import packed_copy
 from runformat.tuning import TuningTag, tuning_of
 from sizing.analysis.clock_steps import ClockSteps
-from sizing.analysis.coarse_times import step_log_in_another_zone
 from sizing.analysis.jobcheck import is_job
-from sizing.analysis.step_counts import as_steps
 from sizing.analysis.validate import (
     Mended,
     checked_and_mended,
@@ -52,6 +50,7 @@ from sizing.analysis.validate import (
     gpu_memory_bytes,
     impossible_cells,
     phases_columns,
+    step_log_read,
 )
 from sizing.model import number
 
@@ -179,15 +178,12 @@ def read_training(run: RunInfo) -> pd.DataFrame:
 
 
 def _steps_read(run: RunInfo, checked: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """The checked step log moved and its step column read as the report reads them
-    (coarse_times.step_log_in_another_zone, step_counts.as_steps), once per checked frame and
-    training.json."""
+    """The checked step log read as the report reads it (validate.step_log_read), once per checked frame
+    and training.json."""
     path = run.path / TRAINING_CSV
     kept = _STEPS_READ.get(path)
     if kept is None or kept[0] is not checked or kept[1] != run.training:
-        zoned, moved = step_log_in_another_zone(checked, run.training)
-        counted, notes = as_steps(zoned, run.training)
-        kept = _STEPS_READ[path] = (checked, dict(run.training), counted, [moved, *notes] if moved else notes)
+        kept = _STEPS_READ[path] = (checked, dict(run.training), *step_log_read(checked, run.training))
         while len(_STEPS_READ) > _CHECKED_MAX:
             _STEPS_READ.pop(next(iter(_STEPS_READ)))
     return kept[2], kept[3]
@@ -332,7 +328,7 @@ def _load_run(path: Path, run_id: str, kind: str) -> RunInfo:
     if note:
         warnings.append(note)
     if not (path / TELEMETRY_CSV).is_file() and packed_copy(path / TELEMETRY_CSV) is None:
-        warnings.append(absent_because(path / TELEMETRY_CSV))
+        warnings.append(f"{TELEMETRY_CSV} is missing")
     return RunInfo(run_id, path, kind, files.meta, training, files.evaluation or {}, tuple(warnings))
 
 

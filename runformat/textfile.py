@@ -27,14 +27,6 @@ READABLE_PACKINGS: dict[str, Callable[[bytes], bytes]] = {
 PACKING_ERRORS = (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error, zipfile.BadZipFile)
 
 
-def absent_because(path: Path) -> str:
-    """Why a file that is not there cannot be read: "telemetry.csv.zst is compressed: decompress it to read
-    it" when an archived copy lies beside it (one unpacked could not read), else "telemetry.csv is
-    missing"."""
-    packed = packed_copy(path)
-    return f"{packed.name} is compressed: decompress it to read it" if packed else f"{path.name} is missing"
-
-
 def packed_copy(path: Path) -> Path | None:
     """The compressed copy of a file that is not there (`telemetry.csv.gz`: an archived run), the first of
     COMPRESSED found; None without one."""

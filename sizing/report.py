@@ -221,7 +221,7 @@ def headline(ctx: ReportContext) -> list[str]:
         room = group_phrase([a.headroom for a in g.analyses]) if g.kind == "gpu" else ""
         line = (
             f"{g.name}: {speed} the baseline's {RATE_UNIT[c.in_steps]}{ci}; "
-            + _like_for_like_elsewhere(ctx.own_baselines.get(g.run_ids))
+            + _own_workload_text(ctx.own_baselines.get(g.run_ids))
             + (f"{room}; " if room else "")
             + mt.money_phrase(g, ctx.settings.prices)
         )
@@ -236,7 +236,7 @@ def headline(ctx: ReportContext) -> list[str]:
     return lines + validity.left_out_lines(ctx)
 
 
-def _like_for_like_elsewhere(own: cmp.Comparison | None) -> str:
+def _own_workload_text(own: cmp.Comparison | None) -> str:
     """'like for like, 66.24× the examples/s of cpu-std, its workload's CPU run (range …); ', or ''."""
     if own is None or own.speedup is None or own.baseline is None:
         return ""

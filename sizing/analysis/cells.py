@@ -10,13 +10,13 @@ NAMED_COLUMNS = 3  # the columns a warning names, with one cell of each
 CELL_CHARS = 32  # a cell shown longer is cut
 
 
-def as_numbers(frame: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+def as_numbers(frame: pd.DataFrame, *, skip_headers: bool = True) -> tuple[pd.DataFrame, str | None]:
     """Every column as floats: a plain number as it is, a number in another tool's form
     (runformat.cells.cell_number) read, anything else unknown. And the one warning that says which columns
     held which, with a cell of each (without the file's name): a number read from text is said, and a cell
     lost is never silent. A row that repeats the header (a log appended to with its header) is skipped,
-    said."""
-    frame, headers = _without_header_rows(frame)
+    said, unless skip_headers is off (some columns of a frame: its rows must stay)."""
+    frame, headers = _without_header_rows(frame) if skip_headers else (frame, 0)
     columns: dict[str, pd.Series] = {}
     read: list[tuple[str, int, str]] = []
     lost: list[tuple[str, int, str]] = []

@@ -17,6 +17,7 @@ import pandas as pd
 
 from runformat import TRAINING_CSV, TRAINING_JSON
 from runformat.records import LAST_UNIX_S
+from sizing.model import number
 
 FINEST_STEP_EXPONENT = -3  # times that are multiples of 1 ms or finer are taken as written
 COARSEST_STEP_EXPONENT = 6
@@ -169,7 +170,7 @@ def step_log_in_another_zone(training: pd.DataFrame, training_info: dict) -> tup
     quarter hours (at most MAX_ZONE_OFFSET_S) where every row lies outside the training its training.json
     bounds (start_unix to end_unix, ZONE_FIT_SLACK_S either side) and exactly one such move places every row
     inside it (a clock read as local time); and the warning. Otherwise the log as it is."""
-    start, end = (_finite(training_info.get(key)) for key in ("start_unix", "end_unix"))
+    start, end = (number(training_info.get(key)) for key in ("start_unix", "end_unix"))
     if start is None or end is None or end <= start or "elapsed_s" in training or "time_unix" not in training:
         return training, None
     times = training["time_unix"].to_numpy(dtype=float)
@@ -192,7 +193,3 @@ def step_log_in_another_zone(training: pd.DataFrame, training_info: dict) -> tup
         f"end_unix), and no other whole number of quarter hours places it inside (a clock read as local "
         f"time?): moved {way} {abs(zone):,.0f} s"
     )
-
-
-def _finite(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and np.isfinite(value) else None

@@ -130,11 +130,14 @@ def pick_baseline(groups: Sequence[Group], baseline_run_id: str | None = None) -
 
     def pairs_then_speed(g: Group) -> tuple[int, float, float]:
         pairs = sum(signature.like_for_like(w, g.first.workload) for w in gpu_workloads)
-        if not pairs:
-            return 0, 0.0, 0.0
-        return pairs, g.examples_per_s.mean or 0.0, g.steps_per_s.mean or 0.0  # a job may count steps only
+        return (pairs, *speed(g)) if pairs else (0, 0.0, 0.0)
 
     return max(cpu, key=pairs_then_speed)
+
+
+def speed(group: Group) -> tuple[float, float]:
+    """(examples/s, steps/s), unknown as 0: the faster of two baselines, a job that counts steps only too."""
+    return group.examples_per_s.mean or 0.0, group.steps_per_s.mean or 0.0
 
 
 def steps_only(group: Group) -> bool:
@@ -210,7 +213,7 @@ def own_baselines(
             continue
         own = [g for g in others if signature.like_for_like(c.group.first.workload, g.first.workload)]
         if own:
-            best = max(own, key=lambda g: (g.examples_per_s.mean or 0.0, g.steps_per_s.mean or 0.0))
+            best = max(own, key=speed)
             against = compare([c.group, best], best, prices)
             found[c.group.run_ids] = next(x for x in against if not x.is_baseline)
     return found

@@ -112,7 +112,7 @@ def _overlap(t0: np.ndarray, t1: np.ndarray, start: float, end: float) -> np.nda
     return np.clip(np.minimum(t1, end) - np.maximum(t0, start), 0.0, None)
 
 
-def spread_between_reads(t: np.ndarray, c: np.ndarray, max_gap: float) -> np.ndarray:
+def spread_between_reads(t: np.ndarray, c: np.ndarray, limits: float | np.ndarray) -> np.ndarray:
     """The counter at each row (times t, ascending): a row that repeats the previous value is filled in
     linearly between the reads either side of it, or NaN (unknown) where no later read bounds it.
 
@@ -122,14 +122,15 @@ def spread_between_reads(t: np.ndarray, c: np.ndarray, max_gap: float) -> np.nda
     over the repeated rows, not at the row that shows the next value: left as steps, a window shorter than a
     step (an inference cell of 2 s) would be charged the whole step or none of it. Repeats followed by a
     gap, a reset or nothing (after the last read) say nothing about the energy then: unknown, not zero. A
-    counter that never moves is left as it is (its mean power says it is stuck)."""
+    counter that never moves is left as it is (its mean power says it is stuck). `limits`: the longest each
+    interval may be and still be no gap (gap_limits), or one for all."""
     spread = c.astype(float)
     reads = np.concatenate(([0], np.flatnonzero(np.diff(c) != 0) + 1))
     if reads.size < 2:
         return spread
     segment = np.searchsorted(reads, np.arange(c.size), side="right") - 1  # each row's last read
     steps = np.diff(t)
-    gaps = (steps <= 0) | (steps > gap_limits(t, max_gap))
+    gaps = (steps <= 0) | (steps > limits)
     broken = np.bincount(segment[:-1], weights=gaps, minlength=reads.size) > 0
     first = reads[segment]
     last = reads[np.minimum(segment + 1, reads.size - 1)]  # the next read (the row's own after the last)
@@ -153,8 +154,9 @@ def counter_source(
     if t.size < 2:
         return None
     start, end = window
-    dt, dc = np.diff(t), np.diff(spread_between_reads(t, read, max_gap))
-    in_reach = (dt > 0) & (dt <= gap_limits(t, max_gap))
+    limits = gap_limits(t, max_gap)
+    dt, dc = np.diff(t), np.diff(spread_between_reads(t, read, limits))
+    in_reach = (dt > 0) & (dt <= limits)
     resets = in_reach & (np.diff(read) < 0)
     usable = in_reach & ~resets & np.isfinite(dc)
     overlap = _overlap(t[:-1], t[1:], start, end)
@@ -162,7 +164,7 @@ def counter_source(
     joules = float(np.sum(np.where(usable, dc * fraction, 0.0)))
     covered = float(np.sum(np.where(usable, overlap, 0.0)))
     in_window = overlap > 0
-    bridged_j, bridged_s, bridged = bridged_gaps(t, read, max_gap, window)
+    bridged_j, bridged_s, bridged = bridged_gaps(t, read, dt > limits, window)
     return SourceEnergy(
         source,
         method,
@@ -175,17 +177,18 @@ def counter_source(
 
 
 def bridged_gaps(
-    t: np.ndarray, read: np.ndarray, max_gap: float, window: tuple[float, float]
+    t: np.ndarray, read: np.ndarray, beyond: np.ndarray, window: tuple[float, float]
 ) -> tuple[float, float, int]:
-    """The joules and seconds a counter (times t ascending) measured across its gaps inside the window,
-    and how many: from the read before a gap to the read after it (the rows between repeat the read
-    before), where it rose at a mean power within BRIDGE_POWER_RANGE of the 5th and 95th percentiles of
-    its spans between reads without a gap. counter_source counts none of that time otherwise."""
+    """The joules and seconds a counter (times t ascending; `beyond`: which intervals are gaps) measured
+    across its gaps inside the window, and how many: from the read before a gap to the read after it (the
+    rows between repeat the read before), where it rose at a mean power within BRIDGE_POWER_RANGE of the 5th
+    and 95th percentiles of its spans between reads without a gap. counter_source counts none of that time
+    otherwise."""
     reads = np.flatnonzero(np.concatenate(([True], np.diff(read) != 0)))
     if reads.size < 3:
         return 0.0, 0.0, 0
     steps = np.diff(t)[: reads[-1]]
-    over = np.add.reduceat((steps > gap_limits(t, max_gap)[: reads[-1]]).astype(int), reads[:-1]) > 0
+    over = np.add.reduceat(beyond[: reads[-1]].astype(int), reads[:-1]) > 0
     shortest = np.minimum.reduceat(steps, reads[:-1])
     first, last = t[reads[:-1]], t[reads[1:]]
     rise, span = np.diff(read[reads]), last - first

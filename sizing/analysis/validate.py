@@ -28,6 +28,7 @@ from runformat import (
 from runformat.columns import TIME_COLUMNS, gpu_column, gpu_indices, split_gpu_column
 from runformat.records import LAST_UNIX_S, InferenceRecord, RunRecord, TrainingRecord, checked, one_warning
 from runformat.tuning import tag_disagrees, tuning_problems
+from sizing.analysis.cells import as_numbers
 from sizing.analysis.clock_steps import (
     ClockSteps,
     clock_steps,
@@ -96,11 +97,11 @@ def checked_and_mended(
     text = TEXT_COLUMNS.get(file, ())
     numeric = frame
     convert = [c for c in frame.columns if c not in text and not is_numeric_dtype(frame[c])]
-    if convert:  # only text-bearing columns are parsed again: a float column already is what it reads as
-        numeric = frame.copy()
-        for column in convert:
-            numeric[column] = pd.to_numeric(frame[column], errors="coerce")
     problems = []
+    if convert:  # only text-bearing columns are read again (as load reads them): a float column already is
+        numeric = frame.copy()
+        numeric[convert], cells = as_numbers(frame[convert], skip_headers=False)
+        problems += [f"{file}: {cells}"] if cells else []
     values = [numeric[c] for c in numeric.columns if c not in text]
     infinite = int(sum(np.isinf(v.to_numpy(dtype=float)).sum() for v in values))
     if infinite:
@@ -204,6 +205,15 @@ def impossible_cells(
     return cleaned, f"{TELEMETRY_CSV}: cells no reading can hold read as empty ({'; '.join(found)})"
 
 
+def step_log_read(training: pd.DataFrame, training_info: dict) -> tuple[pd.DataFrame, list[str]]:
+    """The checked step log as the run's: moved onto its training's clock where it was stamped in local time
+    without elapsed_s (coarse_times.step_log_in_another_zone), its step column read as the run's steps
+    (step_counts.as_steps); and a warning for each reading. The report and the dashboard both read it so."""
+    zoned, moved = step_log_in_another_zone(training, training_info)
+    counted, notes = as_steps(zoned, training_info)
+    return counted, [moved, *notes] if moved else notes
+
+
 def phases_columns(phases: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """phases.csv with each column of PHASES_COLUMNS it lacks added empty (unknown), and the warning; an
     empty frame as it is."""
@@ -280,9 +290,8 @@ def validated_run(run: RunData) -> RunData:
             run.training, TRAINING_CSV, starts[TRAINING_CSV], found["telemetry"][1]
         )
     problems += first + more
-    frames["training"], zoned = step_log_in_another_zone(frames["training"], info)
-    frames["training"], counted = as_steps(frames["training"], info)
-    problems += [zoned, *counted] if zoned else counted
+    frames["training"], read = step_log_read(frames["training"], info)
+    problems += read
     phases = run.phases
     if stepped := found["telemetry"] or found["training"]:  # the densest record places the step best
         times, steps = stepped

@@ -59,12 +59,13 @@ def _like_for_like_elsewhere(ctx: ReportContext, options: Sequence[Comparison]) 
     others = [g for g in ctx.groups if g.kind == "cpu" and g is not ctx.baseline]
     found: dict[str, tuple[str, int, bool]] = {}  # the CPU run named -> (its workload, options, all lined)
     for c in options:
-        match = None if _same_work(c, ctx) else next((g for g in others if _trains(c.group, g, tuned)), None)
+        own = ctx.own_baselines.get(c.group.run_ids)
+        lined = own.baseline if own is not None and own.speedup is not None else None  # the line's CPU run
+        trains = (g for g in others if _trains(c.group, g, tuned))
+        match = lined or (None if _same_work(c, ctx) else next(trains, None))
         if match is not None:
-            own = ctx.own_baselines.get(c.group.run_ids)
-            lined = own is not None and own.baseline is match and own.speedup is not None
             name, count, all_lined = found.get(match.first.run_id, (match.first.workload_name, 0, True))
-            found[match.first.run_id] = (name, count + 1, all_lined and lined)
+            found[match.first.run_id] = (name, count + 1, all_lined and lined is not None)
     return [
         f"{run_id} ({name}) trains the workload of {f'{count} GPU options' if count > 1 else 'a GPU option'} "
         + (f"here: {'their lines give' if count > 1 else 'its line gives'} the like-for-like speedup; "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -146,3 +147,18 @@ def test_a_header_repeated_inside_a_log_is_skipped_and_said_once(tmp_path: Path)
     assert not any("hold no number" in w or "without a time" in w for w in mine)
     frame = dashboard_runs.read_training(dashboard_runs.open_run_dir(tmp_path / "b" / "runs" / GPU_RUN))
     assert frame["step"].notna().all() and frame.index.is_unique
+
+
+def test_a_run_built_in_memory_with_text_cells_reads_them_as_load_does() -> None:
+    """validated_run (build_report applies it to every run) reads text-bearing cells by the same rule as
+    the readers of files: before, it coerced them, `45 %` lost and nothing said."""
+    from sizing.analysis.load import load_run_dir
+    from sizing.analysis.validate import validated_run
+
+    run = load_run_dir(Path(__file__).resolve().parents[2] / "data" / "examples" / GPU_RUN)
+    telemetry = run.telemetry.assign(gpu0_util_pct=run.telemetry["gpu0_util_pct"].map(lambda v: f"{v:g} %"))
+    checked = validated_run(replace(run, telemetry=telemetry, warnings=()))
+    assert checked.telemetry["gpu0_util_pct"].tolist() == pytest.approx(
+        run.telemetry["gpu0_util_pct"].tolist()
+    )
+    assert any("telemetry.csv: " in w and "gpu0_util_pct '" in w for w in checked.warnings)

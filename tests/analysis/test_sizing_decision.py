@@ -452,3 +452,29 @@ def test_a_workload_only_not_known_to_match_is_not_said_to_differ() -> None:
     differs = with_info(reference_gpu(), batch_size=8)
     caveats = build_report([reference_cpu(), differs], ReportSettings()).decision.caveats
     assert "No GPU run trains the baseline's workload: no speedup compares the same work." in caveats
+
+
+def test_the_caveat_names_the_cpu_run_the_option_line_is_compared_with() -> None:
+    """Two CPU runs of the standard workload on two hosts: the line compares with the faster; the caveat
+    named the first found (the slower) with its --baseline before, two answers to one question. (The small
+    CPU run is the fastest, so the small pair's baseline wins the tie of one pair each.)"""
+    from sizingfixtures import CPU_TRAIN_START, training_frame, with_info, with_system
+
+    def stepping(run, seconds: float):
+        losses = [4 - 0.1 * k for k in range(1, 31)]
+        return replace(run, training=training_frame(CPU_TRAIN_START, [10.0] + [seconds] * 29, losses))
+
+    standard = {"preset": "standard", "backbone": "resnet50", "image_size": 640}
+    small = stepping(reference_cpu(), 0.5)
+    slow = with_info(renamed(reference_cpu(), "cpu-std-slow"), **standard)
+    fast = stepping(
+        with_system(with_info(renamed(reference_cpu(), "cpu-std-fast"), **standard), cpu_model="Fast"), 1.0
+    )
+    gpu_std = with_info(renamed(reference_gpu(), "gpu-std"), **standard)
+    report = build_report([small, reference_gpu(), slow, fast, gpu_std], ReportSettings())
+    assert report.context.baseline.run_ids == ("ref-cpu",)
+    std = next(o for o in report.decision.options if o.group == ("gpu-std",))
+    assert std.own_baseline is not None and std.own_baseline.baseline.run_ids == ("cpu-std-fast",)
+    assert any(c.startswith("cpu-std-fast (") and "its line gives the like-for-like speedup" in c
+               for c in report.decision.caveats)  # fmt: skip
+    assert not any(c.startswith("cpu-std-slow (") for c in report.decision.caveats)

@@ -262,8 +262,8 @@ def test_the_dashboard_plots_the_steps_the_report_reads(tmp_path: Path, change, 
     decision_of(tmp_path, gpu_change=change)
     run = dashboard_runs.open_run_dir(tmp_path / "runs" / GPU_RUN)
     calls = []
-    read = dashboard_runs.as_steps
-    monkeypatch.setattr(dashboard_runs, "as_steps", lambda *args: calls.append(1) or read(*args))
+    read = dashboard_runs.step_log_read
+    monkeypatch.setattr(dashboard_runs, "step_log_read", lambda *args: calls.append(1) or read(*args))
     dashboard_runs.read_training(run)
     dashboard_runs.read_training(run)
     assert len(calls) == 1  # once per parse, not on every callback that reads the step log

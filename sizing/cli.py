@@ -192,6 +192,10 @@ def resolve_baseline(spec: str | None, runs: Sequence[RunData]) -> str | None:
     for candidate in (spec, Path(spec).name):
         if candidate in ids:
             return candidate
+    path = "/" + Path(spec).resolve().as_posix().strip("/")
+    named_by_path = [run_id for run_id in ids if path.endswith("/" + run_id)]  # load.named_apart's names
+    if len(named_by_path) == 1:
+        return named_by_path[0]
     raise UsageError(f"--baseline {spec!r} is not one of the runs in the report")
 
 

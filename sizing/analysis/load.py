@@ -10,6 +10,7 @@ with `elapsed_s` is placed at run.json's `start_unix` (or 0).
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -175,7 +176,37 @@ def load_runs(data_dir: Path, specs: Sequence[str]) -> list[RunData]:
     given_twice = sorted({p.name for p in paths if paths.count(p) > 1})
     if given_twice:
         raise UsageError(f"run given twice: {', '.join(given_twice)}")
-    return _one_per_id([(load_run_dir(path), path, spec) for path, spec in found])
+    return _one_per_id(named_apart([(load_run_dir(path), path, spec) for path, spec in found]))
+
+
+def named_apart(found: list[tuple[RunData, Path, str]]) -> list[tuple[RunData, Path, str]]:
+    """Runs whose directories share a name (`cpu-box/latest`, `gpu-box/latest`) but whose run.json name
+    different recordings are named by their paths below the folder they share; the copies of one recording
+    share its name (counted once below). Runs without a recorded run_id, or recording the same one, keep
+    their directory's name."""
+    runs = [run for run, _, _ in found]
+    names: dict[Path, str] = {}
+    for dir_name in {run.run_id for run in runs}:
+        first_of: dict[str, Path] = {}
+        for run, path, _ in found:
+            recorded = run.meta.get("run_id")
+            if run.run_id == dir_name and isinstance(recorded, str) and recorded:
+                first_of.setdefault(recorded, path)
+        if len(first_of) < 2 or _nodes_of_one_job(runs, dir_name):
+            continue
+        shared = Path(os.path.commonpath([str(path) for path in first_of.values()]))
+        for run, path, _ in found:
+            recorded = run.meta.get("run_id")
+            if run.run_id == dir_name and recorded in first_of:
+                names[path] = first_of[recorded].relative_to(shared).as_posix()
+    return [(_renamed(run, names[path]) if path in names else run, path, spec) for run, path, spec in found]
+
+
+def _renamed(run: RunData, name: str) -> RunData:
+    prefix = f"{run.run_id}: "
+    warnings = tuple(f"{name}: {w.removeprefix(prefix)}" if w.startswith(prefix) else w for w in run.warnings)
+    note = f"{name}: named by its path: another run directory given is also called {run.run_id!r}"
+    return replace(run, run_id=name, warnings=(*warnings, note))
 
 
 def _one_per_id(found: list[tuple[RunData, Path, str]]) -> list[RunData]:

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -367,6 +368,42 @@ def test_runs_copied_deeper_into_a_data_directory_are_found_and_a_backup_counted
     err = capsys.readouterr().err
     assert err.startswith("python -m sizing: error: run given twice: ref-gpu (") and err.count("\n") == 1
     assert "differ: give one of them" in err
+
+
+def test_two_recordings_whose_directories_share_a_name_are_both_sized_named_by_their_paths(
+    tmp_path: Path, capsys
+) -> None:
+    """A lab's `cpu-box/latest` and `gpu-box/2026-11/latest`: the GPU run was left out ("No GPU run to
+    compare") from a folder, and refused given by path. Their run.json name two recordings: both are sized,
+    named by their paths below the folder they share; --baseline takes such a path."""
+    from sizing.analysis.load import load_runs
+
+    cpu = replace(reference_cpu(), run_id="latest")
+    gpu = replace(reference_gpu(), run_id="latest")
+    write_run(tmp_path / "lab" / "cpu-box", cpu)
+    write_run(tmp_path / "lab" / "gpu-box" / "2026-11", gpu)
+    write_run(tmp_path / "lab" / "backup", gpu)  # a copy of the GPU run: still counted once
+    runs = load_runs(tmp_path, [str(tmp_path / "lab")])
+    assert sorted(r.run_id for r in runs) == ["backup/latest", "cpu-box/latest"]
+    (named,) = [r for r in runs if r.run_id == "backup/latest"]
+    assert "backup/latest: named by its path: another run directory given is also called 'latest'" in (
+        named.warnings
+    )
+    assert any(w.startswith("backup/latest: also at ") for w in named.warnings)
+    out = tmp_path / "report.md"
+    given = [
+        str(tmp_path / "lab" / "cpu-box" / "latest"),
+        str(tmp_path / "lab" / "gpu-box" / "2026-11" / "latest"),
+    ]
+    assert report.main([*given, "--baseline", given[1], "--out", str(out)]) == 0, capsys.readouterr().err
+    text = out.read_text()
+    assert (
+        re.search(r"^Against .* \(GPU\) training", text, re.M)
+        and "gpu-box/2026-11/latest" in text
+        and "cpu-box/latest" in text
+    )
+    assert report.main([*given, "--baseline", str(tmp_path / "latest"), "--out", str(out)]) == 2
+    assert "is not one of the runs in the report" in capsys.readouterr().err
 
 
 def test_an_out_that_cannot_be_written_is_one_line_and_no_temporary(crafted_data_dir: Path, capsys) -> None:

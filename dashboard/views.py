@@ -28,7 +28,7 @@ from dashboard.runs import (
 from dashboard.timebase import MAX_POINTS, TimeView, window_of, zoom_range
 from runformat import format_duration
 from runformat.bursts import bursts_hint, bursts_text, worth_saying
-from runformat.layout import run_id_like, unlisted_dirs
+from runformat.layout import run_id_like, runs_elsewhere, unlisted_dirs
 from runformat.tuning import TRIAL
 
 MAX_SELECTED = 8
@@ -99,6 +99,9 @@ def selection_signature(data_dir: Path, run_ids: Sequence[str] | None) -> str:
     return hashlib.sha1(json.dumps(parts).encode()).hexdigest()
 
 
+SHOWN_ELSEWHERE = 3  # runs named in the banner's line, then how many more
+
+
 def warnings_banner(data_dir: Path, run_ids: Sequence[str] | None) -> list[Any]:
     items = []
     if len(run_ids or []) > MAX_SELECTED:
@@ -115,6 +118,17 @@ def warnings_banner(data_dir: Path, run_ids: Sequence[str] | None) -> list[Any]:
         items.append(html.Li(
             f"{entry.parent.name}/{entry.name} is not listed: a run directory's name is letters, digits "
             f"and . _ - (rename it, e.g. to {run_id_like(entry.name)})"
+        ))  # fmt: skip
+    elsewhere = runs_elsewhere(data_dir)
+    if elsewhere:
+        named = ", ".join(str(run.relative_to(data_dir)) for run in elsewhere[:SHOWN_ELSEWHERE])
+        more = f" and {len(elsewhere) - SHOWN_ELSEWHERE} more" if len(elsewhere) > SHOWN_ELSEWHERE else ""
+        one = len(elsewhere) == 1
+        items.append(html.Li(
+            f"{named}{more} {'is' if one else 'are'} not listed (the picker lists {data_dir}/runs and "
+            f"{data_dir}/examples): copy {'it' if one else 'them'} into {data_dir}/runs to see "
+            f"{'it' if one else 'them'} here; python -m sizing {data_dir} sizes "
+            f"{'it where it is' if one else 'them where they are'}"
         ))  # fmt: skip
     return [html.Strong("Warnings"), html.Ul(items)] if items else []
 

@@ -95,6 +95,42 @@ def unlisted_dirs(data_dir: Path) -> list[Path]:
     ]
 
 
+RUN_FILES = (RUN_JSON, TELEMETRY_CSV, TRAINING_JSON, TRAINING_CSV)  # any one makes a run directory
+SEARCH_DEPTH = 6  # runs copied into a tree: data/<machine>/runs/<id>, an unpacked archive's data/runs/<id>
+NOT_RUN_TREES = frozenset({"datasets", "node_modules", "__pycache__"})
+
+
+def is_run_dir(path: Path) -> bool:
+    return any((Path(path) / name).is_file() for name in RUN_FILES)
+
+
+def run_dirs_below(path: Path, depth: int = SEARCH_DEPTH) -> list[Path]:
+    """The run directories under `path`, at most `depth` levels down, by path; a run directory's own
+    folders, hidden ones and NOT_RUN_TREES are not searched."""
+    found = []
+    for child in child_dirs(path):
+        if child.name.startswith(".") or child.name in NOT_RUN_TREES:
+            continue
+        if is_run_dir(child):
+            found.append(child)
+        elif depth > 1:
+            found += run_dirs_below(child, depth - 1)
+    return found
+
+
+def runs_elsewhere(data_dir: Path) -> list[Path]:
+    """The run directories under data_dir that are not directly in its runs/ or examples/, nor named as
+    one there (copied from another machine into data/gpu-box/runs/, say): the sizing report finds them,
+    run_dirs does not."""
+    places = {(Path(data_dir) / sub).resolve() for sub in (RUNS_SUBDIR, EXAMPLES_SUBDIR)}
+    listed = {run.name for run in run_dirs(data_dir)}
+    return [
+        run
+        for run in run_dirs_below(Path(data_dir))
+        if run.parent.resolve() not in places and run.name not in listed
+    ]
+
+
 def run_id_like(name: str) -> str:
     """A run id close to `name` (`H100 run (final)` → `H100-run-final`), to suggest a rename."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).replace("..", ".").strip("-.")[:128] or "run"

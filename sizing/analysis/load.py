@@ -24,12 +24,11 @@ from runformat import (
     RUNS_SUBDIR,
     TELEMETRY_CSV,
     TRAINING_CSV,
-    TRAINING_JSON,
     is_valid_run_id,
     resolve_run_dir,
     run_dirs,
 )
-from runformat.layout import child_dirs
+from runformat.layout import child_dirs, is_run_dir, run_dirs_below
 from runformat.reader import read_run
 from runformat.records import raw_of
 from runformat.textfile import COMPRESSED, comma_separated, packed_copy, text_encoding, unpacked
@@ -119,7 +118,7 @@ def resolve_run(data_dir: Path, spec: str) -> Path:
         if path.name.lower().endswith(ARCHIVE_SUFFIXES):
             hint = ": unpack the archive first (tar xf, unzip) and give the run directory"
         else:
-            hint = f": give its run directory, {str(path.parent)!r}" if _is_run_dir(path.parent) else ""
+            hint = f": give its run directory, {str(path.parent)!r}" if is_run_dir(path.parent) else ""
         raise UsageError(f"{spec!r} is a file, not a run directory{hint}")
     raise UsageError(
         f"unknown run {spec!r}: not a run id under {data_dir}/runs or {data_dir}/examples, "
@@ -127,30 +126,7 @@ def resolve_run(data_dir: Path, spec: str) -> Path:
     )
 
 
-RUN_FILES = (RUN_JSON, TELEMETRY_CSV, TRAINING_JSON, TRAINING_CSV)
 ARCHIVE_SUFFIXES = (".tar", ".tgz", *COMPRESSED)  # a run directory packed, or a file compressed
-
-
-def _is_run_dir(path: Path) -> bool:
-    return any((path / name).is_file() for name in RUN_FILES)
-
-
-SEARCH_DEPTH = 6  # runs copied into a tree: data/<machine>/runs/<id>, an unpacked archive's data/runs/<id>
-NOT_RUN_TREES = frozenset({"datasets", "node_modules", "__pycache__"})
-
-
-def _run_dirs_below(path: Path, depth: int) -> list[Path]:
-    """The run directories under `path`, at most `depth` levels down; a run directory's own folders and
-    hidden ones are not searched."""
-    found = []
-    for child in child_dirs(path):
-        if child.name.startswith(".") or child.name in NOT_RUN_TREES:
-            continue
-        if _is_run_dir(child):
-            found.append(child)
-        elif depth > 1:
-            found += _run_dirs_below(child, depth - 1)
-    return found
 
 
 def runs_under(path: Path) -> list[Path]:
@@ -158,12 +134,12 @@ def runs_under(path: Path) -> list[Path]:
     runs, a data directory, runs copied from another machine into a folder of their own), an id in both
     runs/ and examples/ once, from runs/ (runformat.run_dirs). [path] when it holds none, so that its own
     error names it."""
-    if _is_run_dir(path):
+    if is_run_dir(path):
         return [path]
     shadowed = {path / EXAMPLES_SUBDIR / run.name for run in child_dirs(path / RUNS_SUBDIR)}
     found: dict[Path, Path] = {}
-    for candidate in (*run_dirs(path), *_run_dirs_below(path, SEARCH_DEPTH)):
-        if candidate not in shadowed and _is_run_dir(candidate):
+    for candidate in (*run_dirs(path), *run_dirs_below(path)):
+        if candidate not in shadowed and is_run_dir(candidate):
             found.setdefault(candidate.resolve(), candidate)
     return list(found.values()) or [path]
 

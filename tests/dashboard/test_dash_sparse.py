@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -231,4 +232,26 @@ def test_a_run_directory_renamed_by_hand_is_named_not_silently_left_out(tmp_path
     assert not any(".staging" in t or "lost+found" in t for t in banner)
     renamed.rename(run_dir.parent / "H100-run-final")
     assert [run.run_id for run in discover_runs(tmp_path)] == ["H100-run-final"]
+    assert views.warnings_banner(tmp_path, []) == []
+
+
+def test_runs_copied_below_the_data_directory_are_named_not_silently_left_out(tmp_path: Path) -> None:
+    """Runs copied from the GPU machine into data/gpu-box/runs/: the sizing report finds them, the picker
+    lists data/runs and data/examples only, and they vanished without a word. The banner names them (three,
+    then how many more) until a copy is in data/runs."""
+    run_dir = make_run(tmp_path, duration_s=10, with_training=False, with_eval=False)
+    for where in ("gpu-box/runs/a", "gpu-box/runs/b", "lab/2026/c", "lab/2026/d"):
+        shutil.copytree(run_dir, tmp_path / where)
+    (tmp_path / "datasets" / "e").mkdir(parents=True)
+    (tmp_path / "datasets" / "e" / "run.json").write_text("{}")  # a dataset's own file: not searched
+    banner = texts(views.warnings_banner(tmp_path, []))
+    assert any(
+        t.startswith(
+            "gpu-box/runs/a, gpu-box/runs/b, lab/2026/c and 1 more are not listed (the picker lists "
+        )
+        and t.endswith(f"here; python -m sizing {tmp_path} sizes them where they are")
+        for t in banner
+    ), banner
+    for name in ("a", "b", "c", "d"):
+        shutil.copytree(tmp_path / "lab" / "2026" / "c", tmp_path / "runs" / name)
     assert views.warnings_banner(tmp_path, []) == []

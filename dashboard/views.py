@@ -92,10 +92,12 @@ def listing(data_dir: Path, current: Sequence[str] | None) -> tuple[list[dict[st
 
 
 def selection_signature(data_dir: Path, run_ids: Sequence[str] | None) -> str:
-    """Changes exactly when a file the views read changes in one of the selected runs."""
-    parts = [
+    """Changes exactly when a file the views read changes in one of the selected runs, or a run directory
+    the banner names as not listed comes or goes."""
+    parts: list[Any] = [
         (run.run_id, files_signature(run)) for run in selected_runs(data_dir, run_ids, MAX_DETECTION_RUNS)
     ]
+    parts.append([str(path) for path in (*unlisted_dirs(data_dir), *runs_elsewhere(data_dir))])
     return hashlib.sha1(json.dumps(parts).encode()).hexdigest()
 
 

@@ -221,7 +221,9 @@ def test_a_run_directory_renamed_by_hand_is_named_not_silently_left_out(tmp_path
     it vanished without a word. The banner names it and a name that would be listed; hidden ones stay
     quiet."""
     run_dir = make_run(tmp_path, duration_s=10, with_training=False, with_eval=False)
+    before = views.selection_signature(tmp_path, [])
     renamed = run_dir.rename(run_dir.parent / "H100 run é (final)")
+    assert views.selection_signature(tmp_path, []) != before  # the banner says so as it happens
     (run_dir.parent / ".staging").mkdir()
     (run_dir.parent / "lost+found").mkdir()  # a file system's own, no run's files in it
     assert discover_runs(tmp_path) == []
@@ -238,10 +240,12 @@ def test_a_run_directory_renamed_by_hand_is_named_not_silently_left_out(tmp_path
 def test_runs_copied_below_the_data_directory_are_named_not_silently_left_out(tmp_path: Path) -> None:
     """Runs copied from the GPU machine into data/gpu-box/runs/: the sizing report finds them, the picker
     lists data/runs and data/examples only, and they vanished without a word. The banner names them (three,
-    then how many more) until a copy is in data/runs."""
+    then how many more) until a copy is in data/runs, as they come, not when the selection changes."""
     run_dir = make_run(tmp_path, duration_s=10, with_training=False, with_eval=False)
+    before = views.selection_signature(tmp_path, [])
     for where in ("gpu-box/runs/a", "gpu-box/runs/b", "lab/2026/c", "lab/2026/d"):
         shutil.copytree(run_dir, tmp_path / where)
+    assert views.selection_signature(tmp_path, []) != before  # the banner is drawn again, not at a reselect
     (tmp_path / "datasets" / "e").mkdir(parents=True)
     (tmp_path / "datasets" / "e" / "run.json").write_text("{}")  # a dataset's own file: not searched
     banner = texts(views.warnings_banner(tmp_path, []))

@@ -145,11 +145,19 @@ def runs_under(path: Path) -> list[Path]:
 
 
 def load_runs(data_dir: Path, specs: Sequence[str]) -> list[RunData]:
+    """The runs the specs name (run ids, run directories, folders of runs), each directory once, the first
+    spec that reaches it naming it; a run named twice itself is refused."""
     if not specs:
         raise UsageError("no runs given")
-    found = [(run.resolve(), spec) for spec in specs for run in runs_under(resolve_run(data_dir, spec))]
-    paths = [path for path, _ in found]
-    given_twice = sorted({p.name for p in paths if paths.count(p) > 1})
+    found: list[tuple[Path, str]] = []
+    named: list[Path] = []  # runs given themselves, not found in a folder given
+    for spec in specs:
+        given = resolve_run(data_dir, spec)
+        runs = [run.resolve() for run in runs_under(given)]
+        if runs == [given.resolve()]:
+            named.append(given.resolve())
+        found += [(run, spec) for run in runs if run not in {path for path, _ in found}]
+    given_twice = sorted({path.name for path in named if named.count(path) > 1})
     if given_twice:
         raise UsageError(f"run given twice: {', '.join(given_twice)}")
     return _one_per_id(named_apart([(load_run_dir(path), path, spec) for path, spec in found]))

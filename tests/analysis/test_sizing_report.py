@@ -370,6 +370,21 @@ def test_runs_copied_deeper_into_a_data_directory_are_found_and_a_backup_counted
     assert "differ: give one of them" in err
 
 
+def test_a_run_reached_through_a_folder_and_by_itself_is_sized_once(crafted_data_dir: Path, capsys) -> None:
+    """`python -m sizing data data/examples` or `data/examples data/examples/<cpu run>` (everything, and
+    the run that matters): refused as "run given twice" for every run the folders share. A directory
+    reached twice counts once; a run named twice itself is still refused."""
+    data, out = crafted_data_dir, crafted_data_dir / "report.md"
+    examples = data / "examples"
+    for specs, count in (([data, examples], 2), ([examples, examples / "ref-cpu"], 1), ([data, data], 2)):
+        given = [str(spec) for spec in specs]
+        assert report.main([*given, "--data-dir", str(data), "--out", str(out)]) == 0, capsys.readouterr().err
+        assert f"({count} run(s), markdown)" in capsys.readouterr().out
+    twice = [str(examples / "ref-cpu"), "ref-cpu"]
+    assert report.main([*twice, "--data-dir", str(data), "--out", str(out)]) == 2
+    assert "run given twice: ref-cpu" in capsys.readouterr().err
+
+
 def test_two_recordings_whose_directories_share_a_name_are_both_sized_named_by_their_paths(
     tmp_path: Path, capsys
 ) -> None:

@@ -270,6 +270,8 @@ def rate_problems(run_id: str, rate: Throughput, training_info: dict) -> list[st
     few = too_few_steps(rate)
     if few:
         found.append(f"{run_id}: steady rate {few}")
+    if rate.pauses is not None and rate.pauses.said():
+        found.append(f"{run_id}: steady rate holds {rate.pauses.describe()}")
     drift = rate.drift_fraction
     if drift is not None and abs(drift) > DRIFT_WARN_FRACTION:
         found.append(

@@ -22,6 +22,10 @@ STEP_JUMP_FACTOR = 10.0
 BATCHES = 10
 MIN_ROWS_PER_BATCH = 5
 DRIFT_WARN_FRACTION = 0.05
+PAUSE_FACTOR = 10.0  # a stride of steps this many times slower than the median stride holds a pause
+PAUSE_SHARE = (
+    0.1  # pauses are said when the time they held past the median pace is this share of the steady time
+)
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,59 @@ def batch_means_ci95(rate: float | None, rates: tuple[float, ...]) -> tuple[floa
     values = np.asarray(rates)
     half = t95(len(values) - 1) * float(values.std(ddof=1)) / math.sqrt(len(values))
     return rate - half, rate + half
+
+
+@dataclass(frozen=True)
+class Pauses:
+    """Strides of the steady steps PAUSE_FACTOR × slower than the median stride or more: each a pause (a
+    stopped or starved process, a checkpoint or an evaluation inside the step), counted in the steady rate."""
+
+    count: int
+    longest_s: float  # the slowest such stride's duration
+    lost_share: float  # the time they took past the median pace, as a share of the steady time
+    steps_per_s_without: float  # the steady rate with that time left out
+
+    def said(self) -> bool:
+        return self.lost_share >= PAUSE_SHARE
+
+    def describe(self) -> str:
+        """`1 pause (21.2 s, ≥ 10× the median step) that took 16 % of the steady time: 0.86 steps/s
+        without it (…)`."""
+        one = self.count == 1
+        what = "1 pause" if one else f"{self.count} pauses (the longest"
+        return (
+            f"{what} {'(' if one else ''}{self.longest_s:,.1f} s, ≥ {PAUSE_FACTOR:g}× the median step) that "
+            f"took {self.lost_share:.0%} of the steady time: {self.steps_per_s_without:.3g} steps/s without "
+            f"{'it' if one else 'them'} (a stopped or starved process: repeat the run; a checkpoint or an "
+            "evaluation: part of the rate)"
+        )
+
+
+def pauses(steady: Steady, stride: int = 1) -> Pauses | None:
+    """The steady steps' pauses, judged a stride at a time (a GPU run's loss read holds its stride's wait);
+    None with none, or with fewer than MIN_ROWS_PER_BATCH strides to take a median of."""
+    stride = max(1, stride)
+    whole = steady.durations_s.size // stride * stride
+    if whole < stride * MIN_ROWS_PER_BATCH:
+        return None
+    durations = steady.durations_s[:whole].reshape(-1, stride).sum(axis=1)
+    steps = steady.steps[:whole].reshape(-1, stride).sum(axis=1)
+    timed = (steps > 0) & (durations > 0)
+    durations, steps = durations[timed], steps[timed]
+    if durations.size < MIN_ROWS_PER_BATCH:
+        return None
+    median_pace = float(np.median(durations / steps))
+    slow = durations >= PAUSE_FACTOR * median_pace * steps
+    total = float(steady.durations_s.sum())
+    lost = float((durations[slow] - median_pace * steps[slow]).sum())
+    if not slow.any() or total <= lost:
+        return None
+    return Pauses(
+        int(slow.sum()),
+        float(durations[slow].max()),
+        lost / total,
+        float(steady.steps.sum()) / (total - lost),
+    )
 
 
 def thirds(steady: Steady) -> tuple[float | None, float | None]:

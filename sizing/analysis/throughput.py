@@ -50,6 +50,7 @@ class Throughput:
     first_third_steps_per_s: float | None = None
     last_third_steps_per_s: float | None = None
     bursts: int = 0  # bursts the step log's rows came in (runformat.bursts); 0: each row timed
+    pauses: ss.Pauses | None = None  # steady steps far slower than the median pace (sessions.pauses)
 
     @property
     def not_timed(self) -> bool:
@@ -184,6 +185,7 @@ def throughput(training: pd.DataFrame, training_info: dict) -> Throughput:
         first_third,
         last_third,
         len(ends) if ends is not None else 0,
+        ss.pauses(steady, int(stride) if stride and stride >= 1 else 1),
     )
 
 

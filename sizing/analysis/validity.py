@@ -194,6 +194,8 @@ def rate_doubts(analyses: Sequence[RunAnalysis]) -> list[str]:
             found.append(f"{a.run_id}'s rate {few}")
         if a.throughput.sessions > 1:
             found.append(f"{a.run_id} was resumed or paused ({a.throughput.sessions} sessions)")
+        if a.throughput.pauses is not None and a.throughput.pauses.said():
+            found.append(f"{a.run_id}'s steady rate holds {a.throughput.pauses.describe()}")
         if a.incomplete:
             found.append(f"{a.run_id} is incomplete ({a.incomplete})")
     return found
@@ -254,6 +256,9 @@ def run_json_fields(a: RunAnalysis, ctx: ReportContext) -> dict:
         "steps_per_s_first_third": t.first_third_steps_per_s,
         "steps_per_s_last_third": t.last_third_steps_per_s,
         "steady_drift_pct": drift * 100 if drift is not None else None,
+        "steady_pauses": t.pauses.count if t.pauses else (0 if t.source == FROM_STEP_LOG else None),
+        "steady_pause_time_pct": t.pauses.lost_share * 100 if t.pauses else None,
+        "steps_per_s_without_pauses": t.pauses.steps_per_s_without if t.pauses else None,
         "steady_rate_vs_training_json_pct": a.steady_rate_mismatch * 100
         if a.steady_rate_mismatch is not None
         else None,

@@ -62,7 +62,8 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "with a GPU, an assumed UTC offset, a step "
             "log on a clock of its own, a step log whose step advances faster than its step times allow, "
             "run-to-run spread not measured, the host "
-            "not recorded, a drifting rate or one on too few steps for an interval), then what leaves it "
+            "not recorded, a drifting rate, one holding pauses or one on too few steps for an interval), "
+            "then what leaves it "
             "partial (energy of the GPU board only, no prices); how many more there are is said. The "
             "summary and the sections below keep every figure.",
         ),
@@ -216,7 +217,12 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "side the speedup gets a within-run interval from the two runs' batch rates (delta method "
             "as for repeats); it shows how well each run pins its own rate, not how repeats vary. "
             "Stationarity: steps/s over the first and the last third of the steady time; more than "
-            f"{ss.DRIFT_WARN_FRACTION:.0%} apart is a warning and is said in the headline.",
+            f"{ss.DRIFT_WARN_FRACTION:.0%} apart is a warning and is said in the headline. Pauses: a "
+            "stride of steady steps (a GPU run's loss reads apart, else a step) "
+            f"≥ {ss.PAUSE_FACTOR:g}× the median stride's time per step holds a pause (a stopped or starved "
+            "process, a checkpoint or an evaluation in the step); pauses stay in the rate, and where the "
+            f"time they took past the median pace is ≥ {ss.PAUSE_SHARE:.0%} of the steady time they are "
+            "said in the headline, with the rate without them.",
         ),
         (
             "Weak baseline",

@@ -429,3 +429,32 @@ def test_a_run_without_training_json_that_failed_after_training_is_complete(tmp_
     assert any(
         c.startswith(f"Left out as incomplete: {GPU_RUN} (the command failed") for c in failed["caveats"]
     )
+
+
+def paused_for(seconds: float) -> Callable[[Path], None]:
+    """The step log of a training stopped for `seconds` halfway (SIGSTOP, a host that swapped): every later
+    row that much later, the step it fell in that much longer."""
+
+    def pause(frame: pd.DataFrame) -> None:
+        later = frame.index >= len(frame) // 2
+        for column in ("time_unix", "elapsed_s"):
+            frame.loc[later, column] += seconds
+        frame.loc[len(frame) // 2, "step_time_s"] += seconds
+
+    return rewrite("training.csv", pause)
+
+
+def test_a_pause_that_took_a_share_of_the_steady_time_is_a_caveat(tmp_path: Path) -> None:
+    """A training stopped 20 s in a 100 s run (shorter than a resumed session's gap; a real SIGSTOP of a
+    2-minute CPU run, too) read 5.7× for 6.9× with the pause unsaid: the caveat says it and the rate without
+    it."""
+    decision, warnings = decision_of(tmp_path, gpu_change=paused_for(20.0))
+    said = [c for c in decision["caveats"] if "pause" in c]
+    assert said and f"{GPU_RUN}'s steady rate holds 1 pause (2" in said[0], decision["caveats"]
+    assert "steps/s without it (a stopped or starved process: repeat the run" in said[0]
+    assert any(w.startswith(f"{GPU_RUN}: steady rate holds 1 pause") for w in warnings)
+    (run,) = [r for r in report_of(tmp_path)["runs"] if r["run_id"] == GPU_RUN]
+    assert run["steady_pauses"] == 1 and 15 < run["steady_pause_time_pct"] < 20
+    assert run["steps_per_s_without_pauses"] > 20  # the copy's own rate, 22.4 steps/s without the pause
+    control, _ = decision_of(tmp_path / "control")
+    assert not any("pause" in c for c in control["caveats"])

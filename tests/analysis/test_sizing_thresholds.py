@@ -148,6 +148,10 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - sessions.BATCHES = 10: at most this many batch means. Pinned: here
 - sessions.MIN_ROWS_PER_BATCH = 5: each batch ≥ this many rows. Pinned: here
 - sessions.DRIFT_WARN_FRACTION = 0.05: not stationary, thirds apart by >. Pinned: here
+- sessions.PAUSE_FACTOR = 10: a pause, a stride of steps ≥ this many times the median stride's pace.
+  Pinned: here
+- sessions.PAUSE_SHARE = 0.1: pauses said when the time they held past the median pace is ≥ this share
+  of the steady time. Pinned: here; imperfect_runs::pause_that_took_a_share
 - speedup.REPEATS_DISAGREE_FRACTION = 0.1: repeats disagree, fastest > (1 + it) × slowest, or their
   within-run intervals part. Pinned: here
 - throughput.DEFAULT_WARMUP_STEPS = 20: the warm-up steps. Pinned: analysis::warmup_rule
@@ -205,7 +209,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 88
+    assert len(found) == 90
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 

@@ -149,6 +149,37 @@ def test_batch_means_need_enough_rows_and_stop_at_the_most_batches(rows: int, ba
     assert len(ss.batch_rates(steady)) == batches
 
 
+@pytest.mark.parametrize(
+    ("slowest_s", "paused"), [(ss.PAUSE_FACTOR, True), (np.nextafter(ss.PAUSE_FACTOR, 0), False)]
+)
+def test_a_pause_is_a_step_at_least_the_pause_factor_slower_than_the_median(
+    slowest_s: float, paused: bool
+) -> None:
+    durations = np.array([1.0] * 40 + [slowest_s] + [1.0] * 40)
+    found = ss.pauses(ss.Steady(durations, np.ones(durations.size), 1, 0.0, None, 0))
+    assert (found is not None and found.count == 1) is paused
+
+
+@pytest.mark.parametrize(("rows", "said"), [(80, True), (81, False)])
+def test_pauses_are_said_from_the_pause_share_of_the_steady_time(rows: int, said: bool) -> None:
+    """One 10 s step among `rows` of 1 s: it held 9 s past the median pace, of 90 s (exactly the share) or
+    91 s."""
+    assert ss.PAUSE_SHARE == 0.1 and ss.PAUSE_FACTOR == 10.0
+    durations = np.array([1.0] * (rows // 2) + [10.0] + [1.0] * (rows - rows // 2))
+    found = ss.pauses(ss.Steady(durations, np.ones(durations.size), 1, 0.0, None, 0))
+    assert found is not None and found.said() is said
+    assert found.steps_per_s_without == pytest.approx(1.0)  # every step at the median pace of 1 s
+
+
+def test_a_gpu_runs_loss_read_holds_its_strides_wait_and_is_no_pause() -> None:
+    """Rows between two loss reads carry queueing time only and the read's row the wait: per stride, not a
+    pause; the same log judged row by row would be nothing but pauses."""
+    durations = np.tile([0.001] * 9 + [0.3], 30)
+    steady = ss.Steady(durations, np.ones(durations.size), 1, 0.0, None, 0)
+    assert ss.pauses(steady, stride=10) is None
+    assert ss.pauses(steady).said()
+
+
 @pytest.fixture(scope="module")
 def gpu_rate():
     run = reference_gpu()

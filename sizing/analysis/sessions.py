@@ -135,7 +135,8 @@ def batch_means_ci95(rate: float | None, rates: tuple[float, ...]) -> tuple[floa
 @dataclass(frozen=True)
 class Pauses:
     """Strides of the steady steps PAUSE_FACTOR × slower than the median stride or more: each a pause (a
-    stopped or starved process, a checkpoint or an evaluation inside the step), counted in the steady rate."""
+    stopped or starved process, a checkpoint, an evaluation or a recompile in the step), counted in the steady
+    rate."""
 
     count: int
     longest_s: float  # the slowest such stride's duration
@@ -153,8 +154,8 @@ class Pauses:
         return (
             f"{what} {'(' if one else ''}{self.longest_s:,.1f} s, ≥ {PAUSE_FACTOR:g}× the median step) that "
             f"took {self.lost_share:.0%} of the steady time: {self.steps_per_s_without:.3g} steps/s without "
-            f"{'it' if one else 'them'} (a stopped or starved process: repeat the run; a checkpoint or an "
-            "evaluation: part of the rate)"
+            f"{'it' if one else 'them'} (a stopped or starved process: repeat the run; a checkpoint, an "
+            "evaluation or a recompile in the step: part of the rate)"
         )
 
 

@@ -220,9 +220,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             f"{ss.DRIFT_WARN_FRACTION:.0%} apart is a warning and is said in the headline. Pauses: a "
             "stride of steady steps (a GPU run's loss reads apart, else a step) "
             f"≥ {ss.PAUSE_FACTOR:g}× the median stride's time per step holds a pause (a stopped or starved "
-            "process, a checkpoint or an evaluation in the step); pauses stay in the rate, and where the "
-            f"time they took past the median pace is ≥ {ss.PAUSE_SHARE:.0%} of the steady time they are "
-            "said in the headline, with the rate without them.",
+            "process, a checkpoint, an evaluation or a recompile in the step); pauses stay in the rate, and "
+            f"where the time they took past the median pace is ≥ {ss.PAUSE_SHARE:.0%} of the steady time "
+            "they are said in the headline, with the rate without them.",
         ),
         (
             "Weak baseline",

@@ -25,7 +25,15 @@ MEM_UTIL_PCT = "mem_util_pct"
 
 PROC_CPU_PCT = "proc_cpu_pct"
 PROC_BUSIEST_THREAD_PCT = "proc_busiest_thread_pct"
-PROCESS_COLUMNS = (PROC_CPU_PCT, "proc_rss_bytes", "proc_threads", PROC_BUSIEST_THREAD_PCT)
+PROC_READ_BPS, PROC_WRITE_BPS = "proc_read_bps", "proc_write_bps"  # the tree's storage I/O
+PROCESS_COLUMNS = (
+    PROC_CPU_PCT,
+    "proc_rss_bytes",
+    "proc_threads",
+    PROC_BUSIEST_THREAD_PCT,
+    PROC_READ_BPS,
+    PROC_WRITE_BPS,
+)
 
 # Per logical CPU: cpu<N>_<suffix>.
 UTIL_PCT = "util_pct"

@@ -7,11 +7,13 @@ less often where a pass is slow). A process that a look finds late is not lost: 
 utime+stime+cutime+cstime: a child that a tracked parent reaps moves its time into the parent's
 counters, so short-lived children are counted in full; a process first seen by a rescan brings the CPU
 it used since it started into that row. The busiest single thread of the tree comes from each process's
-threads (collect/sources/threads.py).
+threads (collect/sources/threads.py). The tree's storage I/O (what it had the disks read and write) comes from
+/proc/<pid>/io, counted as its CPU time is: a reaped child's bytes move into its parent's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -21,7 +23,7 @@ from typing import NamedTuple
 from collect.procfs import KernelFile
 from collect.sources.base import HELD_PERIOD_S, Reading, Source
 from collect.sources.threads import DescriptorBudget, ThreadSet, ThreadsUnreadable, thread_file_budget
-from runformat.columns import PROCESS_COLUMNS
+from runformat.columns import PROC_READ_BPS, PROC_WRITE_BPS, PROCESS_COLUMNS
 
 MIN_RESCAN_GAP_S = 1.0
 FULL_RESCAN_S = 30.0
@@ -54,12 +56,29 @@ def parse_stat(data: bytes) -> StatFields:
     )
 
 
+def parse_io(data: bytes) -> tuple[int, int]:
+    """(read_bytes, write_bytes) of /proc/<pid>/io: what the process and the children it reaped had the
+    storage layer read and write."""
+    found: dict[bytes, int] = {}
+    for line in data.splitlines():
+        key, _, value = line.partition(b":")
+        if key in (b"read_bytes", b"write_bytes"):
+            found[key] = int(value)
+    return found[b"read_bytes"], found[b"write_bytes"]
+
+
+NO_IO = (0, 0)
+
+
 @dataclass
 class _Tracked:
     stat: KernelFile
     base_ticks: int
     last: StatFields
     threads: ThreadSet
+    io: KernelFile | None = None  # None: its /proc/<pid>/io could not be read
+    base_io: tuple[int, int] = NO_IO
+    last_io: tuple[int, int] = NO_IO
 
 
 def read_parent(proc_root: Path, name: str) -> int | None:
@@ -109,6 +128,8 @@ class ProcessTreeSource(Source):
         self._tracked: dict[int, _Tracked] = {}
         self._retired_ticks = 0
         self._last_ticks = 0
+        self._retired_io = NO_IO
+        self._last_io: tuple[int, int] | None = None
         self._last_time = 0.0
         self._attached = False
         self._loadavg = KernelFile(proc_root / "loadavg", 128)
@@ -142,7 +163,17 @@ class ProcessTreeSource(Source):
             return
         base = 0 if counted_from_start else fields.cpu_ticks
         threads = ThreadSet(f"{self._proc_root}/{pid}/task", self._thread_files)
-        self._tracked[pid] = _Tracked(stat, base, fields, threads)
+        tracked = self._tracked[pid] = _Tracked(stat, base, fields, threads)
+        try:
+            tracked.io = KernelFile(self._proc_root / str(pid) / "io", 512)
+            tracked.last_io = parse_io(tracked.io.read())
+        except (OSError, ValueError, KeyError) as error:
+            if tracked.io is not None:
+                tracked.io.close()
+                tracked.io = None
+            self.note_once(f"{PROC_READ_BPS}, {PROC_WRITE_BPS}: /proc/<pid>/io unreadable ({error})")
+            return
+        tracked.base_io = NO_IO if counted_from_start else tracked.last_io
 
     def rescan(self, now: float | None = None, full: bool = True) -> None:
         """Find new descendants. Pids are handed out in increasing order until they wrap around, so
@@ -189,11 +220,18 @@ class ProcessTreeSource(Source):
         tracked = self._tracked.pop(pid)
         tracked.stat.close()
         tracked.threads.close()
+        if tracked.io is not None:
+            tracked.io.close()
+        read, write = self._retired_io
+        base_read, base_write = tracked.base_io
         if tracked.last.ppid in self._tracked:
-            # Its parent reaps it: the parent's cutime/cstime grows by the child's whole total.
+            # Its parent reaps it: the parent's cutime/cstime (and I/O) grow by the child's whole total.
             self._retired_ticks -= tracked.base_ticks
+            self._retired_io = (read - base_read, write - base_write)
         else:
             self._retired_ticks += tracked.last.cpu_ticks - tracked.base_ticks
+            last_read, last_write = tracked.last_io
+            self._retired_io = (read + last_read - base_read, write + last_write - base_write)
 
     def _refresh(self) -> tuple[int, int, int, int]:
         """(live processes, CPU ticks so far, rss pages, threads)."""
@@ -225,6 +263,35 @@ class ProcessTreeSource(Source):
             return -tracked.base_ticks
         return last.cpu_ticks - tracked.base_ticks
 
+    def _io_total(self) -> tuple[int, int] | None:
+        """(read, write) bytes of the tree so far, counted as _counted counts CPU; None where a process's
+        /proc/<pid>/io could not be read (a process gone since the refresh keeps its last reading)."""
+        read, write = self._retired_io
+        for tracked in self._tracked.values():
+            if tracked.io is None:
+                return None
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                tracked.last_io = parse_io(tracked.io.read())
+            base_read, base_write = tracked.base_io
+            if tracked.last.exited and tracked.last.ppid in self._tracked:
+                read, write = read - base_read, write - base_write
+            else:
+                read += tracked.last_io[0] - base_read
+                write += tracked.last_io[1] - base_write
+        return read, write
+
+    def _io_rates(self, elapsed: float) -> tuple[int | None, int | None]:
+        """Bytes/s read and written by the tree since the last sample; a total only grows (a reap's dip,
+        as for CPU time, is absorbed by keeping the highest)."""
+        total, last = self._io_total(), self._last_io
+        if total is None:
+            self._last_io = None
+            return None, None
+        self._last_io = (max(total[0], last[0]), max(total[1], last[1])) if last is not None else total
+        if last is None or elapsed <= 0:
+            return None, None
+        return round(max(0, total[0] - last[0]) / elapsed), round(max(0, total[1] - last[1]) / elapsed)
+
     def _busiest_thread_pct(self, since: float, now: float) -> float | None:
         """CPU of the tree's busiest thread since `since` (100 = one core); None where no thread of a live
         process had a base, or one process's threads were unreadable."""
@@ -248,6 +315,7 @@ class ProcessTreeSource(Source):
 
     def prime(self, now: float) -> None:
         _, self._last_ticks, _, _ = self._refresh()
+        self._last_io = self._io_total()
         self._busiest_thread_pct(now, now)  # the threads' bases
         self._last_time = now
 
@@ -257,6 +325,7 @@ class ProcessTreeSource(Source):
         live, ticks, rss_pages, threads = self._refresh()
         busiest_pct = self._busiest_thread_pct(self._last_time, now)
         elapsed = now - self._last_time
+        read_bps, write_bps = self._io_rates(elapsed)
         cpu_pct = None
         if elapsed > 0:
             cpu_pct = round(max(0, ticks - self._last_ticks) / self._ticks_per_s / elapsed * 100.0, 1)
@@ -269,12 +338,16 @@ class ProcessTreeSource(Source):
                 "proc_rss_bytes": None,
                 "proc_threads": None,
                 "proc_busiest_thread_pct": None,
+                PROC_READ_BPS: read_bps,
+                PROC_WRITE_BPS: write_bps,
             }
         return {
             "proc_cpu_pct": cpu_pct,
             "proc_rss_bytes": rss_pages * self._page_size,
             "proc_threads": threads,
             "proc_busiest_thread_pct": busiest_pct,
+            PROC_READ_BPS: read_bps,
+            PROC_WRITE_BPS: write_bps,
         }
 
     def close(self) -> None:
@@ -282,4 +355,6 @@ class ProcessTreeSource(Source):
         for tracked in self._tracked.values():
             tracked.stat.close()
             tracked.threads.close()
+            if tracked.io is not None:
+                tracked.io.close()
         self._tracked.clear()

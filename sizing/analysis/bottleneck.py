@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from runformat.columns import PROC_READ_BPS, PROC_WRITE_BPS
 from sizing.analysis.gpu_verdicts import GpuFinding
 from sizing.analysis.thermal import CPU_BELOW_PEAK, ThrottleSummary
 from sizing.model import Thresholds, core_indices, gpu_indices, mean_of
@@ -21,6 +22,7 @@ THERMALLY_THROTTLED = "thermally throttled"
 HW_SLOWDOWN = "HW slowdown"
 CPU_CLOCK_BELOW_PEAK = "CPU clock below peak (cause unknown)"
 UNDETERMINED = "undetermined"
+IO_OWN_SHARE = 0.1  # a busy disk is the training's bottleneck only where its own I/O is this share or more
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,15 @@ def utilization_numbers(samples: pd.DataFrame, gpus: Sequence[int], thresholds: 
         "idle_cores": idle,
         "logical_cpus": float(cores) if cores else None,
         "swap_growth_bytes": growth_of(samples, "swap_used_bytes"),
+        "proc_io_bps": summed_mean(samples, (PROC_READ_BPS, PROC_WRITE_BPS)),
+        "disk_io_bps": summed_mean(samples, ("disk_read_bps", "disk_write_bps")),
     }
+
+
+def summed_mean(samples: pd.DataFrame, columns: Sequence[str]) -> float | None:
+    """The sum of the columns' means, over those recorded; None when none is."""
+    means = [m for column in columns if (m := mean_of(samples, column)) is not None]
+    return float(sum(means)) if means else None
 
 
 def growth_of(samples: pd.DataFrame, column: str) -> float | None:
@@ -148,13 +158,24 @@ def growth_of(samples: pd.DataFrame, column: str) -> float | None:
     return float(values.max() - values[0]) if values.size >= 2 else None
 
 
-def _io_bound(n: dict, t: Thresholds) -> str | None:
+def _io_bound(n: dict, t: Thresholds) -> tuple[str | None, str | None]:
+    """(why the run is I/O-bound, why a busy disk is not its bottleneck): the second where the training's
+    own storage I/O (proc_read_bps + proc_write_bps) was under IO_OWN_SHARE of the disks'."""
     found = []
     if n["cpu_iowait_pct"] is not None and n["cpu_iowait_pct"] >= t.iowait_pct:
         found.append(f"mean iowait {_fmt(n['cpu_iowait_pct'])} ≥ {t.iowait_pct:g} %")
     if n["disk_util_pct"] is not None and n["disk_util_pct"] >= t.disk_saturated_pct:
         found.append(f"mean disk busy {_fmt(n['disk_util_pct'])} ≥ {t.disk_saturated_pct:g} %")
-    return " and ".join(found) or None
+    if not found:
+        return None, None
+    own, disks = n["proc_io_bps"], n["disk_io_bps"]
+    if own is None or not disks or own >= IO_OWN_SHARE * disks:
+        return " and ".join(found), None
+    return None, (
+        f"{' and '.join(found)}, but the training's own storage I/O was {own / 1e6:,.1f} MB/s of the "
+        f"disks' {disks / 1e6:,.1f} (< {IO_OWN_SHARE:.0%}, proc_read_bps + proc_write_bps): other processes "
+        "kept the disk busy, not the training's bottleneck"
+    )
 
 
 def _some_cores_saturated(n: dict, t: Thresholds, thread: HostThread, kind: str) -> str | None:
@@ -205,7 +226,7 @@ def verdict(
     gpu, cpu = n["gpu_util_pct"], n["cpu_util_pct"]
     gpu_at_most = gpu if gpu is not None else n.get("gpu board util pct")  # a shared board's bounds the run's
     thread = host_thread(samples, t)
-    io, some_cores = _io_bound(n, t), _some_cores_saturated(n, t, thread, kind)
+    (io, others_io), some_cores = _io_bound(n, t), _some_cores_saturated(n, t, thread, kind)
     main, why = UNDETERMINED, ""
     if kind == "gpu" and gpu is not None and gpu >= t.gpu_bound_util_pct:
         main, why = GPU_BOUND, f"mean GPU util {_fmt(gpu)} ≥ {t.gpu_bound_util_pct:g} %"
@@ -225,6 +246,8 @@ def verdict(
     if main not in (GPU_BOUND, GPU_UNDERUSED) and kind == "gpu" and gpu is not None:
         why = f"mean GPU util {_fmt(gpu)}; " + why if why else ""
     evidence = [why] if why else []
+    if others_io:
+        evidence.append(others_io)
     if main == UNDETERMINED and some_cores and kind == "gpu":
         evidence.append(
             f"{some_cores}; but the GPU's utilization was not recorded, and a thread waiting on the GPU "

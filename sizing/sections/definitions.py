@@ -394,7 +394,9 @@ def definitions(t: Thresholds | None = None) -> tuple[tuple[str, str], ...]:
             "Verdicts",
             "over the measurement window, first match: GPU-bound (GPU run, least busy used GPU ≥ "
             f"{t.gpu_bound_util_pct:g} %); CPU-bound (CPU run, CPU ≥ {t.cpu_saturated_pct:g} %); "
-            f"I/O-bound (iowait ≥ {t.iowait_pct:g} % or disk busy ≥ {t.disk_saturated_pct:g} %); "
+            f"I/O-bound (iowait ≥ {t.iowait_pct:g} % or disk busy ≥ {t.disk_saturated_pct:g} %, unless the "
+            f"training's own storage I/O, where recorded, was < {b.IO_OWN_SHARE:.0%} of the disks': other "
+            "processes' then, said); "
             f"host-bound (GPU run with CPU ≥ {t.cpu_saturated_pct:g} %, or on average ≥ 1 logical CPU "
             f"≥ {t.core_saturated_pct:g} % busy while ≥ 1 is < {t.core_idle_pct:g} % and the "
             "training's processes use ≥ 0.8 core per saturated CPU, or, a GPU run, one host thread ≥ "

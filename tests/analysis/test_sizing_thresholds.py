@@ -16,6 +16,8 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
   CPU is ≥. Pinned: here; verdicts::busiest_training_thread_shows; headroom::waiting_on_the_host_at
 - Thresholds.core_idle_pct = 50: an idle logical CPU <. Pinned: here
 - Thresholds.disk_saturated_pct = 80: I/O-bound, disk busy ≥. Pinned: here
+- bottleneck.IO_OWN_SHARE = 0.1: a busy disk or iowait is I/O-bound only where the training's own storage I/O
+  (where recorded) is ≥ this share of the disks'. Pinned: here
 - Thresholds.iowait_pct = 20: I/O-bound, iowait ≥. Pinned: here
 - Thresholds.throttled_sample_fraction = 0.05: a throttle or clock label, at the power limit, clocks or
   power held, in ≥ this share of samples. Pinned: here; verdicts::thermal_label_flips_at_five;
@@ -209,7 +211,7 @@ def resolve(name: str) -> float:
 
 def test_every_threshold_has_its_documented_value() -> None:
     found = inventory()
-    assert len(found) == 90
+    assert len(found) == 91
     moved = {name: resolve(name) for name, value, _ in found if resolve(name) != value}
     assert not moved, f"moved (change docs/sizing.md and this inventory with it): {moved}"
 
@@ -254,6 +256,23 @@ def cores(n: int, busy: dict[int, float], rest: float = 2.0) -> dict[str, float]
 )
 def test_each_utilization_rule_at_and_just_past_its_boundary(kind: str, columns: dict, expected: str) -> None:
     assert judge(kind, **columns).primary == expected
+
+
+@pytest.mark.parametrize(
+    ("own_bps", "expected"),
+    [
+        (b.IO_OWN_SHARE * 1e8, b.IO_BOUND),
+        (np.nextafter(b.IO_OWN_SHARE * 1e8, 0), b.GPU_UNDERUSED),
+        (None, b.IO_BOUND),
+    ],
+)
+def test_a_busy_disk_is_the_trainings_bottleneck_from_its_own_share_of_the_io(own_bps, expected: str) -> None:
+    """A disk kept 90 % busy by another process (a backup) read "I/O-bound" for a training that reads
+    nothing: where the training's own I/O is recorded and under IO_OWN_SHARE of the disks', it is not."""
+    own = {} if own_bps is None else {"proc_read_bps": own_bps, "proc_write_bps": 0.0}
+    found = judge("gpu", gpu0_util_pct=30.0, cpu_util_pct=20.0, disk_util_pct=90.0, disk_read_bps=1e8, **own)
+    assert found.primary == expected
+    assert any("other processes kept the disk busy" in e for e in found.evidence) is (expected != b.IO_BOUND)
 
 
 @pytest.mark.parametrize(

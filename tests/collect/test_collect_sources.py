@@ -536,3 +536,56 @@ def test_a_reaped_child_still_readable_is_not_counted_twice(tmp_path: Path, stat
         seconds += source.sample(float(second))["proc_cpu_pct"] / 100.0
     assert seconds == pytest.approx(0.7)  # the child's 0.6 s once, and the parent's 0.1 s
     source.close()
+
+
+IO_TREE_SCRIPT = """
+import os, subprocess, sys, time
+def write(path, mib):
+    with open(path, "wb") as f:
+        f.write(os.urandom(mib << 20)); f.flush(); os.fsync(f.fileno())
+time.sleep(0.5)
+child = "import os; f = open(%r, 'wb'); f.write(os.urandom(8 << 20)); f.flush(); os.fsync(f.fileno())"
+subprocess.run([sys.executable, "-c", child % (sys.argv[1] + ".child")], check=True)  # reaped by this one
+write(sys.argv[1], 4)
+time.sleep(0.5)
+"""
+
+
+def test_the_trees_storage_io_counts_a_reaped_childs_bytes_once(tmp_path: Path) -> None:
+    """proc_write_bps integrated over the samples is what the tree wrote to the disk (its fsynced 4 MiB and
+    a reaped child's 8 MiB), whatever the host's other processes write; the host's disk columns are not."""
+    process = subprocess.Popen([sys.executable, "-c", IO_TREE_SCRIPT, str(tmp_path / "out")])
+    source = ProcessTreeSource(Path("/proc"))
+    source.attach(process.pid)
+    last = time.monotonic()
+    source.prime(last)
+    written = 0.0
+    try:
+        while process.poll() is None:
+            time.sleep(0.05)
+            now = time.monotonic()
+            reading = source.sample(now)
+            source.maintain(now)
+            written += (reading["proc_write_bps"] or 0) * (now - last)
+            last = now
+    finally:
+        process.kill()
+        process.wait()
+    assert written == pytest.approx(12 << 20, abs=1 << 20)
+    source.close()
+
+
+def test_a_tree_whose_io_file_cannot_be_read_has_no_io_columns_and_says_why(tmp_path: Path) -> None:
+    """A kernel without I/O accounting (or a process another user owns) has no /proc/<pid>/io to read:
+    unknown, not zero."""
+    (tmp_path / "loadavg").write_text("0.00 0.00 0.00 1/100 100\n")
+    (tmp_path / "100").mkdir()
+    (tmp_path / "100" / "stat").write_text(_stat_line(100, 1, "S", utime=10))
+    source = ProcessTreeSource(tmp_path)
+    source.attach(100)
+    source.prime(0.0)
+    reading = source.sample(1.0)
+    assert reading["proc_write_bps"] is None and reading["proc_read_bps"] is None
+    assert reading["proc_cpu_pct"] == 0.0
+    assert any("/proc/<pid>/io unreadable" in note for note in source.notes())
+    source.close()

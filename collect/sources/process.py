@@ -130,6 +130,7 @@ class ProcessTreeSource(Source):
         self._last_ticks = 0
         self._retired_io = NO_IO
         self._last_io: tuple[int, int] | None = None
+        self._io_unreadable = False
         self._last_time = 0.0
         self._attached = False
         self._loadavg = KernelFile(proc_root / "loadavg", 128)
@@ -164,6 +165,8 @@ class ProcessTreeSource(Source):
         base = 0 if counted_from_start else fields.cpu_ticks
         threads = ThreadSet(f"{self._proc_root}/{pid}/task", self._thread_files)
         tracked = self._tracked[pid] = _Tracked(stat, base, fields, threads)
+        if self._io_unreadable:
+            return
         try:
             tracked.io = KernelFile(self._proc_root / str(pid) / "io", 512)
             tracked.last_io = parse_io(tracked.io.read())
@@ -171,6 +174,7 @@ class ProcessTreeSource(Source):
             if tracked.io is not None:
                 tracked.io.close()
                 tracked.io = None
+            self._io_unreadable = True  # the tree's I/O is unknown from now on: partial is not whole
             self.note_once(f"{PROC_READ_BPS}, {PROC_WRITE_BPS}: /proc/<pid>/io unreadable ({error})")
             return
         tracked.base_io = NO_IO if counted_from_start else tracked.last_io
@@ -266,6 +270,8 @@ class ProcessTreeSource(Source):
     def _io_total(self) -> tuple[int, int] | None:
         """(read, write) bytes of the tree so far, counted as _counted counts CPU; None where a process's
         /proc/<pid>/io could not be read (a process gone since the refresh keeps its last reading)."""
+        if self._io_unreadable:
+            return None
         read, write = self._retired_io
         for tracked in self._tracked.values():
             if tracked.io is None:

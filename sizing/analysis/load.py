@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -32,6 +33,7 @@ from runformat.layout import child_dirs, is_run_dir, run_dirs_below
 from runformat.reader import read_run
 from runformat.records import raw_of
 from runformat.textfile import COMPRESSED, comma_separated, packed_copy, text_encoding, unpacked
+from sizing.analysis.archives import is_archive, unpack_runs
 from sizing.analysis.cells import as_numbers
 from sizing.analysis.copies import same_measurement
 from sizing.analysis.jobs import node_place
@@ -116,7 +118,7 @@ def resolve_run(data_dir: Path, spec: str) -> Path:
         return path
     if path.is_file():
         if path.name.lower().endswith(ARCHIVE_SUFFIXES):
-            hint = ": unpack the archive first (tar xf, unzip) and give the run directory"
+            hint = ": give its run directory, or an archive of runs (.tar, .tgz, .zip)"
         else:
             hint = f": give its run directory, {str(path.parent)!r}" if is_run_dir(path.parent) else ""
         raise UsageError(f"{spec!r} is a file, not a run directory{hint}")
@@ -126,7 +128,11 @@ def resolve_run(data_dir: Path, spec: str) -> Path:
     )
 
 
-ARCHIVE_SUFFIXES = (".tar", ".tgz", *COMPRESSED)  # a run directory packed, or a file compressed
+ARCHIVE_SUFFIXES = (
+    ".7z",
+    ".rar",
+    *COMPRESSED,
+)  # a file compressed, or an archive not read (archives.ARCHIVES are)
 
 
 def runs_under(path: Path) -> list[Path]:
@@ -145,22 +151,40 @@ def runs_under(path: Path) -> list[Path]:
 
 
 def load_runs(data_dir: Path, specs: Sequence[str]) -> list[RunData]:
-    """The runs the specs name (run ids, run directories, folders of runs), each directory once, the first
-    spec that reaches it naming it; a run named twice itself is refused."""
+    """The runs the specs name (run ids, run directories, folders of runs, archives of them), each directory
+    once, the first spec that reaches it naming it; a run named twice itself is refused. An archive's run
+    files are unpacked into a temporary directory while they load; warnings name the archive."""
     if not specs:
         raise UsageError("no runs given")
-    found: list[tuple[Path, str]] = []
-    named: list[Path] = []  # runs given themselves, not found in a folder given
-    for spec in specs:
-        given = resolve_run(data_dir, spec)
-        runs = [run.resolve() for run in runs_under(given)]
-        if runs == [given.resolve()]:
-            named.append(given.resolve())
-        found += [(run, spec) for run in runs if run not in {path for path, _ in found}]
-    given_twice = sorted({path.name for path in named if named.count(path) > 1})
-    if given_twice:
-        raise UsageError(f"run given twice: {', '.join(given_twice)}")
-    return _one_per_id(named_apart([(load_run_dir(path), path, spec) for path, spec in found]))
+    with tempfile.TemporaryDirectory(prefix="sizing-archives-") as unpacked:
+        found: list[tuple[Path, str]] = []
+        named: list[Path] = []  # runs given themselves, not found in a folder given
+        places: dict[str, str] = {}  # an unpacked archive's folder -> the archive, for the warnings
+        for number, spec in enumerate(specs):
+            if is_archive(Path(spec)):
+                given = unpack_runs(Path(spec), Path(unpacked) / str(number))
+                places[str(given.resolve())] = f"{spec}:"
+            else:
+                given = resolve_run(data_dir, spec)
+            runs = [run.resolve() for run in runs_under(given)]
+            if runs == [given.resolve()]:
+                named.append(given.resolve())
+            found += [(run, spec) for run in runs if run not in {path for path, _ in found}]
+        given_twice = sorted({path.name for path in named if named.count(path) > 1})
+        if given_twice:
+            raise UsageError(f"run given twice: {', '.join(given_twice)}")
+        loaded = _one_per_id(named_apart([(load_run_dir(path), path, spec) for path, spec in found]))
+    return [_placed(run, places) for run in loaded] if places else loaded
+
+
+def _placed(run: RunData, places: dict[str, str]) -> RunData:
+    """The run with its warnings naming the archive a path inside an unpacked one came from."""
+    warnings = []
+    for warning in run.warnings:
+        for folder, archive in places.items():
+            warning = warning.replace(folder + "/", archive).replace(folder, archive.rstrip(":"))
+        warnings.append(warning)
+    return replace(run, warnings=tuple(warnings))
 
 
 def named_apart(found: list[tuple[RunData, Path, str]]) -> list[tuple[RunData, Path, str]]:

@@ -203,11 +203,13 @@ def test_a_file_given_for_a_run_says_what_to_give(
     crafted_data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_dir = crafted_data_dir / "examples" / "ref-cpu"
-    archive = tmp_path / "ref-cpu.tar.gz"
+    archive, packed = tmp_path / "ref-cpu.tar.gz", tmp_path / "ref-cpu.7z"
     archive.write_bytes(b"\x1f\x8b")
+    packed.write_bytes(b"7z")
     expected = {
         run_dir / "run.json": f"is a file, not a run directory: give its run directory, '{run_dir}'",
-        archive: "is a file, not a run directory: unpack the archive first (tar xf, unzip)",
+        archive: "cannot read the archive (EOFError: ",
+        packed: "is a file, not a run directory: give its run directory, or an archive of runs (.tar, .tgz",
     }
     for given, message in expected.items():
         assert report.main([str(given), "--out", str(tmp_path / "r.md")]) == 2
@@ -383,6 +385,58 @@ def test_a_run_reached_through_a_folder_and_by_itself_is_sized_once(crafted_data
     twice = [str(examples / "ref-cpu"), "ref-cpu"]
     assert report.main([*twice, "--data-dir", str(data), "--out", str(out)]) == 2
     assert "run given twice: ref-cpu" in capsys.readouterr().err
+
+
+def test_runs_packed_in_an_archive_are_sized_as_they_are(tmp_path: Path, capsys) -> None:
+    """The GPU machine's runs come back as `gpu-runs.tgz` (or a zip): refused with "unpack the archive
+    first". They are sized from the archive; a run packed from inside its directory takes the archive's
+    name; warnings name the archive, not a temporary directory; an archive that is not one, or holds no
+    run, is one line."""
+    import tarfile
+    import zipfile
+
+    runs = tmp_path / "runs"
+    write_run(runs, reference_cpu())
+    gpu = write_run(runs, reference_gpu())
+    write_run(tmp_path / "backup", reference_gpu())  # the same run twice in one archive: counted once
+    (gpu / "checkpoints").mkdir()
+    (gpu / "checkpoints" / "ckpt-1.pt").write_bytes(b"\0" * 1024)  # not unpacked
+    with tarfile.open(tmp_path / "gpu-runs.tgz", "w:gz") as tar:
+        tar.add(gpu, arcname="runs/ref-gpu")
+        tar.add(tmp_path / "backup" / "ref-gpu", arcname="backup/ref-gpu")
+    with tarfile.open(tmp_path / "h100-final.tar", "w") as tar:
+        for path in gpu.iterdir():
+            tar.add(path, arcname=path.name)
+    with zipfile.ZipFile(tmp_path / "both.zip", "w") as packed:
+        for path in runs.rglob("*"):
+            packed.write(path, path.relative_to(tmp_path).as_posix())
+    out = tmp_path / "report.json"
+    cpu = str(runs / "ref-cpu")
+    for specs, gpu_id in (([cpu, "gpu-runs.tgz"], "ref-gpu"), ([cpu, "h100-final.tar"], "h100-final"),
+                          (["both.zip"], "ref-gpu")):  # fmt: skip
+        given = [spec if spec == cpu else str(tmp_path / spec) for spec in specs]
+        assert report.main([*given, "--out", str(out)]) == 0, capsys.readouterr().err
+        data = json.loads(out.read_text())
+        assert sorted(r["run_id"] for r in data["runs"]) == sorted(["ref-cpu", gpu_id])
+        assert data["decision"]["options"], data["decision"]
+    report.main([cpu, str(tmp_path / "gpu-runs.tgz"), "--out", str(out)])
+    text = " ".join(json.loads(out.read_text())["warnings"])
+    archive = tmp_path / "gpu-runs.tgz"
+    said = (
+        f"ref-gpu: also at {archive}:backup/ref-gpu, the same measurement: counted once, from {archive}:runs"
+    )
+    assert said in text, text
+    assert "sizing-archives-" not in text
+    (tmp_path / "junk.tgz").write_bytes(b"not an archive")
+    with tarfile.open(tmp_path / "norun.tgz", "w:gz") as tar:
+        tar.add(gpu / "checkpoints", arcname="checkpoints")
+    for name, said in (
+        ("junk.tgz", "cannot read the archive (ReadError: "),
+        ("norun.tgz", "holds no run's files"),
+    ):
+        assert report.main([str(tmp_path / name), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1, err
 
 
 def test_two_recordings_whose_directories_share_a_name_are_both_sized_named_by_their_paths(

@@ -21,6 +21,7 @@ CPU_FREQ_MHZ = "cpu_freq_mhz"
 CPU_TEMP_C = "cpu_temp_c"
 LOAD1 = "load1"
 DISK_UTIL_PCT = "disk_util_pct"
+DISK_BUSIEST_BPS = "disk_busiest_bps"  # read + written by the disk disk_util_pct is of
 MEM_UTIL_PCT = "mem_util_pct"
 
 PROC_CPU_PCT = "proc_cpu_pct"

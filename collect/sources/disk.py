@@ -6,6 +6,7 @@ from pathlib import Path
 
 from collect.procfs import KernelFile
 from collect.sources.base import HELD_PERIOD_S, Reading, Source, SourceUnavailable
+from runformat.columns import DISK_BUSIEST_BPS
 
 SECTOR_BYTES = 512  # /proc/diskstats always counts 512-byte sectors
 # Fields after "major minor name": reads, reads merged, sectors read, ms reading, writes, writes merged,
@@ -42,7 +43,7 @@ class DiskSource(Source):
         self._last_time = 0.0
 
     def columns(self) -> list[str]:
-        return ["disk_read_bps", "disk_write_bps", "disk_util_pct"]
+        return ["disk_read_bps", "disk_write_bps", "disk_util_pct", DISK_BUSIEST_BPS]
 
     def _read_counters(self) -> dict[bytes, tuple[int, int, int]]:
         data = self._diskstats.read()
@@ -79,15 +80,18 @@ class DiskSource(Source):
     def sample(self, now: float) -> Reading:
         current = self._read_counters()
         elapsed = now - self._last_time
-        read_sectors = written_sectors = 0
-        busiest_ms = 0
+        read_sectors = written_sectors = busiest_sectors = 0
+        busiest_ms = -1
         for disk, (reads, writes, ticks) in current.items():
             before = self._last.get(disk)
             if before is None:
                 continue
-            read_sectors += max(0, reads - before[0])
-            written_sectors += max(0, writes - before[1])
-            busiest_ms = max(busiest_ms, ticks - before[2])
+            read, written = max(0, reads - before[0]), max(0, writes - before[1])
+            read_sectors += read
+            written_sectors += written
+            if ticks - before[2] > busiest_ms:
+                busiest_ms, busiest_sectors = ticks - before[2], read + written
+        busiest_ms = max(0, busiest_ms)
         self._last, self._last_time = current, now
         self.last_raw = current
         if elapsed <= 0:
@@ -96,6 +100,7 @@ class DiskSource(Source):
             "disk_read_bps": round(read_sectors * SECTOR_BYTES / elapsed, 1),
             "disk_write_bps": round(written_sectors * SECTOR_BYTES / elapsed, 1),
             "disk_util_pct": round(min(100.0, max(0.0, busiest_ms / (elapsed * 1000.0) * 100.0)), 2),
+            DISK_BUSIEST_BPS: round(busiest_sectors * SECTOR_BYTES / elapsed, 1),
         }
 
     def close(self) -> None:

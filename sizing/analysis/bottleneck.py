@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from runformat.columns import PROC_READ_BPS, PROC_WRITE_BPS
+from runformat.columns import DISK_BUSIEST_BPS, PROC_READ_BPS, PROC_WRITE_BPS
 from sizing.analysis.gpu_verdicts import GpuFinding
 from sizing.analysis.thermal import CPU_BELOW_PEAK, ThrottleSummary
 from sizing.model import Thresholds, core_indices, gpu_indices, mean_of
@@ -139,7 +139,9 @@ def utilization_numbers(samples: pd.DataFrame, gpus: Sequence[int], thresholds: 
         "logical_cpus": float(cores) if cores else None,
         "swap_growth_bytes": growth_of(samples, "swap_used_bytes"),
         "proc_io_bps": summed_mean(samples, (PROC_READ_BPS, PROC_WRITE_BPS)),
-        "disk_io_bps": summed_mean(samples, ("disk_read_bps", "disk_write_bps")),
+        "disk_io_bps": mean_of(samples, DISK_BUSIEST_BPS)
+        if DISK_BUSIEST_BPS in samples
+        else summed_mean(samples, ("disk_read_bps", "disk_write_bps")),
     }
 
 
@@ -160,7 +162,8 @@ def growth_of(samples: pd.DataFrame, column: str) -> float | None:
 
 def _io_bound(n: dict, t: Thresholds) -> tuple[str | None, str | None]:
     """(why the run is I/O-bound, why a busy disk is not its bottleneck): the second where the training's
-    own storage I/O (proc_read_bps + proc_write_bps) was under IO_OWN_SHARE of the disks'."""
+    own storage I/O (proc_read_bps + proc_write_bps) was under IO_OWN_SHARE of the busiest disk's
+    (disk_busiest_bps; where not recorded, of all disks')."""
     found = []
     if n["cpu_iowait_pct"] is not None and n["cpu_iowait_pct"] >= t.iowait_pct:
         found.append(f"mean iowait {_fmt(n['cpu_iowait_pct'])} ≥ {t.iowait_pct:g} %")
@@ -173,7 +176,7 @@ def _io_bound(n: dict, t: Thresholds) -> tuple[str | None, str | None]:
         return " and ".join(found), None
     return None, (
         f"{' and '.join(found)}, but the training's own storage I/O was {own / 1e6:,.1f} MB/s of the "
-        f"disks' {disks / 1e6:,.1f} (< {IO_OWN_SHARE:.0%}, proc_read_bps + proc_write_bps): other processes "
+        f"disk's {disks / 1e6:,.1f} (< {IO_OWN_SHARE:.0%}, proc_read_bps + proc_write_bps): other processes "
         "kept the disk busy, not the training's bottleneck"
     )
 

@@ -17,7 +17,7 @@ tests/analysis/test_sizing_<file>.py whose name holds those words). The tests be
 - Thresholds.core_idle_pct = 50: an idle logical CPU <. Pinned: here
 - Thresholds.disk_saturated_pct = 80: I/O-bound, disk busy ≥. Pinned: here
 - bottleneck.IO_OWN_SHARE = 0.1: a busy disk or iowait is I/O-bound only where the training's own storage I/O
-  (where recorded) is ≥ this share of the disks'. Pinned: here
+  (where recorded) is ≥ this share of the busiest disk's. Pinned: here
 - Thresholds.iowait_pct = 20: I/O-bound, iowait ≥. Pinned: here
 - Thresholds.throttled_sample_fraction = 0.05: a throttle or clock label, at the power limit, clocks or
   power held, in ≥ this share of samples. Pinned: here; verdicts::thermal_label_flips_at_five;
@@ -268,11 +268,20 @@ def test_each_utilization_rule_at_and_just_past_its_boundary(kind: str, columns:
 )
 def test_a_busy_disk_is_the_trainings_bottleneck_from_its_own_share_of_the_io(own_bps, expected: str) -> None:
     """A disk kept 90 % busy by another process (a backup) read "I/O-bound" for a training that reads
-    nothing: where the training's own I/O is recorded and under IO_OWN_SHARE of the disks', it is not."""
+    nothing: where the training's own I/O is recorded and under IO_OWN_SHARE of the disk's, it is not."""
     own = {} if own_bps is None else {"proc_read_bps": own_bps, "proc_write_bps": 0.0}
     found = judge("gpu", gpu0_util_pct=30.0, cpu_util_pct=20.0, disk_util_pct=90.0, disk_read_bps=1e8, **own)
     assert found.primary == expected
     assert any("other processes kept the disk busy" in e for e in found.evidence) is (expected != b.IO_BOUND)
+
+
+def test_a_busy_disk_is_judged_by_the_busiest_disks_own_traffic_where_recorded() -> None:
+    """The training reads 40 MB/s from the disk it saturates while another process streams 500 MB/s to a
+    second disk: against all disks' 540 MB/s its share is 7 %, against the busiest disk's 50 MB/s 80 %."""
+    host = {"gpu0_util_pct": 30.0, "cpu_util_pct": 20.0, "disk_util_pct": 90.0, "disk_read_bps": 5.4e8}
+    training = {"proc_read_bps": 4e7, "proc_write_bps": 0.0}
+    assert judge("gpu", **host, **training).primary == b.GPU_UNDERUSED  # all disks': not the training's
+    assert judge("gpu", **host, **training, disk_busiest_bps=5e7).primary == b.IO_BOUND
 
 
 @pytest.mark.parametrize(

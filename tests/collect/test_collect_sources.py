@@ -181,6 +181,7 @@ def test_disk_counts_physical_disks_only_and_busiest_util(tmp_path: Path) -> Non
     assert reading["disk_read_bps"] == (2000 + 2000) * 512 / 2  # loop0 and the partition vda1 not counted
     assert reading["disk_write_bps"] == 4000 * 512 / 2
     assert reading["disk_util_pct"] == 45.0  # nvme busy 900 ms of 2000
+    assert reading["disk_busiest_bps"] == 2000 * 512 / 2  # the nvme's bytes, not vda's
 
 
 def test_disk_follows_devices_that_come_and_go(tmp_path: Path) -> None:

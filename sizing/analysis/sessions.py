@@ -147,7 +147,7 @@ class Pauses:
         return self.lost_share >= PAUSE_SHARE
 
     def describe(self) -> str:
-        """`1 pause (21.2 s, ≥ 10× the median step) that took 16 % of the steady time: 0.86 steps/s
+        """`1 pause (21.2 s, ≥ 10× the median step) that took 20% of the steady time: 0.903 steps/s
         without it (…)`."""
         one = self.count == 1
         what = "1 pause" if one else f"{self.count} pauses (the longest"

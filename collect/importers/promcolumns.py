@@ -7,7 +7,7 @@ values per column, one value per grid time; None (an empty cell) wherever nothin
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from collect.importers.promapi import Series
@@ -123,6 +123,24 @@ def increase_since_first(series: list[Series], grid: Grid, scale: float) -> Colu
 
 def physical_disks(series: list[Series]) -> list[Series]:
     return [item for item in series if not _NOT_A_DISK.search(item.labels.get("device", ""))]
+
+
+def busiest_disk_bytes(busy: list[Series], moved: Sequence[list[Series]], grid: Grid) -> Column:
+    """disk_busiest_bps: at each grid time, the bytes/s read and written by the device whose
+    io_time_seconds_total rose most (the disk disk_util_pct is of)."""
+
+    def rates_at(series: list[Series], when: float) -> dict[str, float]:
+        step, lookback = grid.step_s, grid.lookback_s
+        found = {item.labels.get("device", ""): item.rate(when, step, lookback) for item in series}
+        return {device: value for device, value in found.items() if value is not None}
+
+    column: Column = []
+    for when in grid.times:
+        busy_now = rates_at(busy, when)
+        busiest = max(busy_now, key=busy_now.__getitem__) if busy_now else None
+        parts = [rates[busiest] for rates in (rates_at(series, when) for series in moved) if busiest in rates]
+        column.append(round(sum(parts), 1) if parts else None)
+    return column
 
 
 def not_loopback(series: list[Series]) -> list[Series]:

@@ -23,6 +23,7 @@ from collect.importers.promcolumns import (
     MIB,
     Column,
     Grid,
+    busiest_disk_bytes,
     cpu_columns,
     cpu_frequency_columns,
     cpu_temperature_sensors,
@@ -49,7 +50,7 @@ from runformat import (
     write_json_atomic,
 )
 from runformat.cli import USAGE_ERROR
-from runformat.columns import PROCESS_COLUMNS
+from runformat.columns import DISK_BUSIEST_BPS, PROCESS_COLUMNS
 from runformat.gpm import GPM_COLUMN
 
 FAILED = 1
@@ -158,6 +159,8 @@ def _build_columns(
         columns["disk_util_pct"] = rate(
             disks["io_time_seconds_total"], grid, lambda v: round(min(100.0, max(0.0, 100.0 * max(v))), 2)
         )
+        moved = (disks["read_bytes_total"], disks["written_bytes_total"])
+        columns[DISK_BUSIEST_BPS] = busiest_disk_bytes(disks["io_time_seconds_total"], moved, grid)
     sources["disk"] = {"available": True} if any(disks.values()) else _missing(where, "node_disk_*")
     received = not_loopback(node.get("node_network_receive_bytes_total", []))
     sent = not_loopback(node.get("node_network_transmit_bytes_total", []))

@@ -13,6 +13,7 @@ from collect.importers.promapi import PrometheusClient, Series
 from collect.importers.promcli import parse_time
 from collect.importers.promcolumns import (
     Grid,
+    busiest_disk_bytes,
     cpu_columns,
     cpu_frequency_columns,
     increase_since_first,
@@ -88,6 +89,17 @@ def test_only_whole_physical_disks() -> None:
     ]
     kept = [s.labels["device"] for s in physical_disks([series([0], [0], device=n) for n in names])]
     assert kept == ["sda", "nvme0n1", "vda", "mmcblk0"]
+
+
+def test_the_busiest_disks_bytes_follow_the_disk_busiest_at_each_time() -> None:
+    """disk_busiest_bps as the collector writes it: the bytes of the disk whose busy time rose most, not all
+    disks' (sda busy first, then nvme0n1)."""
+    seconds = [0, 1, 2]
+    busy = [series(seconds, [0, 0.9, 1.0], device="sda"), series(seconds, [0, 0.1, 0.9], device="nvme0n1")]
+    read = [series(seconds, [0, 100, 150], device="sda"), series(seconds, [0, 5000, 6000], device="nvme0n1")]
+    written = [series([0, 1, 2], [0, 10, 20], device="sda")]
+    assert busiest_disk_bytes(busy, (read, written), Grid([1, 2], 1, 2.5)) == [110.0, 1000.0]
+    assert busiest_disk_bytes([], (read, written), Grid([1], 1, 2.5)) == [None]
 
 
 def test_steps_from_a_step_counter() -> None:

@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from runformat.columns import CPU_IOWAIT_PCT, CPU_STEAL_PCT, CPU_UTIL_PCT, UTIL_PCT, cpu_column
+from runformat.columns import (
+    CPU_IOWAIT_PCT,
+    CPU_STEAL_PCT,
+    CPU_UTIL_PCT,
+    DISK_BUSIEST_BPS,
+    UTIL_PCT,
+    cpu_column,
+)
 
 SA_MAGIC = (b"\x96\xd5", b"\xd5\x96")
 SADF_ACTIVITIES = ["-u", "ALL", "-P", "ALL", "-r", "-S", "-q", "-d", "-n", "DEV"]
@@ -261,7 +268,10 @@ def _add_row(recording: Recording, kind: str, values: dict[str, str], time_unix:
         read, write = _disk_bytes_per_s(values, number)
         row["disk_read_bps"] = row.get("disk_read_bps", 0.0) + read
         row["disk_write_bps"] = row.get("disk_write_bps", 0.0) + write
-        row["disk_util_pct"] = max(row.get("disk_util_pct", 0.0), num("%util"))
+        util = num("%util")
+        if DISK_BUSIEST_BPS not in row or util > row["disk_util_pct"]:
+            row[DISK_BUSIEST_BPS] = read + write  # what the busiest device so far moved
+        row["disk_util_pct"] = max(row.get("disk_util_pct", 0.0), util)
     elif kind == "IFACE":
         interface = values["IFACE"].strip()
         if interface == "lo":

@@ -47,6 +47,7 @@ COLUMN_ORDER = [
     "disk_read_bps",
     "disk_write_bps",
     "disk_util_pct",
+    "disk_busiest_bps",
     "net_rx_bps",
     "net_tx_bps",
 ]

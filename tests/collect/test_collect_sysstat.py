@@ -39,6 +39,7 @@ CONTRACT_COLUMNS = {
     "disk_read_bps",
     "disk_write_bps",
     "disk_util_pct",
+    "disk_busiest_bps",
     "net_rx_bps",
     "net_tx_bps",
 }
@@ -129,6 +130,10 @@ def test_import_of_a_real_sadc_file(recording: Path, tmp_path: Path) -> None:
     assert all(row["cpu_temp_c"] == "" for row in rows)
     assert sum(float(row["disk_write_bps"]) for row in rows) > 1e6  # the test's own fsync'ed writes
     assert all(0 <= float(row["disk_util_pct"]) <= 100 for row in rows)
+    for row in rows:  # one device's bytes, at most all devices'
+        all_disks = float(row["disk_read_bps"]) + float(row["disk_write_bps"])
+        assert 0 <= float(row["disk_busiest_bps"]) <= all_disks + 1e-6 * max(1.0, all_disks)
+    assert sum(float(row["disk_busiest_bps"]) for row in rows) > 1e6  # the writes, on this VM's only disk
     assert all(float(row["mem_used_bytes"]) > 0 for row in rows)
 
     # The figures are sadf's own: utilization = 100 - %idle - %iowait, per sample, all CPUs.

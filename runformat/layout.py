@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 from datetime import datetime, timezone
@@ -63,11 +64,22 @@ def resolve_run_dir(data_dir: Path, run_id: str) -> Path | None:
 
 
 def child_dirs(parent: Path) -> list[Path]:
-    """The directories in `parent`, by name; [] where it cannot be listed."""
+    """The directories in `parent`, by name; [] where it cannot be listed. scandir's entry types spare a
+    stat per entry (the dashboard lists its data directory every few seconds)."""
     try:
-        return sorted(entry for entry in Path(parent).iterdir() if entry.is_dir())
+        with os.scandir(parent) as entries:
+            names = sorted(entry.name for entry in entries if _is_dir(entry))
     except OSError:
         return []
+    base = Path(parent)
+    return [base / name for name in names]
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def run_dirs(data_dir: Path) -> list[Path]:
@@ -104,12 +116,12 @@ def is_run_dir(path: Path) -> bool:
     return any((Path(path) / name).is_file() for name in RUN_FILES)
 
 
-def run_dirs_below(path: Path, depth: int = SEARCH_DEPTH) -> list[Path]:
+def run_dirs_below(path: Path, depth: int = SEARCH_DEPTH, skip: frozenset[Path] = frozenset()) -> list[Path]:
     """The run directories under `path`, at most `depth` levels down, by path; a run directory's own
-    folders, hidden ones and NOT_RUN_TREES are not searched."""
+    folders, hidden ones, NOT_RUN_TREES and the folders in `skip` are not searched."""
     found = []
     for child in child_dirs(path):
-        if child.name.startswith(".") or child.name in NOT_RUN_TREES:
+        if child.name.startswith(".") or child.name in NOT_RUN_TREES or child in skip:
             continue
         if is_run_dir(child):
             found.append(child)
@@ -119,16 +131,18 @@ def run_dirs_below(path: Path, depth: int = SEARCH_DEPTH) -> list[Path]:
 
 
 def runs_elsewhere(data_dir: Path) -> list[Path]:
-    """The run directories under data_dir that are not directly in its runs/ or examples/, nor named as
-    one there (copied from another machine into data/gpu-box/runs/, say): the sizing report finds them,
-    run_dirs does not."""
-    places = {(Path(data_dir) / sub).resolve() for sub in (RUNS_SUBDIR, EXAMPLES_SUBDIR)}
+    """The run directories under data_dir that run_dirs does not list, nor lists under their name: copied
+    from another machine into data/gpu-box/runs/, say, or into a folder of runs inside runs/ (the sizing
+    report finds them). The runs in runs/ and examples/ are not looked into."""
+    data_dir = Path(data_dir)
     listed = {run.name for run in run_dirs(data_dir)}
-    return [
-        run
-        for run in run_dirs_below(Path(data_dir))
-        if run.parent.resolve() not in places and run.name not in listed
-    ]
+    places = frozenset(data_dir / sub for sub in (RUNS_SUBDIR, EXAMPLES_SUBDIR))
+    found = run_dirs_below(data_dir, skip=places)
+    for place in sorted(places):
+        for entry in child_dirs(place):  # a folder of runs inside runs/ is not a run, whatever its name
+            if not entry.name.startswith(".") and not is_run_dir(entry):
+                found += run_dirs_below(entry, SEARCH_DEPTH - 2)
+    return [run for run in found if run.name not in listed]
 
 
 def run_id_like(name: str) -> str:

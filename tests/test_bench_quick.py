@@ -41,14 +41,21 @@ def test_every_benchmark_is_found() -> None:
     }
 
 
+OTHER_MODES = [(REPO / "bench" / "busiest_thread_cost.py", ("--column", "io"))]  # --quick of each mode
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("script", BENCHES, ids=[path.name for path in BENCHES])
-def test_benchmark_quick_mode(script: Path) -> None:
+@pytest.mark.parametrize(
+    ("script", "mode"),
+    [*((path, ()) for path in BENCHES), *OTHER_MODES],
+    ids=[*(path.name for path in BENCHES), *(f"{path.name} {' '.join(mode)}" for path, mode in OTHER_MODES)],
+)
+def test_benchmark_quick_mode(script: Path, mode: tuple[str, ...]) -> None:
     names = documented_names(script)
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
     result = subprocess.run(
-        [sys.executable, str(script), "--quick"],
+        [sys.executable, str(script), "--quick", *mode],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -9,6 +9,7 @@ with `elapsed_s` is placed at run.json's `start_unix` (or 0).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import tempfile
@@ -156,25 +157,37 @@ def load_runs(data_dir: Path, specs: Sequence[str]) -> list[RunData]:
     files are unpacked into a temporary directory while they load; warnings name the archive."""
     if not specs:
         raise UsageError("no runs given")
-    with tempfile.TemporaryDirectory(prefix="sizing-archives-") as unpacked:
-        found: list[tuple[Path, str]] = []
+    with contextlib.ExitStack() as stack:
+        scratch: Path | None = None  # made for the first archive given
+        found: dict[Path, str] = {}  # each run directory, and the first spec that reached it
         named: list[Path] = []  # runs given themselves, not found in a folder given
         places: dict[str, str] = {}  # an unpacked archive's folder -> the archive, for the warnings
         for number, spec in enumerate(specs):
             if is_archive(Path(spec)):
-                given = unpack_runs(Path(spec), Path(unpacked) / str(number))
+                scratch = scratch or _scratch_dir(stack)
+                given = unpack_runs(Path(spec), scratch / str(number))
                 places[str(given.resolve())] = f"{spec}:"
             else:
                 given = resolve_run(data_dir, spec)
             runs = [run.resolve() for run in runs_under(given)]
             if runs == [given.resolve()]:
                 named.append(given.resolve())
-            found += [(run, spec) for run in runs if run not in {path for path, _ in found}]
+            for run in runs:
+                found.setdefault(run, spec)
         given_twice = sorted({path.name for path in named if named.count(path) > 1})
         if given_twice:
             raise UsageError(f"run given twice: {', '.join(given_twice)}")
-        loaded = _one_per_id(named_apart([(load_run_dir(path), path, spec) for path, spec in found]))
+        loaded = _one_per_id(named_apart([(load_run_dir(path), path, spec) for path, spec in found.items()]))
     return [_placed(run, places) for run in loaded] if places else loaded
+
+
+def _scratch_dir(stack: contextlib.ExitStack) -> Path:
+    try:
+        return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sizing-archives-")))
+    except OSError as exc:
+        raise UsageError(
+            f"cannot make a temporary directory to read an archive in ({exc.strerror or exc})"
+        ) from None
 
 
 def _placed(run: RunData, places: dict[str, str]) -> RunData:
@@ -193,20 +206,24 @@ def named_apart(found: list[tuple[RunData, Path, str]]) -> list[tuple[RunData, P
     share its name (counted once below). Runs without a recorded run_id, or recording the same one, keep
     their directory's name."""
     runs = [run for run, _, _ in found]
+    by_name: dict[str, list[tuple[str | None, Path]]] = {}
+    for run, path, _ in found:
+        recorded = run.meta.get("run_id")
+        by_name.setdefault(run.run_id, []).append(
+            (recorded if isinstance(recorded, str) and recorded else None, path)
+        )
     names: dict[Path, str] = {}
-    for dir_name in {run.run_id for run in runs}:
+    for dir_name, places in by_name.items():
         first_of: dict[str, Path] = {}
-        for run, path, _ in found:
-            recorded = run.meta.get("run_id")
-            if run.run_id == dir_name and isinstance(recorded, str) and recorded:
+        for recorded, path in places:
+            if recorded is not None:
                 first_of.setdefault(recorded, path)
         if len(first_of) < 2 or _nodes_of_one_job(runs, dir_name):
             continue
         shared = Path(os.path.commonpath([str(path) for path in first_of.values()]))
-        for run, path, _ in found:
-            recorded = run.meta.get("run_id")
-            if run.run_id == dir_name and recorded in first_of:
-                names[path] = first_of[recorded].relative_to(shared).as_posix()
+        names.update(
+            {path: first_of[recorded].relative_to(shared).as_posix() for recorded, path in places if recorded}
+        )
     return [(_renamed(run, names[path]) if path in names else run, path, spec) for run, path, spec in found]
 
 

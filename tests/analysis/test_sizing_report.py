@@ -439,6 +439,25 @@ def test_runs_packed_in_an_archive_are_sized_as_they_are(tmp_path: Path, capsys)
         assert said in err and err.count("\n") == 1, err
 
 
+def test_an_archive_without_room_to_unpack_is_one_line_and_runs_need_none(
+    crafted_data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """No temporary directory can be made (a full or missing /tmp): runs given as directories are sized as
+    ever (nothing is unpacked for them); an archive is one line, not a traceback."""
+    import tarfile
+
+    archive = tmp_path / "runs.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(crafted_data_dir / "runs", arcname="runs")
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "no-such-dir"))
+    out = tmp_path / "report.md"
+    assert report.main(["ref-cpu", "ref-gpu", "--data-dir", str(crafted_data_dir), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert report.main([str(archive), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot make a temporary directory to read an archive in (" in err and err.count("\n") == 1, err
+
+
 def test_two_recordings_whose_directories_share_a_name_are_both_sized_named_by_their_paths(
     tmp_path: Path, capsys
 ) -> None:

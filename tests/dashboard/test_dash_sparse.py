@@ -259,3 +259,6 @@ def test_runs_copied_below_the_data_directory_are_named_not_silently_left_out(tm
     for name in ("a", "b", "c", "d"):
         shutil.copytree(tmp_path / "lab" / "2026" / "c", tmp_path / "runs" / name)
     assert views.warnings_banner(tmp_path, []) == []
+    shutil.copytree(run_dir, tmp_path / "runs" / "from-gpu-box" / "e")  # a folder of runs in runs/
+    banner = texts(views.warnings_banner(tmp_path, []))
+    assert any(t.startswith("runs/from-gpu-box/e is not listed") for t in banner), banner
